@@ -1,0 +1,101 @@
+//! The cluster: nodes, their GPU count and GPU type.
+
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+
+use crate::error::CoreError;
+
+/// Index of a node in [`Cluster::nodes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NodeId(pub u32);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub gpus: u32,
+    pub gpu_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+}
+
+/// GPU type used when a cluster is given as `NxG`: the Pollux testbed's T4.
+pub const DEFAULT_GPU_TYPE: &str = "t4";
+
+impl Cluster {
+    pub fn homogeneous(nodes: u32, gpus_per_node: u32, gpu_type: &str) -> Self {
+        Cluster {
+            nodes: (0..nodes)
+                .map(|i| Node {
+                    name: format!("node{i}"),
+                    gpus: gpus_per_node,
+                    gpu_type: gpu_type.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn total_gpus(&self) -> u32 {
+        self.nodes.iter().map(|n| n.gpus).sum()
+    }
+
+    pub fn gpus(&self, node: NodeId) -> u32 {
+        self.nodes[node.0 as usize].gpus
+    }
+
+    /// The largest node, which bounds what a single-node job can get.
+    pub fn max_gpus_per_node(&self) -> u32 {
+        self.nodes.iter().map(|n| n.gpus).max().unwrap_or(0)
+    }
+}
+
+impl FromStr for Cluster {
+    type Err = CoreError;
+
+    /// `16x4` = 16 nodes with 4 GPUs each; `16x4:t4` names the GPU type.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |why: &str| CoreError::Cluster(s.to_string(), why.to_string());
+        let (shape, ty) = match s.split_once(':') {
+            Some((a, b)) if !b.is_empty() => (a, b),
+            Some(_) => return Err(bad("empty GPU type after ':'")),
+            None => (s, DEFAULT_GPU_TYPE),
+        };
+        let (n, g) = shape
+            .split_once(['x', 'X'])
+            .ok_or_else(|| bad("expected NODESxGPUS, e.g. 16x4"))?;
+        let n: u32 = n.trim().parse().map_err(|_| bad("node count is not a positive integer"))?;
+        let g: u32 = g.trim().parse().map_err(|_| bad("GPUs per node is not a positive integer"))?;
+        if n == 0 || g == 0 {
+            return Err(bad("node count and GPUs per node must be > 0"));
+        }
+        if g > 64 {
+            return Err(bad("more than 64 GPUs per node is not supported"));
+        }
+        Ok(Cluster::homogeneous(n, g, ty))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_shapes() {
+        let c: Cluster = "16x4".parse().unwrap();
+        assert_eq!(c.num_nodes(), 16);
+        assert_eq!(c.total_gpus(), 64);
+        assert_eq!(c.nodes[3].gpu_type, "t4");
+        let c: Cluster = "2x8:a100".parse().unwrap();
+        assert_eq!(c.nodes[1].gpu_type, "a100");
+        for bad in ["", "16", "0x4", "4x0", "ax4", "4x", "4x4:"] {
+            assert!(bad.parse::<Cluster>().is_err(), "{bad}");
+        }
+    }
+}

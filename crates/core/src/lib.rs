@@ -1,0 +1,24 @@
+//! gpuplan-core: the domain model every other gpuplan crate shares.
+//!
+//! It exists so that the simulator, the planners, the executor and the
+//! browser build all agree on one definition of a cluster, a job and the
+//! Pollux goodput model. It does no I/O (parsers take a reader and a source
+//! name), knows no solver and has no clock, so it builds for wasm32.
+//!
+//! Main types: [`Cluster`], [`JobSpec`], [`JobState`], [`Allocation`].
+//!
+//! ```
+//! use gpuplan_core::Cluster;
+//! let c: Cluster = "16x4".parse().unwrap();
+//! assert_eq!(c.total_gpus(), 64);
+//! ```
+
+pub mod cluster;
+pub mod error;
+pub mod job;
+pub mod model;
+
+pub use cluster::{Cluster, Node, NodeId};
+pub use error::{CoreError, ParseError};
+pub use job::{Allocation, JobId, JobSpec, JobState};
+pub use model::{BatchLimits, GoodputModel, GradParams, PerfParams};

@@ -70,8 +70,14 @@ impl FromStr for Cluster {
         let (n, g) = shape
             .split_once(['x', 'X'])
             .ok_or_else(|| bad("expected NODESxGPUS, e.g. 16x4"))?;
-        let n: u32 = n.trim().parse().map_err(|_| bad("node count is not a positive integer"))?;
-        let g: u32 = g.trim().parse().map_err(|_| bad("GPUs per node is not a positive integer"))?;
+        let n: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| bad("node count is not a positive integer"))?;
+        let g: u32 = g
+            .trim()
+            .parse()
+            .map_err(|_| bad("GPUs per node is not a positive integer"))?;
         if n == 0 || g == 0 {
             return Err(bad("node count and GPUs per node must be > 0"));
         }

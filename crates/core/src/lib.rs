@@ -17,8 +17,12 @@ pub mod cluster;
 pub mod error;
 pub mod job;
 pub mod model;
+pub mod plan;
+pub mod round;
 
 pub use cluster::{Cluster, Node, NodeId};
 pub use error::{CoreError, ParseError};
 pub use job::{Allocation, JobId, JobSpec, JobState};
 pub use model::{BatchLimits, GoodputModel, GradParams, PerfParams};
+pub use plan::{validate, Plan, PlanStatus, Violation};
+pub use round::{Interference, Oracle, PolicyParams, Round, RoundJob};

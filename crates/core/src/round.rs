@@ -1,0 +1,98 @@
+//! One scheduling round: the input every planner gets.
+//!
+//! A round is a snapshot: the cluster, the active jobs with what has been
+//! measured about them, and the policy parameters. It is what `gpuplan plan
+//! --input` reads and what `simulate --dump-rounds` writes, so it is plain
+//! serde data.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::Cluster;
+use crate::job::{Allocation, JobId, JobState};
+use crate::model::GoodputModel;
+
+/// Whether nodes may be shared by several multi-node jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interference {
+    /// Pollux's rule: at most one multi-node job per node.
+    #[default]
+    Avoid,
+    /// No restriction.
+    Allow,
+}
+
+/// Policy parameters shared by goodput-based planners.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PolicyParams {
+    /// Power-mean exponent; `f64::NEG_INFINITY` (JSON `null` is not allowed, use -1e9 or "p_min": true) = max-min.
+    pub p: f64,
+    /// δ in the restart factor (age − δ·restarts)/(age + δ).
+    pub restart_penalty_s: f64,
+    pub interference: Interference,
+    /// Pollux's exploration cap: at most this × the most GPUs a job has used.
+    pub exploration_factor: u32,
+    /// Most nodes one job may span.
+    pub max_nodes_per_job: u32,
+}
+
+impl Default for PolicyParams {
+    fn default() -> Self {
+        PolicyParams {
+            p: -1.0,
+            restart_penalty_s: 30.0,
+            interference: Interference::Avoid,
+            exploration_factor: 2,
+            max_nodes_per_job: 16,
+        }
+    }
+}
+
+/// Ground truth the simulator may reveal to oracle policies (Optimus+Oracle,
+/// SRTF). Real planners ignore it; in a live cluster it is absent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Oracle {
+    /// Optimizer steps left at the job's fixed batch size.
+    pub remaining_iters: f64,
+    /// True seconds per optimizer step on `k` packed GPUs at the fixed batch,
+    /// index `k - 1`, for k = 1..=len.
+    pub step_time_s: Vec<f64>,
+}
+
+/// One job as a planner sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundJob {
+    pub id: JobId,
+    pub name: String,
+    pub app: String,
+    pub submit_s: f64,
+    pub requested_gpus: u32,
+    pub batch_size: u32,
+    pub min_gpus: u32,
+    pub max_gpus: u32,
+    pub preemptible: bool,
+    pub state: JobState,
+    /// Fitted goodput model; `None` until the job has run (speedup is then
+    /// linear in GPUs, as Pollux assumes).
+    #[serde(default)]
+    pub model: Option<GoodputModel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<Oracle>,
+}
+
+impl RoundJob {
+    pub fn current(&self) -> &Allocation {
+        &self.state.allocation
+    }
+}
+
+/// The whole input of one planning round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Round {
+    pub now_s: f64,
+    pub cluster: Cluster,
+    pub jobs: Vec<RoundJob>,
+    #[serde(default)]
+    pub params: PolicyParams,
+}

@@ -1,0 +1,69 @@
+//! gpuplan-solve: every round planner, behind one trait.
+//!
+//! It exists so that the simulator, the executor and the browser can swap
+//! policies by name without knowing how any of them works. A planner is a
+//! value with cross-round state (`&mut self`): warm starts, GA populations,
+//! Tiresias queues. Nothing here reads files, clocks (except to time a solve)
+//! or the environment.
+//!
+//! ```
+//! use gpuplan_solve::registry;
+//! let p = registry::create("fifo").unwrap();
+//! assert_eq!(p.name(), "fifo");
+//! assert!(registry::create("nope").unwrap_err().to_string().contains("optimus"));
+//! ```
+
+pub mod placement;
+pub mod planners;
+pub mod registry;
+
+use gpuplan_core::{Plan, Round};
+
+/// Budget for one round. Counts, not wall-clock, where tests need determinism.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Wall-clock limit for solvers that support one.
+    pub time_limit_s: f64,
+    /// Relative MIP gap at which a solve may stop.
+    pub gap: f64,
+    pub threads: u32,
+    /// Seed for randomized planners.
+    pub seed: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            time_limit_s: 10.0,
+            gap: 1e-4,
+            threads: 1,
+            seed: 0,
+        }
+    }
+}
+
+/// A round was malformed (not: the solver failed — that is a fallback plan).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("malformed round: {0}")]
+    Malformed(String),
+    #[error("unknown planner '{name}'; valid planners: {}", .valid.join(", "))]
+    UnknownPlanner { name: String, valid: Vec<String> },
+}
+
+/// A round planner.
+pub trait Planner: Send {
+    /// The kebab-case id used in the CLI, JSON, bench and UI.
+    fn name(&self) -> &str;
+    /// Plan one round. `Err` only for a malformed round.
+    fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError>;
+}
+
+/// Run a planner and time it, filling `solve_ms` and the planner name.
+pub fn run_planner(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
+    let t0 = web_time::Instant::now();
+    let mut plan = planner.plan(round, limits)?;
+    plan.solve_ms = t0.elapsed().as_secs_f64() * 1e3;
+    plan.planner = planner.name().to_string();
+    Ok(plan)
+}

@@ -1,0 +1,47 @@
+//! `fifo`: YARN-CS style first-in first-out with consolidated placement.
+//!
+//! Each job runs at its requested size. Running jobs are never preempted;
+//! waiting jobs start in submission order when their GPUs are free. A job
+//! that does not fit does not block smaller later jobs (backfilling), as the
+//! capacity scheduler does within a queue.
+
+use gpuplan_core::{Plan, Round};
+
+use super::{fixed_gpus, place_counts};
+use crate::{Limits, PlanError, Planner};
+
+#[derive(Debug, Default)]
+pub struct Fifo;
+
+impl Planner for Fifo {
+    fn name(&self) -> &str {
+        "fifo"
+    }
+
+    fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {
+        let total = round.cluster.total_gpus();
+        let mut order: Vec<_> = round.jobs.iter().collect();
+        // Running jobs first (never preempted), then by submission.
+        order.sort_by(|a, b| {
+            a.current()
+                .is_empty()
+                .cmp(&b.current().is_empty())
+                .then(a.submit_s.total_cmp(&b.submit_s))
+                .then(a.id.cmp(&b.id))
+        });
+        let mut left = total;
+        let mut decisions = Vec::new();
+        for j in order {
+            let k = if j.current().is_empty() {
+                fixed_gpus(j)
+            } else {
+                j.current().num_gpus()
+            };
+            if k <= left {
+                left -= k;
+                decisions.push((j.id, k));
+            }
+        }
+        Ok(place_counts(self.name(), round, &decisions))
+    }
+}

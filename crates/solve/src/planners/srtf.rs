@@ -1,0 +1,53 @@
+//! `srtf`: shortest remaining time first, preemptive, with oracle knowledge
+//! of each job's remaining time at its requested size.
+//!
+//! An upper-bound-style baseline: it needs the simulator's ground truth
+//! (`RoundJob::oracle`). Jobs without an oracle are treated as longest.
+
+use gpuplan_core::{Plan, Round, RoundJob};
+
+use super::{fixed_gpus, place_counts};
+use crate::{Limits, PlanError, Planner};
+
+#[derive(Debug, Default)]
+pub struct Srtf;
+
+/// Remaining seconds at `k` GPUs, from the oracle.
+pub fn remaining_s(job: &RoundJob, k: u32) -> f64 {
+    match &job.oracle {
+        Some(o) if !o.step_time_s.is_empty() => {
+            let i = (k.max(1) as usize).min(o.step_time_s.len()) - 1;
+            o.remaining_iters * o.step_time_s[i]
+        }
+        _ => f64::INFINITY,
+    }
+}
+
+impl Planner for Srtf {
+    fn name(&self) -> &str {
+        "srtf"
+    }
+
+    fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {
+        let mut order: Vec<(&RoundJob, f64)> = round
+            .jobs
+            .iter()
+            .map(|j| (j, remaining_s(j, fixed_gpus(j))))
+            .collect();
+        order.sort_by(|a, b| {
+            a.1.total_cmp(&b.1)
+                .then(a.0.submit_s.total_cmp(&b.0.submit_s))
+                .then(a.0.id.cmp(&b.0.id))
+        });
+        let mut left = round.cluster.total_gpus();
+        let mut decisions = Vec::new();
+        for (j, _) in order {
+            let k = fixed_gpus(j);
+            if k <= left {
+                left -= k;
+                decisions.push((j.id, k));
+            }
+        }
+        Ok(place_counts(self.name(), round, &decisions))
+    }
+}

@@ -1,3 +1,23 @@
-fn main() {
-    println!("gpuplan");
+//! The `gpuplan` command line: a thin layer over the library crates.
+//!
+//! Exit codes: 0 ok, 1 ran but the goal was not met, 2 error (bad input).
+
+mod cli;
+mod models;
+mod plots;
+mod simulate;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod error;
 pub mod job;
 pub mod model;
+pub mod objective;
 pub mod plan;
 pub mod round;
 

@@ -16,6 +16,7 @@
 pub mod placement;
 pub mod planners;
 pub mod registry;
+pub mod speedup;
 
 use gpuplan_core::{Plan, Round};
 
@@ -51,10 +52,37 @@ pub enum PlanError {
     UnknownPlanner { name: String, valid: Vec<String> },
 }
 
+/// How jobs' batch sizes are chosen while a planner runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchPolicy {
+    /// The user's batch size, fixed (Tiresias, Optimus, FIFO, SRTF).
+    Fixed,
+    /// Re-optimised for goodput at every allocation and epoch (Pollux and the MIPs).
+    Adaptive,
+}
+
+/// What a planner needs from, and promises to, whoever runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannerTraits {
+    pub batch: BatchPolicy,
+    /// Whether the planner reads `RoundJob::oracle` (simulation only).
+    pub needs_oracle: bool,
+    /// Whether its plans obey `PolicyParams::interference`. Published
+    /// baselines do not; the simulator validates them with `Allow`.
+    pub honours_interference: bool,
+}
+
 /// A round planner.
 pub trait Planner: Send {
     /// The kebab-case id used in the CLI, JSON, bench and UI.
     fn name(&self) -> &str;
+    fn traits(&self) -> PlannerTraits {
+        PlannerTraits {
+            batch: BatchPolicy::Fixed,
+            needs_oracle: false,
+            honours_interference: false,
+        }
+    }
     /// Plan one round. `Err` only for a malformed round.
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError>;
 }

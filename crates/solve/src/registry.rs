@@ -1,6 +1,6 @@
 //! The one list of planners. A new policy is one file plus one line here.
 
-use crate::planners::{fifo::Fifo, optimus::Optimus, srtf::Srtf};
+use crate::planners::{fifo::Fifo, optimus::Optimus, pollux_ga::PolluxGa, srtf::Srtf};
 use crate::{PlanError, Planner};
 
 type Ctor = fn() -> Box<dyn Planner>;
@@ -9,6 +9,7 @@ const PLANNERS: &[(&str, Ctor)] = &[
     ("fifo", || Box::new(Fifo)),
     ("srtf", || Box::new(Srtf)),
     ("optimus", || Box::new(Optimus)),
+    ("pollux-ga", || Box::new(PolluxGa::default())),
 ];
 
 /// Every registered planner id, in registry order.

@@ -2,6 +2,7 @@
 
 pub mod fifo;
 pub mod optimus;
+pub mod pollux_ga;
 pub mod srtf;
 
 use gpuplan_core::{Allocation, JobId, Plan, PlanStatus, Round, RoundJob};

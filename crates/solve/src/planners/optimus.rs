@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 use gpuplan_core::{Plan, Round, RoundJob};
 
 use super::place_counts;
-use crate::{Limits, PlanError, Planner};
+use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug, Default)]
 pub struct Optimus;
@@ -50,6 +50,14 @@ impl Ord for Cand {
 impl Planner for Optimus {
     fn name(&self) -> &str {
         "optimus"
+    }
+
+    fn traits(&self) -> PlannerTraits {
+        PlannerTraits {
+            batch: BatchPolicy::Fixed,
+            needs_oracle: true,
+            honours_interference: false,
+        }
     }
 
     fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {

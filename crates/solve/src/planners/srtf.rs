@@ -7,7 +7,7 @@
 use gpuplan_core::{Plan, Round, RoundJob};
 
 use super::{fixed_gpus, place_counts};
-use crate::{Limits, PlanError, Planner};
+use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug, Default)]
 pub struct Srtf;
@@ -26,6 +26,14 @@ pub fn remaining_s(job: &RoundJob, k: u32) -> f64 {
 impl Planner for Srtf {
     fn name(&self) -> &str {
         "srtf"
+    }
+
+    fn traits(&self) -> PlannerTraits {
+        PlannerTraits {
+            batch: BatchPolicy::Fixed,
+            needs_oracle: true,
+            honours_interference: false,
+        }
     }
 
     fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {

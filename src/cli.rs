@@ -1,0 +1,86 @@
+//! Argument definitions and dispatch.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gpuplan",
+    version,
+    about = "Plan GPU allocations for deep-learning jobs: goodput models, simulation, MIP planning"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Fit and inspect the goodput model of the bundled applications.
+    Models {
+        #[command(subcommand)]
+        cmd: ModelsCmd,
+    },
+    /// Simulate a workload under one policy.
+    Simulate(crate::simulate::SimulateArgs),
+    /// Simulate many workloads × policies in parallel.
+    Sweep(crate::simulate::SweepArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelsCmd {
+    /// Fit the 7 throughput parameters to every measured point of an app.
+    Fit {
+        /// Application name, or `all`.
+        #[arg(long)]
+        app: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// Read profiles from this directory instead of the bundled ones.
+        #[arg(long)]
+        traces: Option<PathBuf>,
+    },
+    /// Goodput, best batch size and speedup of one configuration.
+    Show {
+        #[arg(long)]
+        app: String,
+        #[arg(long)]
+        gpus: u32,
+        #[arg(long, default_value_t = 1)]
+        nodes: u32,
+        /// Epoch whose gradient statistics to use.
+        #[arg(long, default_value_t = 0)]
+        epoch: u32,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+}
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Models {
+            cmd: ModelsCmd::Fit { app, format, traces },
+        } => crate::models::fit(&app, format, traces),
+        Cmd::Models {
+            cmd:
+                ModelsCmd::Show {
+                    app,
+                    gpus,
+                    nodes,
+                    epoch,
+                    format,
+                },
+        } => crate::models::show(&app, gpus, nodes, epoch, format),
+        Cmd::Simulate(a) => crate::simulate::simulate(a),
+        Cmd::Sweep(a) => crate::simulate::sweep(a),
+    }
+}

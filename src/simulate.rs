@@ -1,0 +1,456 @@
+//! `gpuplan simulate` and `gpuplan sweep`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gpuplan_core::{Cluster, Interference, JobSpec};
+use gpuplan_sim::data::Profiles;
+use gpuplan_sim::{simulate as run_sim, workload, Control, SimConfig, SimResult};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::cli::Format;
+
+#[derive(Args, Debug, Clone)]
+pub struct SimOpts {
+    /// Cluster shape NODESxGPUS (e.g. 16x4).
+    #[arg(long, default_value = "16x4")]
+    pub cluster: String,
+    /// Seconds between scheduling rounds.
+    #[arg(long, default_value_t = 60.0)]
+    pub interval: f64,
+    /// Seconds a job loses when its allocation changes.
+    #[arg(long, default_value_t = 30.0)]
+    pub restart_delay: f64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Power-mean exponent p of goodput-based policies.
+    #[arg(long, default_value_t = -1.0, allow_hyphen_values = true)]
+    pub p: f64,
+    /// Interference rule of goodput-based policies: at most one multi-node job per node (avoid) or none (allow).
+    #[arg(long, value_enum, default_value = "avoid")]
+    pub interference: InterferenceArg,
+    /// Slowdown of multi-node jobs sharing a node with another (0 = none), as the artifact's --interference.
+    #[arg(long, default_value_t = 0.0)]
+    pub interference_slowdown: f64,
+    /// Solver time limit per round, seconds (MIP planners).
+    #[arg(long, default_value_t = 10.0)]
+    pub time_limit: f64,
+    /// Read application profiles from this directory instead of the bundled ones.
+    #[arg(long)]
+    pub traces: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InterferenceArg {
+    Avoid,
+    Allow,
+}
+
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    #[arg(long)]
+    pub workload: PathBuf,
+    #[arg(long)]
+    pub policy: String,
+    #[command(flatten)]
+    pub opts: SimOpts,
+    /// Write jobs.csv, rounds.csv and SVG plots here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Workload files or folders of them.
+    #[arg(long, num_args = 1.., required = true)]
+    pub workloads: Vec<PathBuf>,
+    /// Comma-separated policy names.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub policies: Vec<String>,
+    #[command(flatten)]
+    pub opts: SimOpts,
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+impl SimOpts {
+    pub fn config(&self) -> Result<SimConfig> {
+        let cluster: Cluster = self.cluster.parse().context("--cluster")?;
+        if !(self.interval > 0.0 && self.interval.is_finite()) {
+            bail!("--interval must be > 0, got {}", self.interval);
+        }
+        if !(self.restart_delay >= 0.0 && self.restart_delay.is_finite()) {
+            bail!("--restart-delay must be >= 0, got {}", self.restart_delay);
+        }
+        if !(0.0..1.0).contains(&self.interference_slowdown) {
+            bail!(
+                "--interference-slowdown must be in [0, 1), got {}",
+                self.interference_slowdown
+            );
+        }
+        if self.p.is_nan() {
+            bail!("--p must be a number");
+        }
+        let mut cfg = SimConfig {
+            cluster,
+            interval_s: self.interval,
+            restart_delay_s: self.restart_delay,
+            ..Default::default()
+        };
+        cfg.seed = self.seed;
+        cfg.interference_slowdown = self.interference_slowdown;
+        cfg.time_limit_s = self.time_limit;
+        cfg.params.p = self.p;
+        cfg.params.restart_penalty_s = self.restart_delay;
+        cfg.params.interference = match self.interference {
+            InterferenceArg::Avoid => Interference::Avoid,
+            InterferenceArg::Allow => Interference::Allow,
+        };
+        Ok(cfg)
+    }
+}
+
+fn load_workload(path: &Path, profiles: &Profiles) -> Result<Vec<JobSpec>> {
+    let f = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let name = path.display().to_string();
+    Ok(workload::parse_pollux_workload(
+        &name,
+        std::io::BufReader::new(f),
+        profiles,
+    )?)
+}
+
+fn workload_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default()
+}
+
+fn check_policy(name: &str) -> Result<()> {
+    gpuplan_solve::registry::create(name)?;
+    Ok(())
+}
+
+/// Run one simulation; the shared path of `simulate` and `sweep`.
+pub fn run_one(cfg: &SimConfig, profiles: &Profiles, path: &Path, policy: &str) -> Result<SimResult> {
+    let jobs = load_workload(path, profiles)?;
+    let mut planner = gpuplan_solve::registry::create(policy)?;
+    let mut r = run_sim(cfg, profiles, &jobs, planner.as_mut(), &mut |_, _| {
+        Control::Continue
+    })
+    .with_context(|| format!("simulating {} under {policy}", path.display()))?;
+    r.summary.workload = workload_name(path);
+    Ok(r)
+}
+
+pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
+    println!(
+        "{:<16} {:<14} {:>5} {:>9} {:>9} {:>9} {:>10} {:>9} {:>6} {:>8} {:>10} {:>8}",
+        "policy",
+        "workload",
+        "jobs",
+        "avg_jct_h",
+        "p50_jct_h",
+        "p99_jct_h",
+        "imagenet_h",
+        "makespan_h",
+        "util",
+        "restarts",
+        "plan_ms",
+        "wall_s"
+    );
+    for s in rows {
+        println!(
+            "{:<16} {:<14} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>10} {:>9.2} {:>6.2} {:>8} {:>10.2} {:>8.1}",
+            s.policy,
+            s.workload,
+            s.jobs,
+            s.avg_jct_s / 3600.0,
+            s.p50_jct_s / 3600.0,
+            s.p99_jct_s / 3600.0,
+            s.imagenet_mean_jct_s
+                .map_or("-".into(), |v| format!("{:.3}", v / 3600.0)),
+            s.makespan_s / 3600.0,
+            s.gpu_utilization,
+            s.restarts,
+            s.planner_ms.mean,
+            s.wall_s
+        );
+    }
+}
+
+pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
+    check_policy(&a.policy)?;
+    let cfg = a.opts.config()?;
+    let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
+    let r = run_one(&cfg, &profiles, &a.workload, &a.policy)?;
+    if let Some(out) = &a.out {
+        write_outputs(out, &r, &cfg)?;
+    }
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&r.summary)?),
+        Format::Table => print_table(&[&r.summary]),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// jobs.csv, rounds.csv and the plots.
+pub fn write_outputs(dir: &Path, r: &SimResult, cfg: &SimConfig) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut w = csv::Writer::from_path(dir.join("jobs.csv"))?;
+    w.write_record([
+        "name",
+        "app",
+        "submit_s",
+        "completion_s",
+        "jct_s",
+        "restarts",
+        "attained_gpu_s",
+        "max_gpus_used",
+    ])?;
+    for j in &r.jobs {
+        w.write_record([
+            j.name.clone(),
+            j.app.clone(),
+            format!("{}", j.submit_s),
+            format!("{}", j.completion_s),
+            format!("{}", j.jct_s),
+            j.restarts.to_string(),
+            format!("{:.1}", j.attained_gpu_s),
+            j.max_gpus_used.to_string(),
+        ])?;
+    }
+    w.flush()?;
+    let mut w = csv::Writer::from_path(dir.join("rounds.csv"))?;
+    w.write_record([
+        "time_s",
+        "active",
+        "running",
+        "gpus_allocated",
+        "restarts",
+        "planner_ms",
+        "status",
+    ])?;
+    for x in &r.rounds {
+        w.write_record([
+            format!("{}", x.time_s),
+            x.active.to_string(),
+            x.running.to_string(),
+            x.gpus_allocated.to_string(),
+            x.restarts.to_string(),
+            format!("{:.3}", x.planner_ms),
+            serde_json::to_value(x.status)?.as_str().unwrap_or("").to_string(),
+        ])?;
+    }
+    w.flush()?;
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string_pretty(&r.summary)?,
+    )?;
+    crate::plots::jct_cdf(&dir.join("jct_cdf.svg"), &[(&r.summary.policy, r)])?;
+    crate::plots::utilization(
+        &dir.join("utilization.svg"),
+        &[(&r.summary.policy, r)],
+        cfg.cluster.total_gpus(),
+    )?;
+    crate::plots::gantt(&dir.join("gantt.svg"), r, &cfg.cluster)?;
+    Ok(())
+}
+
+fn expand_workloads(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("{}: cannot list", p.display()))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+                .collect();
+            v.sort_by_key(|p| natural_key(p));
+            out.extend(v);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Sort `workload-10` after `workload-9`.
+fn natural_key(p: &Path) -> (String, u64) {
+    let s = workload_name(p);
+    let digits: String = s
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<String>()
+        .chars()
+        .rev()
+        .collect();
+    (
+        s[..s.len() - digits.len()].to_string(),
+        digits.parse().unwrap_or(0),
+    )
+}
+
+#[derive(Serialize)]
+struct PolicyAgg {
+    avg_jct_s: f64,
+    per_workload: BTreeMap<String, gpuplan_sim::Summary>,
+}
+
+#[derive(Serialize)]
+struct SweepOut {
+    policies: BTreeMap<String, PolicyAgg>,
+}
+
+pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
+    for p in &a.policies {
+        check_policy(p)?;
+    }
+    let cfg = a.opts.config()?;
+    let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
+    let workloads = expand_workloads(&a.workloads)?;
+    if workloads.is_empty() {
+        bail!("no workload files found in {:?}", a.workloads);
+    }
+    // Parse everything first, so bad input fails before hours of simulation.
+    for w in &workloads {
+        load_workload(w, &profiles)?;
+    }
+    let pairs: Vec<(PathBuf, String)> = a
+        .policies
+        .iter()
+        .flat_map(|p| workloads.iter().map(move |w| (w.clone(), p.clone())))
+        .collect();
+    let bar = ProgressBar::new(pairs.len() as u64);
+    bar.set_style(ProgressStyle::with_template(
+        "{bar:40} {pos}/{len} simulations  {elapsed_precise} {msg}",
+    )?);
+    let results: Vec<Result<SimResult>> = pairs
+        .par_iter()
+        .map(|(w, p)| {
+            let r = run_one(&cfg, &profiles, w, p);
+            bar.inc(1);
+            r
+        })
+        .collect();
+    bar.finish_and_clear();
+    let mut out = SweepOut {
+        policies: BTreeMap::new(),
+    };
+    let results: Vec<SimResult> = results.into_iter().collect::<Result<_>>()?;
+    for r in &results {
+        if let Some(dir) = &a.out {
+            write_outputs(&dir.join(&r.summary.policy).join(&r.summary.workload), r, &cfg)?;
+        }
+        let agg = out
+            .policies
+            .entry(r.summary.policy.clone())
+            .or_insert_with(|| PolicyAgg {
+                avg_jct_s: 0.0,
+                per_workload: BTreeMap::new(),
+            });
+        agg.per_workload
+            .insert(r.summary.workload.clone(), r.summary.clone());
+    }
+    for agg in out.policies.values_mut() {
+        agg.avg_jct_s =
+            agg.per_workload.values().map(|s| s.avg_jct_s).sum::<f64>() / agg.per_workload.len() as f64;
+    }
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("sweep.json"), serde_json::to_string_pretty(&out)?)?;
+        write_report(dir, &results, &out, &cfg)?;
+    }
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Table => {
+            let rows: Vec<&gpuplan_sim::Summary> = out
+                .policies
+                .values()
+                .flat_map(|a| a.per_workload.values())
+                .collect();
+            print_table(&rows);
+            println!();
+            println!("{:<16} {:>14}", "policy", "mean avg_jct_h");
+            for (p, agg) in &out.policies {
+                println!("{:<16} {:>14.3}", p, agg.avg_jct_s / 3600.0);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// report.md: the summary table and side-by-side plots per workload.
+fn write_report(dir: &Path, results: &[SimResult], out: &SweepOut, cfg: &SimConfig) -> Result<()> {
+    use std::fmt::Write as _;
+    let mut md = String::new();
+    writeln!(md, "# gpuplan simulation report\n")?;
+    writeln!(
+        md,
+        "Cluster {} GPUs on {} nodes, interval {} s, restart delay {} s, seed {}.\n",
+        cfg.cluster.total_gpus(),
+        cfg.cluster.num_nodes(),
+        cfg.interval_s,
+        cfg.restart_delay_s,
+        cfg.seed
+    )?;
+    writeln!(md, "| policy | workload | jobs | avg JCT (h) | p50 (h) | p99 (h) | imagenet mean (h) | makespan (h) | GPU util | restarts | planner ms (mean / p99) | wall s |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    for r in results {
+        let s = &r.summary;
+        writeln!(
+            md,
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {} | {:.2} | {:.2} | {} | {:.2} / {:.2} | {:.1} |",
+            s.policy,
+            s.workload,
+            s.jobs,
+            s.avg_jct_s / 3600.0,
+            s.p50_jct_s / 3600.0,
+            s.p99_jct_s / 3600.0,
+            s.imagenet_mean_jct_s
+                .map_or("-".into(), |v| format!("{:.3}", v / 3600.0)),
+            s.makespan_s / 3600.0,
+            s.gpu_utilization,
+            s.restarts,
+            s.planner_ms.mean,
+            s.planner_ms.p99,
+            s.wall_s
+        )?;
+    }
+    writeln!(md, "\nMean average JCT over workloads:\n")?;
+    for (p, agg) in &out.policies {
+        writeln!(md, "- {p}: {:.3} h", agg.avg_jct_s / 3600.0)?;
+    }
+    let mut workloads: Vec<&str> = results.iter().map(|r| r.summary.workload.as_str()).collect();
+    workloads.dedup();
+    workloads.sort();
+    workloads.dedup();
+    for w in workloads {
+        let runs: Vec<(&str, &SimResult)> = results
+            .iter()
+            .filter(|r| r.summary.workload == w)
+            .map(|r| (r.summary.policy.as_str(), r))
+            .collect();
+        let cdf = format!("{w}-jct_cdf.svg");
+        let util = format!("{w}-utilization.svg");
+        crate::plots::jct_cdf(&dir.join(&cdf), &runs)?;
+        crate::plots::utilization(&dir.join(&util), &runs, cfg.cluster.total_gpus())?;
+        writeln!(md, "\n## {w}\n\n![JCT CDF]({cdf})\n\n![GPU allocation]({util})\n")?;
+        for (p, _) in &runs {
+            writeln!(md, "![{p} allocation Gantt]({p}/{w}/gantt.svg)\n")?;
+        }
+    }
+    std::fs::write(dir.join("report.md"), md)?;
+    Ok(())
+}

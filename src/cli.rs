@@ -34,6 +34,8 @@ pub enum Cmd {
     Simulate(crate::simulate::SimulateArgs),
     /// Simulate many workloads × policies in parallel.
     Sweep(crate::simulate::SweepArgs),
+    /// List the registered policies (planners), one per line.
+    Policies,
 }
 
 #[derive(Subcommand, Debug)]
@@ -82,5 +84,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         } => crate::models::show(&app, gpus, nodes, epoch, format),
         Cmd::Simulate(a) => crate::simulate::simulate(a),
         Cmd::Sweep(a) => crate::simulate::sweep(a),
+        Cmd::Policies => {
+            for name in gpuplan_solve::registry::names() {
+                println!("{name}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

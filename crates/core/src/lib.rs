@@ -15,15 +15,17 @@
 
 pub mod cluster;
 pub mod error;
+pub mod fit;
 pub mod job;
 pub mod model;
 pub mod objective;
 pub mod plan;
+pub mod profile;
 pub mod round;
 
 pub use cluster::{Cluster, Node, NodeId};
 pub use error::{CoreError, ParseError};
 pub use job::{Allocation, JobId, JobSpec, JobState};
-pub use model::{BatchLimits, GoodputModel, GradParams, PerfParams};
+pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
 pub use plan::{validate, Plan, PlanStatus, Violation};
 pub use round::{Interference, Oracle, PolicyParams, Round, RoundJob};

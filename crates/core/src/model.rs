@@ -52,3 +52,194 @@ pub struct GoodputModel {
     /// Whether gradient accumulation may be used to reach larger batches.
     pub accumulation: bool,
 }
+
+/// The best (or a fixed) batch configuration for one (nodes, GPUs) pair.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BatchChoice {
+    /// Examples per second × statistical efficiency.
+    pub goodput: f64,
+    /// Total batch size M = gpus × local_bsz × (accum_steps + 1).
+    pub batch_size: f64,
+    pub local_bsz: u32,
+    pub accum_steps: u32,
+    /// Seconds per optimizer step.
+    pub step_time_s: f64,
+}
+
+/// Number of candidate total batch sizes the optimiser tries (as the artifact).
+pub const BATCH_CANDIDATES: usize = 50;
+
+impl GradParams {
+    /// φ = M0·var/sqr: the batch size at which noise and signal balance.
+    pub fn noise_scale(&self, init_batch: f64) -> f64 {
+        if self.sqr <= 0.0 {
+            f64::INFINITY
+        } else {
+            init_batch * self.var / self.sqr
+        }
+    }
+}
+
+impl GoodputModel {
+    /// Seconds of compute per accumulation step at local batch `m`.
+    pub fn compute_time(&self, local_bsz: f64) -> f64 {
+        self.perf.alpha_c + self.perf.beta_c * local_bsz
+    }
+
+    /// Seconds of gradient synchronisation per optimizer step. Only the
+    /// (nodes, GPUs) pair matters, not how GPUs split across nodes.
+    pub fn sync_time(&self, nodes: u32, gpus: u32) -> f64 {
+        if gpus <= 1 {
+            return 0.0;
+        }
+        let extra = (gpus as f64 - 2.0).max(0.0);
+        if nodes > 1 {
+            self.perf.alpha_n + self.perf.beta_n * extra
+        } else {
+            self.perf.alpha_r + self.perf.beta_r * extra
+        }
+    }
+
+    /// Seconds per optimizer step: `accum_steps` plain compute steps, then one
+    /// step whose compute overlaps the synchronisation (γ-norm).
+    pub fn step_time(&self, nodes: u32, gpus: u32, local_bsz: f64, accum_steps: u32) -> f64 {
+        let tc = self.compute_time(local_bsz);
+        let ts = self.sync_time(nodes, gpus);
+        let g = self.perf.gamma.max(1.0);
+        // (tc^γ + ts^γ)^(1/γ), computed stably by factoring out the larger term.
+        let big = tc.max(ts);
+        let overlap = if big <= 0.0 {
+            0.0
+        } else {
+            big * ((tc / big).powf(g) + (ts / big).powf(g)).powf(1.0 / g)
+        };
+        accum_steps as f64 * tc + overlap
+    }
+
+    /// Examples per second.
+    pub fn throughput(&self, nodes: u32, gpus: u32, local_bsz: f64, accum_steps: u32) -> f64 {
+        let t = self.step_time(nodes, gpus, local_bsz, accum_steps);
+        if t <= 0.0 {
+            return 0.0;
+        }
+        gpus as f64 * local_bsz * (accum_steps + 1) as f64 / t
+    }
+
+    /// AdaScale gain r(M) = (var + sqr) / (var/(M/M0) + sqr): progress per
+    /// optimizer step at batch M, in units of steps at M0.
+    pub fn gain(&self, batch: f64) -> f64 {
+        let scale = batch / self.limits.init_batch.max(1) as f64;
+        let (var, sqr) = (self.grad.var.max(0.0), self.grad.sqr.max(0.0));
+        let den = var / scale + sqr;
+        if den <= 0.0 || !den.is_finite() {
+            return 1.0;
+        }
+        (var + sqr) / den
+    }
+
+    /// Statistical efficiency E(M) = gain/(M/M0) = (φ+M0)/(φ+M).
+    pub fn efficiency(&self, batch: f64) -> f64 {
+        let scale = batch / self.limits.init_batch.max(1) as f64;
+        if scale <= 0.0 {
+            return 0.0;
+        }
+        self.gain(batch) / scale
+    }
+
+    pub fn goodput(&self, nodes: u32, gpus: u32, local_bsz: f64, accum_steps: u32) -> f64 {
+        let batch = gpus as f64 * local_bsz * (accum_steps + 1) as f64;
+        self.throughput(nodes, gpus, local_bsz, accum_steps) * self.efficiency(batch)
+    }
+
+    fn choice(&self, nodes: u32, gpus: u32, atomic: u32, accum: u32) -> BatchChoice {
+        let batch = gpus as f64 * atomic as f64 * (accum + 1) as f64;
+        BatchChoice {
+            goodput: self.goodput(nodes, gpus, atomic as f64, accum),
+            batch_size: batch,
+            local_bsz: atomic,
+            accum_steps: accum,
+            step_time_s: self.step_time(nodes, gpus, atomic as f64, accum),
+        }
+    }
+
+    /// Split a total batch over `gpus`: local batch, accumulation, atomic
+    /// (per-GPU micro-batch). `None` if the atomic size leaves the bounds.
+    fn split(&self, gpus: u32, batch: f64) -> Option<(u32, u32)> {
+        let lim = &self.limits;
+        let local = batch / gpus as f64;
+        let mut accum = if self.accumulation {
+            ((local / lim.max_local as f64) - 1e-8).ceil().max(1.0) as u32 - 1
+        } else {
+            0
+        };
+        if self.accumulation && gpus == 1 && batch > lim.init_batch as f64 {
+            // One GPU has no replicas to compare, so it accumulates to estimate gradient noise.
+            accum = accum.max(1);
+        }
+        let atomic = ((local / (accum + 1) as f64) - 1e-8).ceil();
+        if atomic < lim.min_local as f64 || atomic > lim.max_local as f64 {
+            return None;
+        }
+        Some((atomic as u32, accum))
+    }
+
+    /// The goodput-maximising batch for (nodes, GPUs), as Pollux's optimiser:
+    /// [`BATCH_CANDIDATES`] geometric candidates of the total batch in
+    /// [max(M0, min_local·gpus), max_batch].
+    pub fn optimize(&self, nodes: u32, gpus: u32) -> Option<BatchChoice> {
+        if gpus == 0 || nodes == 0 {
+            return None;
+        }
+        let lim = &self.limits;
+        let lo = (lim.init_batch as f64).max(lim.min_local as f64 * gpus as f64);
+        let hi = lim.max_batch as f64;
+        if lo > hi {
+            return None;
+        }
+        let mut best: Option<BatchChoice> = None;
+        for i in 0..BATCH_CANDIDATES {
+            let t = i as f64 / (BATCH_CANDIDATES - 1) as f64;
+            let batch = lo * (hi / lo).powf(t);
+            let Some((atomic, accum)) = self.split(gpus, batch) else {
+                continue;
+            };
+            let c = self.choice(nodes, gpus, atomic, accum);
+            if best.is_none_or(|b| c.goodput > b.goodput) {
+                best = Some(c);
+            }
+        }
+        best
+    }
+
+    /// A fixed total batch (Tiresias, Optimus): the smallest accumulation that
+    /// fits the local batch under the limit. `None` if it cannot fit.
+    pub fn at_batch(&self, nodes: u32, gpus: u32, batch: f64) -> Option<BatchChoice> {
+        if gpus == 0 || nodes == 0 || batch <= 0.0 {
+            return None;
+        }
+        let lim = &self.limits;
+        let local = (batch / gpus as f64 - 1e-8).ceil();
+        let mut accum = ((local / lim.max_local as f64) - 1e-8).ceil().max(1.0) as u32 - 1;
+        if gpus == 1 && batch > lim.init_batch as f64 {
+            accum = accum.max(1);
+        }
+        let atomic = ((local / (accum + 1) as f64) - 1e-8).ceil().max(1.0) as u32;
+        Some(self.choice(nodes, gpus, atomic, accum))
+    }
+
+    /// Pollux's speedup (Eq. 15): best goodput at (nodes, GPUs) over best
+    /// goodput at the base configuration. 0 for no GPUs or no valid batch.
+    pub fn speedup(&self, nodes: u32, gpus: u32, base_nodes: u32, base_gpus: u32) -> f64 {
+        let Some(c) = self.optimize(nodes, gpus) else {
+            return 0.0;
+        };
+        let base = self
+            .optimize(base_nodes, base_gpus)
+            .or_else(|| self.optimize(1, 1))
+            .map_or(0.0, |b| b.goodput);
+        if base <= 0.0 {
+            return 0.0;
+        }
+        c.goodput / base
+    }
+}

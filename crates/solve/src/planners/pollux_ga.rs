@@ -234,11 +234,11 @@ fn select_survivors(objs: &[(f64, f64)], keep: usize) -> Vec<usize> {
     };
     let mut dominated_by = vec![0usize; n];
     let mut dominating: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for a in 0..n {
-        for b in 0..n {
+    for (a, dom) in dominating.iter_mut().enumerate() {
+        for (b, by) in dominated_by.iter_mut().enumerate() {
             if a != b && dominates(a, b) {
-                dominating[a].push(b);
-                dominated_by[b] += 1;
+                dom.push(b);
+                *by += 1;
             }
         }
     }

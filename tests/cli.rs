@@ -1,0 +1,289 @@
+//! End-to-end tests of the `gpuplan` binary: contracts (flags, JSON keys,
+//! exit codes) and bad-input messages.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin()
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run gpuplan")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "failed: {}", stderr(o));
+    serde_json::from_slice(&o.stdout).expect("JSON output")
+}
+
+#[test]
+fn models_fit_reaches_ten_percent_on_every_app() {
+    for app in ["bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"] {
+        let v = json(&run(&["models", "fit", "--app", app, "--format", "json"]));
+        for key in ["app", "params", "points", "median_rel_err", "max_rel_err"] {
+            assert!(v.get(key).is_some(), "{app}: missing key {key}");
+        }
+        let med = v["median_rel_err"].as_f64().unwrap();
+        assert!(med <= 0.10, "{app}: median relative error {med}");
+        assert!(v["points"].as_u64().unwrap() > 100);
+    }
+}
+
+#[test]
+fn models_show_prints_goodput() {
+    let v = json(&run(&[
+        "models", "show", "--app", "imagenet", "--gpus", "8", "--nodes", "2", "--format", "json",
+    ]));
+    assert!(v["goodput"].as_f64().unwrap() > 0.0);
+    assert!(v["speedup"].as_f64().unwrap() > 1.0);
+    let o = run(&["models", "show", "--app", "nope", "--gpus", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("valid: bert, cifar10"), "{}", stderr(&o));
+}
+
+/// Copy the bundled cifar10 profile into a temp dir, with one file replaced.
+fn broken_traces(name: &str, file: &str, edit: impl Fn(&str) -> String) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuplan-test-{name}-{}", std::process::id()));
+    let app = dir.join("cifar10");
+    std::fs::create_dir_all(&app).unwrap();
+    let src = root().join("traces/pollux/cifar10");
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        let fname = e.file_name().to_string_lossy().to_string();
+        let text = if fname == file { edit(&text) } else { text };
+        std::fs::write(app.join(&fname), text).unwrap();
+    }
+    dir
+}
+
+fn replace_line(text: &str, line: usize, f: impl Fn(&str) -> String) -> String {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| if i + 1 == line { f(l) } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn bad_profiles_name_file_line_and_field() {
+    type Edit = Box<dyn Fn(&str) -> String>;
+    let cases: Vec<(&str, &str, Edit, &str)> = vec![
+        (
+            "nan",
+            "placements.csv",
+            Box::new(|t| replace_line(t, 3, |_| "1,45,NaN,0.0005".into())),
+            "placements.csv:3:step_time",
+        ),
+        (
+            "neg",
+            "placements.csv",
+            Box::new(|t| replace_line(t, 4, |_| "1,64,-0.5,0.0005".into())),
+            "placements.csv:4:step_time",
+        ),
+        (
+            "col",
+            "scalability.csv",
+            Box::new(|t| replace_line(t, 1, |_| "num_nodes,num_replicas,local_bsz,step_time".into())),
+            "scalability.csv:1:sync_time",
+        ),
+        (
+            "text",
+            "validation-128.csv",
+            Box::new(|t| replace_line(t, 5, |l| l.replacen(',', ",x", 1))),
+            "validation-128.csv:5:",
+        ),
+    ];
+    for (name, file, edit, want) in cases {
+        let dir = broken_traces(name, file, edit);
+        let o = run(&[
+            "models",
+            "fit",
+            "--app",
+            "cifar10",
+            "--traces",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(want),
+            "{name}: wanted '{want}' in: {}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("panicked"), "{name}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    // A missing file is named too.
+    let dir = broken_traces("missing", "none", |t| t.to_string());
+    std::fs::remove_file(dir.join("cifar10/scalability.csv")).unwrap();
+    let o = run(&[
+        "models",
+        "fit",
+        "--app",
+        "cifar10",
+        "--traces",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("scalability.csv"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_workload_rows_are_reported_with_position() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-badwl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.csv");
+    std::fs::write(
+        &path,
+        "name,time,application,num_replicas,batch_size\na,10,cifar10,2,256\nb,-3,cifar10,2,256\nc,20,resnet,2,256\nd,30,ncf,zero,256\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "simulate",
+        "--workload",
+        path.to_str().unwrap(),
+        "--policy",
+        "fifo",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("bad.csv:3:time"), "{e}");
+    assert!(
+        e.contains("bad.csv:4:application: unknown application 'resnet'; valid: bert"),
+        "{e}"
+    );
+    assert!(e.contains("bad.csv:5:num_replicas"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn unknown_policy_lists_valid_ones() {
+    let o = run(&[
+        "simulate",
+        "--workload",
+        "tests/data/short-workload.csv",
+        "--policy",
+        "magic",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("unknown planner 'magic'") && e.contains("tiresias") && e.contains("pollux-ga"),
+        "{e}"
+    );
+}
+
+fn simulate_json(policy: &str, out: Option<&Path>) -> serde_json::Value {
+    let mut args = vec![
+        "simulate",
+        "--workload",
+        "tests/data/short-workload.csv",
+        "--policy",
+        policy,
+        "--format",
+        "json",
+    ];
+    let o;
+    if let Some(out) = out {
+        o = out.to_str().unwrap().to_string();
+        args.extend(["--out", &o]);
+        return json(&run(&args));
+    }
+    json(&run(&args))
+}
+
+#[test]
+fn every_policy_runs_a_short_workload() {
+    let names = String::from_utf8(run(&["policies"]).stdout).unwrap();
+    let mut count = 0;
+    for policy in names.lines().filter(|l| !l.is_empty()) {
+        // Keep the slow exact MIP on the native-default solver only.
+        if policy.ends_with("-microlp") {
+            continue;
+        }
+        let v = simulate_json(policy, None);
+        for key in [
+            "policy",
+            "workload",
+            "jobs",
+            "avg_jct_s",
+            "p50_jct_s",
+            "p99_jct_s",
+            "imagenet_mean_jct_s",
+            "makespan_s",
+            "gpu_utilization",
+            "restarts",
+            "rounds",
+            "planner_ms",
+            "wall_s",
+        ] {
+            assert!(v.get(key).is_some(), "{policy}: missing {key}");
+        }
+        assert_eq!(v["jobs"], 14, "{policy}");
+        let avg = v["avg_jct_s"].as_f64().unwrap();
+        assert!(avg.is_finite() && avg > 0.0, "{policy}: {avg}");
+        let util = v["gpu_utilization"].as_f64().unwrap();
+        assert!(util > 0.0 && util <= 1.0 + 1e-9, "{policy}: {util}");
+        for k in ["mean", "p99", "max"] {
+            assert!(v["planner_ms"][k].as_f64().is_some(), "{policy}: planner_ms.{k}");
+        }
+        count += 1;
+    }
+    assert!(count >= 6, "too few policies: {names}");
+}
+
+#[test]
+fn simulate_is_deterministic_and_writes_outputs() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-out-{}", std::process::id()));
+    let a = simulate_json("pollux-ga", Some(&dir));
+    let b = simulate_json("pollux-ga", None);
+    for k in ["avg_jct_s", "makespan_s", "restarts", "rounds"] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+    for f in [
+        "jobs.csv",
+        "rounds.csv",
+        "jct_cdf.svg",
+        "utilization.svg",
+        "gantt.svg",
+    ] {
+        let p = dir.join(f);
+        assert!(p.exists() && std::fs::metadata(&p).unwrap().len() > 100, "{f}");
+    }
+    let jobs = std::fs::read_to_string(dir.join("jobs.csv")).unwrap();
+    assert_eq!(jobs.lines().count(), 15);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn sweep_prints_mean_per_policy() {
+    let v = json(&run(&[
+        "sweep",
+        "--workloads",
+        "tests/data/short-workload.csv",
+        "--policies",
+        "fifo,tiresias",
+        "--format",
+        "json",
+    ]));
+    for p in ["fifo", "tiresias"] {
+        let avg = v["policies"][p]["avg_jct_s"].as_f64().unwrap();
+        let per = v["policies"][p]["per_workload"]["short-workload"]["avg_jct_s"]
+            .as_f64()
+            .unwrap();
+        assert!((avg - per).abs() < 1e-9);
+    }
+}

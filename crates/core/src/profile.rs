@@ -619,8 +619,8 @@ mod tests {
         let top = p.step_time(&[1], 1e9);
         let last = rows("cifar10", "placements.csv")
             .into_iter()
-            .filter(|r| r[0] == "1")
-            .last()
+            .rev()
+            .find(|r| r[0] == "1")
             .unwrap();
         assert_eq!(top.step_s, last[2].parse::<f64>().unwrap());
     }

@@ -10,13 +10,16 @@
 //! use gpuplan_solve::registry;
 //! let p = registry::create("fifo").unwrap();
 //! assert_eq!(p.name(), "fifo");
-//! assert!(registry::create("nope").unwrap_err().to_string().contains("optimus"));
+//! let err = registry::create("nope").err().unwrap();
+//! assert!(err.to_string().contains("optimus"));
 //! ```
 
 pub mod placement;
 pub mod planners;
 pub mod registry;
 pub mod speedup;
+#[cfg(test)]
+pub(crate) mod testutil;
 
 use gpuplan_core::{Plan, Round};
 

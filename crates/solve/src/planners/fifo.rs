@@ -45,3 +45,30 @@ impl Planner for Fifo {
         Ok(place_counts(self.name(), round, &decisions))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{job, round, running};
+    use gpuplan_core::{validate, Interference, JobId};
+
+    #[test]
+    fn runs_in_order_without_preempting_and_backfills() {
+        // 2×4 GPUs: j0 runs on 4 GPUs; j1 wants 6 (does not fit), j2 wants 2 (backfills).
+        let r = round(
+            "2x4",
+            vec![
+                running(job(0, 4, 0.0), &[(0, 4)]),
+                job(1, 6, 10.0),
+                job(2, 2, 20.0),
+            ],
+            Interference::Allow,
+        );
+        let p = Fifo.plan(&r, &Limits::default()).unwrap();
+        validate(&r, &p).unwrap();
+        assert_eq!(p.get(JobId(0)), r.jobs[0].state.allocation);
+        assert!(p.get(JobId(1)).is_empty());
+        assert_eq!(p.get(JobId(2)).num_gpus(), 2);
+        assert_eq!(p.get(JobId(2)).num_nodes(), 1, "consolidated");
+    }
+}

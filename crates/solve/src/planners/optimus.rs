@@ -99,3 +99,31 @@ impl Planner for Optimus {
         Ok(place_counts(self.name(), round, &decisions))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{job, round, with_oracle};
+    use gpuplan_core::{validate, Interference, JobId};
+
+    #[test]
+    fn marginal_gain_by_remaining_work() {
+        // 1×4 GPUs, two jobs with perfect 2-GPU scaling then none.
+        // Gains from 1→2 GPUs: j0 (1 s/iter → 0.5) × 1000 iters = 500 s; j1 × 100 iters = 50 s.
+        let steps = vec![1.0, 0.5, 0.5, 0.5];
+        let r = round(
+            "1x4",
+            vec![
+                with_oracle(job(0, 1, 0.0), 1000.0, steps.clone()),
+                with_oracle(job(1, 1, 1.0), 100.0, steps),
+            ],
+            Interference::Allow,
+        );
+        let p = Optimus.plan(&r, &Limits::default()).unwrap();
+        validate(&r, &p).unwrap();
+        // Both get 1 GPU; the first extra goes to j0 (500 s), the second to j1 (50 s);
+        // the last GPU gains nothing and stays idle.
+        assert_eq!(p.get(JobId(0)).num_gpus(), 2);
+        assert_eq!(p.get(JobId(1)).num_gpus(), 2);
+    }
+}

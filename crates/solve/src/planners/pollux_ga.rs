@@ -435,3 +435,76 @@ impl Planner for PolluxGa {
         Ok(plan)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{job, model, round, running};
+    use gpuplan_core::{objective, validate, Interference};
+
+    fn small_round() -> Round {
+        let mut jobs = vec![
+            running(job(0, 2, 0.0), &[(0, 2)]),
+            job(1, 1, 10.0),
+            job(2, 4, 20.0),
+            job(3, 1, 30.0),
+        ];
+        for j in jobs.iter_mut().take(3) {
+            j.model = Some(model());
+        }
+        jobs[1].state.max_gpus_used = 2;
+        round("2x4", jobs, Interference::Avoid)
+    }
+
+    #[test]
+    fn plans_are_valid_deterministic_and_use_the_cluster() {
+        let r = small_round();
+        let lim = Limits {
+            seed: 7,
+            ..Default::default()
+        };
+        let small = GaConfig {
+            population: 30,
+            generations: 30,
+            ..Default::default()
+        };
+        let a = PolluxGa::new(small).plan(&r, &lim).unwrap();
+        let b = PolluxGa::new(small).plan(&r, &lim).unwrap();
+        validate(&r, &a).unwrap();
+        assert_eq!(a.allocations, b.allocations, "same seed, same plan");
+        // Four jobs and 8 GPUs: the harmonic mean punishes starving anyone.
+        for j in &r.jobs {
+            assert!(!a.get(j.id).is_empty(), "{:?} starved: {:?}", j.id, a.allocations);
+        }
+        // Better than leaving everything as it is.
+        let mut idle = a.clone();
+        idle.allocations
+            .retain(|id, _| r.jobs.iter().any(|j| j.id == *id && !j.current().is_empty()));
+        assert!(objective::evaluate(&r, &a) > objective::evaluate(&r, &idle));
+    }
+
+    #[test]
+    fn pinned_jobs_keep_their_gpus_and_interference_is_avoided() {
+        let mut r = small_round();
+        r.jobs[0].preemptible = false;
+        r.jobs[0].state.allocation = gpuplan_core::Allocation::from_counts(&[(NodeId(0), 1), (NodeId(1), 1)]);
+        let mut ga = PolluxGa::new(GaConfig {
+            population: 20,
+            generations: 20,
+            ..Default::default()
+        });
+        for seed in 0..5 {
+            let p = ga
+                .plan(
+                    &r,
+                    &Limits {
+                        seed,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            validate(&r, &p).unwrap();
+            assert_eq!(p.get(r.jobs[0].id), r.jobs[0].state.allocation);
+        }
+    }
+}

@@ -59,3 +59,33 @@ impl Planner for Srtf {
         Ok(place_counts(self.name(), round, &decisions))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{job, round, running, with_oracle};
+    use gpuplan_core::{validate, Interference, JobId};
+
+    #[test]
+    fn shortest_remaining_first_preempts_longer() {
+        // 1×4 GPUs. j0 (running, 4 GPUs) has 1000 s left; j1 (4 GPUs) 100 s; j2 (2 GPUs) 50 s.
+        let r = round(
+            "1x4",
+            vec![
+                with_oracle(
+                    running(job(0, 4, 0.0), &[(0, 4)]),
+                    1000.0,
+                    vec![4.0, 2.0, 1.5, 1.0],
+                ),
+                with_oracle(job(1, 4, 5.0), 100.0, vec![4.0, 2.0, 1.5, 1.0]),
+                with_oracle(job(2, 2, 9.0), 50.0, vec![2.0, 1.0]),
+            ],
+            Interference::Allow,
+        );
+        let p = Srtf.plan(&r, &Limits::default()).unwrap();
+        validate(&r, &p).unwrap();
+        // j2: 50 iters × 1 s = 50 s first; j1: 100 s does not fit the 2 GPUs left; j0 neither.
+        assert_eq!(p.get(JobId(2)).num_gpus(), 2);
+        assert!(p.get(JobId(0)).is_empty() && p.get(JobId(1)).is_empty());
+    }
+}

@@ -1,0 +1,77 @@
+//! Hand-built rounds for unit tests.
+
+use gpuplan_core::{
+    Allocation, BatchLimits, Cluster, GoodputModel, GradParams, Interference, JobId, JobState, NodeId,
+    Oracle, PerfParams, PolicyParams, Round, RoundJob,
+};
+
+pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
+    RoundJob {
+        id: JobId(id),
+        name: format!("j{id}"),
+        app: "cifar10".into(),
+        submit_s,
+        requested_gpus: gpus,
+        batch_size: 128 * gpus,
+        min_gpus: 1,
+        max_gpus: 16,
+        preemptible: true,
+        state: JobState {
+            age_s: 600.0,
+            ..Default::default()
+        },
+        model: None,
+        oracle: None,
+    }
+}
+
+pub fn running(mut j: RoundJob, nodes: &[(u32, u32)]) -> RoundJob {
+    let counts: Vec<(NodeId, u32)> = nodes.iter().map(|&(n, k)| (NodeId(n), k)).collect();
+    j.state.allocation = Allocation::from_counts(&counts);
+    j.state.max_gpus_used = j.state.allocation.num_gpus();
+    j
+}
+
+pub fn with_oracle(mut j: RoundJob, remaining_iters: f64, step_time_s: Vec<f64>) -> RoundJob {
+    j.oracle = Some(Oracle {
+        remaining_iters,
+        step_time_s,
+    });
+    j
+}
+
+/// A plausible fitted model: compute-bound, with sync costs that grow across nodes.
+pub fn model() -> GoodputModel {
+    GoodputModel {
+        perf: PerfParams {
+            alpha_c: 0.02,
+            beta_c: 0.0005,
+            alpha_n: 0.08,
+            beta_n: 0.004,
+            alpha_r: 0.01,
+            beta_r: 0.002,
+            gamma: 1.5,
+        },
+        grad: GradParams { sqr: 1.0, var: 4.0 },
+        limits: BatchLimits {
+            init_batch: 128,
+            max_batch: 4096,
+            min_local: 32,
+            max_local: 256,
+        },
+        accumulation: true,
+    }
+}
+
+pub fn round(cluster: &str, jobs: Vec<RoundJob>, interference: Interference) -> Round {
+    let cluster: Cluster = cluster.parse().unwrap();
+    Round {
+        now_s: 600.0,
+        cluster,
+        jobs,
+        params: PolicyParams {
+            interference,
+            ..Default::default()
+        },
+    }
+}

@@ -10,7 +10,7 @@
 //! use gpuplan_solve::registry;
 //! let p = registry::create("fifo").unwrap();
 //! assert_eq!(p.name(), "fifo");
-//! assert!(registry::create("nope").unwrap_err().to_string().contains("optimus"));
+//! assert!(registry::create("nope").err().unwrap().to_string().contains("tiresias-gittins"));
 //! ```
 
 pub mod placement;

@@ -10,8 +10,7 @@
 //! use gpuplan_solve::registry;
 //! let p = registry::create("fifo").unwrap();
 //! assert_eq!(p.name(), "fifo");
-//! let err = registry::create("nope").err().unwrap();
-//! assert!(err.to_string().contains("optimus"));
+//! assert!(registry::create("nope").err().unwrap().to_string().contains("tiresias-gittins"));
 //! ```
 
 pub mod placement;

@@ -1,6 +1,9 @@
 //! The one list of planners. A new policy is one file plus one line here.
 
-use crate::planners::{fifo::Fifo, optimus::Optimus, pollux_ga::PolluxGa, srtf::Srtf};
+use crate::planners::{
+    fifo::Fifo, optimus::Optimus, pollux_ga::PolluxGa, srtf::Srtf, tiresias::Tiresias,
+    tiresias_gittins::TiresiasGittins,
+};
 use crate::{PlanError, Planner};
 
 type Ctor = fn() -> Box<dyn Planner>;
@@ -9,6 +12,8 @@ const PLANNERS: &[(&str, Ctor)] = &[
     ("fifo", || Box::new(Fifo)),
     ("srtf", || Box::new(Srtf)),
     ("optimus", || Box::new(Optimus)),
+    ("tiresias", || Box::new(Tiresias::default())),
+    ("tiresias-gittins", || Box::new(TiresiasGittins::default())),
     ("pollux-ga", || Box::new(PolluxGa::default())),
 ];
 

@@ -4,6 +4,8 @@ pub mod fifo;
 pub mod optimus;
 pub mod pollux_ga;
 pub mod srtf;
+pub mod tiresias;
+pub mod tiresias_gittins;
 
 use gpuplan_core::{Allocation, JobId, Plan, PlanStatus, Round, RoundJob};
 
@@ -20,6 +22,18 @@ pub fn fixed_gpus(job: &RoundJob) -> u32 {
 /// rest are placed consolidated, in the given order. Jobs that no longer fit
 /// get nothing. Pinned (non-preemptible, running) jobs always keep theirs.
 pub fn place_counts(name: &str, round: &Round, decisions: &[(JobId, u32)]) -> Plan {
+    place_counts_with(name, round, decisions, |_, free, k| free.take_packed(k))
+}
+
+/// [`place_counts`] with a caller-chosen placement for jobs that (re)start,
+/// for policies whose placement depends on the job (e.g. Tiresias's
+/// profile-based consolidation).
+pub fn place_counts_with(
+    name: &str,
+    round: &Round,
+    decisions: &[(JobId, u32)],
+    mut place: impl FnMut(&RoundJob, &mut FreeGpus, u32) -> Option<Allocation>,
+) -> Plan {
     let mut free = FreeGpus::new(&round.cluster);
     let mut plan = Plan::new(name, PlanStatus::Feasible);
     let by_id = |id: JobId| round.jobs.iter().find(|j| j.id == id);
@@ -45,7 +59,8 @@ pub fn place_counts(name: &str, round: &Round, decisions: &[(JobId, u32)]) -> Pl
         }
     }
     for (id, k) in rest {
-        if let Some(a) = free.take_packed(k) {
+        let Some(j) = by_id(id) else { continue };
+        if let Some(a) = place(j, &mut free, k) {
             plan.allocations.insert(id, a);
         }
     }
@@ -60,4 +75,89 @@ pub fn current(round: &Round, id: JobId) -> Allocation {
         .find(|j| j.id == id)
         .map(|j| j.current().clone())
         .unwrap_or_default()
+}
+
+/// Hand-built rounds for planner unit tests.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use gpuplan_core::{
+        validate, Allocation, Interference, JobId, JobState, NodeId, PolicyParams, Round, RoundJob,
+    };
+
+    use crate::{Limits, Planner};
+
+    /// A preemptible fixed-size job; `alloc` is (node, GPUs) pairs.
+    pub fn job(id: u32, gpus: u32, submit_s: f64, attained_gpu_s: f64, alloc: &[(u32, u32)]) -> RoundJob {
+        let counts: Vec<(NodeId, u32)> = alloc.iter().map(|&(n, k)| (NodeId(n), k)).collect();
+        RoundJob {
+            id: JobId(id),
+            name: format!("j{id}"),
+            app: "test".into(),
+            submit_s,
+            requested_gpus: gpus,
+            batch_size: 32,
+            min_gpus: 1,
+            max_gpus: 64,
+            preemptible: true,
+            state: JobState {
+                attained_gpu_s,
+                allocation: Allocation::from_counts(&counts),
+                ..JobState::default()
+            },
+            model: None,
+            oracle: None,
+        }
+    }
+
+    /// A round on an `NxG` cluster, without the interference rule (the
+    /// baselines do not apply it).
+    pub fn round(cluster: &str, now_s: f64, jobs: Vec<RoundJob>) -> Round {
+        Round {
+            now_s,
+            cluster: cluster.parse().unwrap(),
+            jobs,
+            params: PolicyParams {
+                interference: Interference::Allow,
+                ..PolicyParams::default()
+            },
+        }
+    }
+
+    /// A tiny discrete-time driver: jobs `(gpus, service in GPU-units)` all
+    /// arrive at t=0; each unit step plans (every plan is validated), adds
+    /// the GPUs held to each running job's attained service and completes
+    /// jobs that reached their size. Returns each job's completion time (JCT).
+    pub fn run_unit_steps(p: &mut dyn Planner, cluster: &str, jobs: &[(u32, f64)]) -> Vec<f64> {
+        let n = jobs.len();
+        let mut attained = vec![0.0; n];
+        let mut alloc = vec![Allocation::default(); n];
+        let mut jct: Vec<Option<f64>> = vec![None; n];
+        let mut t = 0u32;
+        while jct.iter().any(Option::is_none) {
+            assert!(t < 10_000, "driver did not finish");
+            let active: Vec<RoundJob> = (0..n)
+                .filter(|&i| jct[i].is_none())
+                .map(|i| {
+                    let mut j = job(i as u32, jobs[i].0, 0.0, attained[i], &[]);
+                    j.state.allocation = alloc[i].clone();
+                    j
+                })
+                .collect();
+            let r = round(cluster, f64::from(t), active);
+            let plan = p.plan(&r, &Limits::default()).unwrap();
+            validate(&r, &plan).unwrap();
+            for i in 0..n {
+                if jct[i].is_some() {
+                    continue;
+                }
+                alloc[i] = plan.get(JobId(i as u32));
+                attained[i] += f64::from(alloc[i].num_gpus());
+                if attained[i] >= jobs[i].1 - 1e-9 {
+                    jct[i] = Some(f64::from(t + 1));
+                }
+            }
+            t += 1;
+        }
+        jct.into_iter().map(Option::unwrap).collect()
+    }
 }

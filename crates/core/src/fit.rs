@@ -195,34 +195,44 @@ pub fn fit_perf_params(obs: &[Observation]) -> PerfParams {
         fixed[3] = Some(LOWER);
         fixed[5] = Some(LOWER);
     }
-    let init = [0.1, 0.01, 0.1, 0.01, 0.1, 0.01, 1.001];
-    let x0: Vec<f64> = (0..7)
-        .filter(|&i| fixed[i].is_none())
-        .map(|i| from_value(i, init[i]))
-        .collect();
     let problem = Problem { obs: &obs, fixed };
-    let mut best_x = x0.clone();
-    let mut best = problem.loss(&x0);
-    if !x0.is_empty() {
-        let solver = LBFGS::new(MoreThuenteLineSearch::new(), 7)
-            .with_tolerance_grad(1e-9)
-            .and_then(|s| s.with_tolerance_cost(1e-12));
-        if let Ok(solver) = solver {
-            let res = Executor::new(Problem { obs: &obs, fixed }, solver)
-                .configure(|s| s.param(x0.clone()).max_iters(200))
-                .run();
-            if let Ok(res) = res {
-                if let Some(x) = res.state().get_best_param() {
-                    let l = problem.loss(x);
-                    if l.is_finite() && l < best {
-                        best = l;
-                        best_x = x.clone();
-                    }
+    // The artifact starts at γ = 1.001; through the logistic that point is
+    // nearly flat, so we also start from γ = 2 and keep the better fit.
+    let mut best_x: Vec<f64> = Vec::new();
+    let mut best = f64::INFINITY;
+    for gamma0 in [1.1, 2.0] {
+        let init = [0.1, 0.01, 0.1, 0.01, 0.1, 0.01, gamma0];
+        let x0: Vec<f64> = (0..7)
+            .filter(|&i| fixed[i].is_none())
+            .map(|i| from_value(i, init[i]))
+            .collect();
+        let l0 = problem.loss(&x0);
+        if l0 < best {
+            best = l0;
+            best_x = x0.clone();
+        }
+        if x0.is_empty() {
+            break;
+        }
+        let Ok(solver) = LBFGS::new(MoreThuenteLineSearch::new(), 7)
+            .with_tolerance_grad(1e-10)
+            .and_then(|s| s.with_tolerance_cost(1e-14))
+        else {
+            continue;
+        };
+        let res = Executor::new(Problem { obs: &obs, fixed }, solver)
+            .configure(|s| s.param(x0).max_iters(300))
+            .run();
+        if let Ok(res) = res {
+            if let Some(x) = res.state().get_best_param() {
+                let l = problem.loss(x);
+                if l.is_finite() && l < best {
+                    best = l;
+                    best_x = x.clone();
                 }
             }
         }
     }
-    let _ = best;
     let mut p = to_params(&best_x, &fixed);
     if !multi_node {
         // Never seen across nodes: assume inter-node sync is 10% slower than intra-node.

@@ -34,6 +34,8 @@ pub enum Cmd {
     Simulate(crate::simulate::SimulateArgs),
     /// Simulate many workloads × policies in parallel.
     Sweep(crate::simulate::SweepArgs),
+    /// Solve one planning round from a round file.
+    Plan(crate::plan::PlanArgs),
     /// List the registered policies (planners), one per line.
     Policies,
 }
@@ -84,6 +86,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         } => crate::models::show(&app, gpus, nodes, epoch, format),
         Cmd::Simulate(a) => crate::simulate::simulate(a),
         Cmd::Sweep(a) => crate::simulate::sweep(a),
+        Cmd::Plan(a) => crate::plan::plan(a),
         Cmd::Policies => {
             for name in gpuplan_solve::registry::names() {
                 println!("{name}");

@@ -4,6 +4,7 @@
 
 mod cli;
 mod models;
+mod plan;
 mod plots;
 mod simulate;
 

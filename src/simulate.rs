@@ -62,6 +62,9 @@ pub struct SimulateArgs {
     /// Write jobs.csv, rounds.csv and SVG plots here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write every round's input (the `gpuplan plan --input` format) here.
+    #[arg(long)]
+    pub dump_rounds: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
 }
@@ -142,12 +145,44 @@ fn check_policy(name: &str) -> Result<()> {
 
 /// Run one simulation; the shared path of `simulate` and `sweep`.
 pub fn run_one(cfg: &SimConfig, profiles: &Profiles, path: &Path, policy: &str) -> Result<SimResult> {
+    run_one_dumping(cfg, profiles, path, policy, None)
+}
+
+fn run_one_dumping(
+    cfg: &SimConfig,
+    profiles: &Profiles,
+    path: &Path,
+    policy: &str,
+    dump: Option<&Path>,
+) -> Result<SimResult> {
     let jobs = load_workload(path, profiles)?;
     let mut planner = gpuplan_solve::registry::create(policy)?;
-    let mut r = run_sim(cfg, profiles, &jobs, planner.as_mut(), &mut |_, _| {
+    if let Some(d) = dump {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let mut index = 0usize;
+    let mut dump_err: Option<anyhow::Error> = None;
+    let mut observer = |round: &gpuplan_core::Round, _: &gpuplan_core::Plan| {
+        if let Some(d) = dump {
+            let file = d.join(format!("round-{index:05}.json"));
+            index += 1;
+            let res = serde_json::to_string_pretty(round)
+                .map_err(anyhow::Error::from)
+                .and_then(|s| {
+                    std::fs::write(&file, s).with_context(|| format!("writing {}", file.display()))
+                });
+            if let Err(e) = res {
+                dump_err = Some(e);
+                return Control::Cancel;
+            }
+        }
         Control::Continue
-    })
-    .with_context(|| format!("simulating {} under {policy}", path.display()))?;
+    };
+    let result = run_sim(cfg, profiles, &jobs, planner.as_mut(), &mut observer);
+    if let Some(e) = dump_err {
+        return Err(e);
+    }
+    let mut r = result.with_context(|| format!("simulating {} under {policy}", path.display()))?;
     r.summary.workload = workload_name(path);
     Ok(r)
 }
@@ -192,7 +227,7 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
     check_policy(&a.policy)?;
     let cfg = a.opts.config()?;
     let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
-    let r = run_one(&cfg, &profiles, &a.workload, &a.policy)?;
+    let r = run_one_dumping(&cfg, &profiles, &a.workload, &a.policy, a.dump_rounds.as_deref())?;
     if let Some(out) = &a.out {
         write_outputs(out, &r, &cfg)?;
     }

@@ -287,3 +287,95 @@ fn sweep_prints_mean_per_policy() {
         assert!((avg - per).abs() < 1e-9);
     }
 }
+
+#[test]
+fn plan_reads_round_files_and_reports_contract_keys() {
+    for planner in ["tiresias", "pollux-ga", "optimus"] {
+        let v = json(&run(&[
+            "plan",
+            "--input",
+            "tests/data/round-tiny.json",
+            "--planner",
+            planner,
+            "--format",
+            "json",
+        ]));
+        for key in [
+            "allocations",
+            "objective",
+            "bound",
+            "gap",
+            "status",
+            "solve_ms",
+            "planner",
+        ] {
+            assert!(v.get(key).is_some(), "{planner}: missing {key}");
+        }
+        assert_eq!(v["planner"], planner);
+        let total: usize = v["allocations"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|a| a.as_array().unwrap().len())
+            .sum();
+        assert!(total <= 8, "{planner}");
+    }
+    let v = json(&run(&[
+        "plan",
+        "--input",
+        "tests/data/round-workload6-36jobs.json",
+        "--planner",
+        "pollux-ga",
+    ]));
+    assert!(v["objective"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn plan_rejects_bad_round_files_with_positions() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-badround-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let syntax = dir.join("syntax.json");
+    std::fs::write(&syntax, "{\"now_s\": 1,\n \"jobs\": [}").unwrap();
+    let o = run(&["plan", "--input", syntax.to_str().unwrap(), "--planner", "fifo"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("syntax.json:2:"), "{}", stderr(&o));
+    let text = std::fs::read_to_string(root().join("tests/data/round-tiny.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["jobs"][1]["state"]["allocation"] = serde_json::json!([0, 9]);
+    let sem = dir.join("semantic.json");
+    std::fs::write(&sem, v.to_string()).unwrap();
+    let o = run(&["plan", "--input", sem.to_str().unwrap(), "--planner", "fifo"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("jobs[1] (resnet-b).state.allocation: node 9 does not exist"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn dump_rounds_writes_plannable_round_files() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-dump-{}", std::process::id()));
+    let o = run(&[
+        "simulate",
+        "--workload",
+        "tests/data/short-workload.csv",
+        "--policy",
+        "tiresias",
+        "--dump-rounds",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let first = dir.join("round-00005.json");
+    assert!(first.exists());
+    let v = json(&run(&[
+        "plan",
+        "--input",
+        first.to_str().unwrap(),
+        "--planner",
+        "pollux-ga",
+    ]));
+    assert!(v["objective"].as_f64().is_some());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -96,3 +96,79 @@ pub struct Round {
     #[serde(default)]
     pub params: PolicyParams,
 }
+
+impl Round {
+    /// Semantic checks a JSON schema cannot express. Returns every problem,
+    /// each naming the job or node, so a user can fix a round file at once.
+    pub fn check(&self) -> Result<(), Vec<String>> {
+        let mut errs = Vec::new();
+        if self.cluster.nodes.is_empty() {
+            errs.push("cluster.nodes: empty".to_string());
+        }
+        for (i, n) in self.cluster.nodes.iter().enumerate() {
+            if n.gpus == 0 {
+                errs.push(format!("cluster.nodes[{i}].gpus: must be > 0"));
+            }
+        }
+        if self.params.p.is_nan() {
+            errs.push("params.p: must be a number".into());
+        }
+        if self.params.restart_penalty_s.is_nan() || self.params.restart_penalty_s < 0.0 {
+            errs.push("params.restart_penalty_s: must be >= 0".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut used = vec![0u32; self.cluster.nodes.len()];
+        for (i, j) in self.jobs.iter().enumerate() {
+            let at = format!("jobs[{i}] ({})", j.name);
+            if !seen.insert(j.id) {
+                errs.push(format!("{at}.id: duplicate id {}", j.id.0));
+            }
+            if j.min_gpus > j.max_gpus {
+                errs.push(format!(
+                    "{at}.min_gpus: {} exceeds max_gpus {}",
+                    j.min_gpus, j.max_gpus
+                ));
+            }
+            if !j.state.age_s.is_finite() || j.state.age_s < 0.0 {
+                errs.push(format!("{at}.state.age_s: must be finite and >= 0"));
+            }
+            for (n, k) in j.state.allocation.per_node() {
+                match used.get_mut(n.0 as usize) {
+                    Some(u) => *u += k,
+                    None => errs.push(format!("{at}.state.allocation: node {} does not exist", n.0)),
+                }
+            }
+            if let Some(m) = &j.model {
+                let p = &m.perf;
+                let all = [
+                    p.alpha_c, p.beta_c, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, p.gamma, m.grad.sqr,
+                    m.grad.var,
+                ];
+                if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
+                    errs.push(format!("{at}.model: parameters must be finite and >= 0"));
+                }
+                if m.limits.init_batch == 0
+                    || m.limits.min_local == 0
+                    || m.limits.min_local > m.limits.max_local
+                {
+                    errs.push(format!(
+                        "{at}.model.limits: need init_batch > 0 and 0 < min_local <= max_local"
+                    ));
+                }
+            }
+        }
+        for (i, (u, n)) in used.iter().zip(&self.cluster.nodes).enumerate() {
+            if *u > n.gpus {
+                errs.push(format!(
+                    "cluster.nodes[{i}]: current allocations use {u} GPUs of {}",
+                    n.gpus
+                ));
+            }
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs)
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! `gpuplan plan`: solve one round from a file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gpuplan_core::{objective, validate, Plan, PlanStatus, Round};
+use gpuplan_solve::{registry, run_planner, Limits};
+use serde::Serialize;
+
+use crate::cli::Format;
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// Round file (JSON, docs/round-format.md).
+    #[arg(long)]
+    pub input: PathBuf,
+    #[arg(long)]
+    pub planner: String,
+    /// Power-mean exponent; overrides the file's params.p. Use -inf for max-min.
+    #[arg(long, allow_hyphen_values = true)]
+    pub p: Option<f64>,
+    /// Solver time limit, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub time_limit: f64,
+    /// Relative MIP gap at which to stop.
+    #[arg(long, default_value_t = 1e-4)]
+    pub gap: f64,
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: Format,
+}
+
+/// The plan as users' scripts read it.
+#[derive(Serialize)]
+pub struct PlanOut {
+    pub planner: String,
+    pub status: PlanStatus,
+    /// Generalized mean of job speedups (higher is better), evaluated the same way for every planner.
+    pub objective: f64,
+    pub bound: Option<f64>,
+    pub gap: Option<f64>,
+    pub solve_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Job name → one node index per GPU.
+    pub allocations: BTreeMap<String, Vec<u32>>,
+}
+
+impl PlanOut {
+    pub fn new(round: &Round, plan: &Plan) -> Self {
+        let allocations = round
+            .jobs
+            .iter()
+            .filter_map(|j| {
+                plan.allocations
+                    .get(&j.id)
+                    .map(|a| (j.name.clone(), a.0.iter().map(|n| n.0).collect()))
+            })
+            .collect();
+        PlanOut {
+            planner: plan.planner.clone(),
+            status: plan.status,
+            objective: objective::evaluate(round, plan),
+            bound: plan.bound,
+            gap: plan.gap,
+            solve_ms: plan.solve_ms,
+            reason: plan.reason.clone(),
+            allocations,
+        }
+    }
+}
+
+/// Read and check a round file; errors name the file, line and field.
+pub fn load_round(path: &Path) -> Result<Round> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let round: Round = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}:{}:{}: {}", path.display(), e.line(), e.column(), e))?;
+    if let Err(errs) = round.check() {
+        bail!("{}: invalid round:\n  {}", path.display(), errs.join("\n  "));
+    }
+    Ok(round)
+}
+
+pub fn plan(a: PlanArgs) -> Result<ExitCode> {
+    let mut planner = registry::create(&a.planner)?;
+    let mut round = load_round(&a.input)?;
+    if let Some(p) = a.p {
+        if p.is_nan() {
+            bail!("--p must be a number");
+        }
+        round.params.p = p;
+    }
+    if a.time_limit.is_nan() || a.time_limit <= 0.0 || a.gap.is_nan() || a.gap < 0.0 {
+        bail!("--time-limit must be > 0 and --gap >= 0");
+    }
+    let limits = Limits {
+        time_limit_s: a.time_limit,
+        gap: a.gap,
+        threads: a.threads.max(1),
+        seed: a.seed,
+    };
+    let plan = run_planner(planner.as_mut(), &round, &limits)?;
+    let check = if planner.traits().honours_interference {
+        round.clone()
+    } else {
+        Round {
+            params: gpuplan_core::PolicyParams {
+                interference: gpuplan_core::Interference::Allow,
+                ..round.params
+            },
+            ..round.clone()
+        }
+    };
+    if let Err(v) = validate(&check, &plan) {
+        let msgs: Vec<String> = v.iter().map(|e| e.to_string()).collect();
+        bail!(
+            "planner {} produced an invalid plan (a bug): {}",
+            a.planner,
+            msgs.join("; ")
+        );
+    }
+    let out = PlanOut::new(&round, &plan);
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Table => {
+            println!(
+                "planner {}  status {:?}  objective {:.4}  solve {:.1} ms",
+                out.planner, out.status, out.objective, out.solve_ms
+            );
+            if let Some(r) = &out.reason {
+                println!("note: {r}");
+            }
+            for (job, nodes) in &out.allocations {
+                println!("  {job:<20} {} GPUs on nodes {:?}", nodes.len(), nodes);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -36,6 +36,8 @@ pub enum Cmd {
     Sweep(crate::simulate::SweepArgs),
     /// Solve one planning round from a round file.
     Plan(crate::plan::PlanArgs),
+    /// Solver time vs plan quality on seeded rounds from the real profiles.
+    Bench(crate::bench::BenchArgs),
     /// List the registered policies (planners), one per line.
     Policies,
 }
@@ -87,6 +89,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Simulate(a) => crate::simulate::simulate(a),
         Cmd::Sweep(a) => crate::simulate::sweep(a),
         Cmd::Plan(a) => crate::plan::plan(a),
+        Cmd::Bench(a) => crate::bench::bench(a),
         Cmd::Policies => {
             for name in gpuplan_solve::registry::names() {
                 println!("{name}");

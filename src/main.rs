@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 ok, 1 ran but the goal was not met, 2 error (bad input).
 
+mod bench;
 mod cli;
 mod models;
 mod plan;

@@ -17,6 +17,7 @@
 pub mod data;
 pub mod engine;
 pub mod error;
+pub mod instances;
 pub mod metrics;
 pub mod workload;
 

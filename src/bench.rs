@@ -1,0 +1,385 @@
+//! `gpuplan bench`: solver time against plan quality, on seeded rounds
+//! drawn from the real application profiles.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use gpuplan_core::{objective, validate, Interference, PlanStatus, PolicyParams, Round};
+use gpuplan_sim::instances::{fitted_params, generate_round};
+use gpuplan_solve::{registry, run_planner, Limits};
+use indicatif::{ProgressBar, ProgressStyle};
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::cli::Format;
+
+/// (GPUs, jobs) of the standard sizes.
+const SIZES: &[(u32, usize)] = &[
+    (16, 8),
+    (64, 40),
+    (256, 100),
+    (512, 200),
+    (1024, 400),
+    (2048, 800),
+    (4096, 2000),
+];
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// `small` (up to 256 GPUs), `all`, or a list like `64x40,2048x800` (GPUSxJOBS).
+    #[arg(long, default_value = "small")]
+    pub sizes: String,
+    /// Comma-separated planners (default: every goodput planner in the registry).
+    #[arg(long, value_delimiter = ',')]
+    pub planners: Vec<String>,
+    /// Seeded instances per size.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+    /// Time limit per solve, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub time_limit: f64,
+    /// Skip pollux-ga above this many GPUs (it needs minutes per round there).
+    #[arg(long, default_value_t = 512)]
+    pub ga_max_gpus: u32,
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[derive(Serialize, Clone)]
+pub struct Row {
+    pub planner: String,
+    pub solver: String,
+    pub gpus: u32,
+    pub jobs: usize,
+    pub solve_ms_p50: f64,
+    pub solve_ms_p95: f64,
+    /// Mean over the same seeded instances for every planner.
+    pub objective: f64,
+    /// Mean relative gap to the best objective any planner found on each instance.
+    pub gap_to_best: f64,
+    pub failures: u32,
+    pub fallbacks: u32,
+    pub optimal: u32,
+}
+
+fn parse_sizes(s: &str) -> Result<Vec<(u32, usize)>> {
+    match s {
+        "small" => Ok(SIZES.iter().copied().filter(|(g, _)| *g <= 256).collect()),
+        "all" => Ok(SIZES.to_vec()),
+        list => list
+            .split(',')
+            .map(|item| {
+                let (g, j) = item
+                    .split_once('x')
+                    .ok_or_else(|| anyhow::anyhow!("--sizes: '{item}' is not GPUSxJOBS (e.g. 64x40)"))?;
+                let g: u32 = g
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("--sizes: bad GPU count in '{item}'"))?;
+                let j: usize = j
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("--sizes: bad job count in '{item}'"))?;
+                if g == 0 || j == 0 {
+                    bail!("--sizes: '{item}' needs GPUs and jobs > 0");
+                }
+                Ok((g, j))
+            })
+            .collect(),
+    }
+}
+
+fn solver_of(name: &str) -> &'static str {
+    if name.ends_with("-microlp") {
+        "microlp"
+    } else if name.starts_with("mip") || name.starts_with("pollux-mip") {
+        "highs"
+    } else {
+        "none"
+    }
+}
+
+fn pct(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    gpuplan_sim::metrics::percentile(v, q)
+}
+
+pub fn bench(a: BenchArgs) -> Result<ExitCode> {
+    let sizes = parse_sizes(&a.sizes)?;
+    let planners: Vec<String> = if a.planners.is_empty() {
+        registry::names()
+            .into_iter()
+            .filter(|n| {
+                registry::create(n)
+                    .map(|p| p.traits().honours_interference)
+                    .unwrap_or(false)
+            })
+            .map(String::from)
+            .collect()
+    } else {
+        a.planners.clone()
+    };
+    for p in &planners {
+        registry::create(p)?;
+    }
+    let profiles = gpuplan_sim::data::pollux_profiles()?;
+    let fitted = fitted_params(&profiles);
+    let total = sizes.len() * a.repeat as usize * planners.len();
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(ProgressStyle::with_template(
+        "{bar:40} {pos}/{len} solves  {elapsed_precise} {msg}",
+    )?);
+    let mut rows = Vec::new();
+    for &(gpus, jobs) in &sizes {
+        // results[planner][instance] = (ms, objective, status) or None (skipped/failed)
+        let mut results: BTreeMap<String, Vec<Option<(f64, f64, PlanStatus)>>> = BTreeMap::new();
+        let mut fails: BTreeMap<String, u32> = BTreeMap::new();
+        let instances: Vec<Round> = (0..a.repeat)
+            .map(|s| {
+                let mut r = generate_round(&profiles, &fitted, gpus, jobs, s as u64);
+                r.params = PolicyParams::default();
+                r
+            })
+            .collect();
+        for p in &planners {
+            for (i, round) in instances.iter().enumerate() {
+                bar.set_message(format!("{p} {gpus} GPUs {jobs} jobs"));
+                bar.inc(1);
+                if p == "pollux-ga" && gpus > a.ga_max_gpus {
+                    results.entry(p.clone()).or_default().push(None);
+                    continue;
+                }
+                let mut planner = registry::create(p)?;
+                let limits = Limits {
+                    time_limit_s: a.time_limit,
+                    gap: 1e-4,
+                    threads: 1,
+                    seed: i as u64,
+                };
+                let res = run_planner(planner.as_mut(), round, &limits);
+                let entry = match res {
+                    Ok(plan) => {
+                        let check = if planner.traits().honours_interference {
+                            round.clone()
+                        } else {
+                            Round {
+                                params: PolicyParams {
+                                    interference: Interference::Allow,
+                                    ..round.params
+                                },
+                                ..round.clone()
+                            }
+                        };
+                        if validate(&check, &plan).is_err() {
+                            *fails.entry(p.clone()).or_default() += 1;
+                            None
+                        } else {
+                            Some((plan.solve_ms, objective::evaluate(round, &plan), plan.status))
+                        }
+                    }
+                    Err(_) => {
+                        *fails.entry(p.clone()).or_default() += 1;
+                        None
+                    }
+                };
+                results.entry(p.clone()).or_default().push(entry);
+            }
+        }
+        let best: Vec<f64> = (0..instances.len())
+            .map(|i| {
+                results
+                    .values()
+                    .filter_map(|v| v[i].map(|x| x.1))
+                    .fold(f64::NEG_INFINITY, f64::max)
+            })
+            .collect();
+        for p in &planners {
+            let v = &results[p];
+            let done: Vec<(usize, (f64, f64, PlanStatus))> = v
+                .iter()
+                .enumerate()
+                .filter_map(|(i, x)| x.map(|x| (i, x)))
+                .collect();
+            if done.is_empty() {
+                continue;
+            }
+            let mut ms: Vec<f64> = done.iter().map(|(_, x)| x.0).collect();
+            let n = done.len() as f64;
+            rows.push(Row {
+                planner: p.clone(),
+                solver: solver_of(p).to_string(),
+                gpus,
+                jobs,
+                solve_ms_p50: pct(&mut ms, 50.0),
+                solve_ms_p95: pct(&mut ms, 95.0),
+                objective: done.iter().map(|(_, x)| x.1).sum::<f64>() / n,
+                gap_to_best: done
+                    .iter()
+                    .map(|(i, x)| ((best[*i] - x.1) / best[*i].abs().max(1e-12)).max(0.0))
+                    .sum::<f64>()
+                    / n,
+                failures: fails.get(p).copied().unwrap_or(0),
+                fallbacks: done.iter().filter(|(_, x)| x.2 == PlanStatus::Fallback).count() as u32,
+                optimal: done.iter().filter(|(_, x)| x.2 == PlanStatus::Optimal).count() as u32,
+            });
+        }
+    }
+    bar.finish_and_clear();
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("bench.json"), serde_json::to_string_pretty(&rows)?)?;
+        plot_time(&dir.join("solve_time.svg"), &rows)?;
+        plot_quality(&dir.join("quality_vs_time.svg"), &rows)?;
+    }
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        Format::Table => {
+            println!(
+                "{:<22} {:<8} {:>6} {:>6} {:>11} {:>11} {:>10} {:>11} {:>5} {:>5} {:>5}",
+                "planner",
+                "solver",
+                "gpus",
+                "jobs",
+                "p50_ms",
+                "p95_ms",
+                "objective",
+                "gap_to_best",
+                "opt",
+                "fallb",
+                "fail"
+            );
+            for r in &rows {
+                println!(
+                    "{:<22} {:<8} {:>6} {:>6} {:>11.2} {:>11.2} {:>10.4} {:>10.3}% {:>5} {:>5} {:>5}",
+                    r.planner,
+                    r.solver,
+                    r.gpus,
+                    r.jobs,
+                    r.solve_ms_p50,
+                    r.solve_ms_p95,
+                    r.objective,
+                    100.0 * r.gap_to_best,
+                    r.optimal,
+                    r.fallbacks,
+                    r.failures
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn by_planner(rows: &[Row]) -> BTreeMap<&str, Vec<&Row>> {
+    let mut m: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        m.entry(r.planner.as_str()).or_default().push(r);
+    }
+    m
+}
+
+fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("plotting: {e}")
+}
+
+/// Median solve time against cluster size, log-log.
+fn plot_time(path: &std::path::Path, rows: &[Row]) -> Result<()> {
+    let root = SVGBackend::new(path, (760, 460)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let max_g = rows.iter().map(|r| r.gpus).max().unwrap_or(16) as f64;
+    let max_ms = rows.iter().map(|r| r.solve_ms_p50).fold(1.0, f64::max);
+    let min_ms = rows
+        .iter()
+        .map(|r| r.solve_ms_p50)
+        .fold(f64::INFINITY, f64::min)
+        .max(1e-3);
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Median solve time vs cluster size", ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(
+            (8f64..max_g * 1.5).log_scale(),
+            (min_ms / 2.0..max_ms * 2.0).log_scale(),
+        )
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("GPUs")
+        .y_desc("solve ms (p50)")
+        .draw()
+        .map_err(err)?;
+    for (i, (name, rs)) in by_planner(rows).into_iter().enumerate() {
+        let c = Palette99::pick(i).to_rgba();
+        let pts: Vec<(f64, f64)> = rs
+            .iter()
+            .map(|r| (r.gpus as f64, r.solve_ms_p50.max(1e-3)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(err)?
+            .label(name.to_string())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Gap to the best known objective against solve time: one point per (planner, size).
+fn plot_quality(path: &std::path::Path, rows: &[Row]) -> Result<()> {
+    let root = SVGBackend::new(path, (760, 460)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let max_ms = rows.iter().map(|r| r.solve_ms_p50).fold(1.0, f64::max);
+    let min_ms = rows
+        .iter()
+        .map(|r| r.solve_ms_p50)
+        .fold(f64::INFINITY, f64::min)
+        .max(1e-3);
+    let max_gap = rows.iter().map(|r| 100.0 * r.gap_to_best).fold(1.0, f64::max);
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Quality vs time (lower left is better)", ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((min_ms / 2.0..max_ms * 2.0).log_scale(), 0f64..max_gap * 1.1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("solve ms (p50)")
+        .y_desc("gap to best objective, %")
+        .draw()
+        .map_err(err)?;
+    for (i, (name, rs)) in by_planner(rows).into_iter().enumerate() {
+        let c = Palette99::pick(i).to_rgba();
+        let pts: Vec<(f64, f64)> = rs
+            .iter()
+            .map(|r| (r.solve_ms_p50.max(1e-3), 100.0 * r.gap_to_best))
+            .collect();
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, c.filled())))
+            .map_err(err)?
+            .label(name.to_string())
+            .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}

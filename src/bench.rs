@@ -94,6 +94,9 @@ fn parse_sizes(s: &str) -> Result<Vec<(u32, usize)>> {
     }
 }
 
+/// (solve ms, objective, status) of one solve.
+type Solved = (f64, f64, PlanStatus);
+
 fn solver_of(name: &str) -> &'static str {
     if name.ends_with("-microlp") {
         "microlp"
@@ -137,7 +140,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
     for &(gpus, jobs) in &sizes {
         // results[planner][instance] = (ms, objective, status) or None (skipped/failed)
-        let mut results: BTreeMap<String, Vec<Option<(f64, f64, PlanStatus)>>> = BTreeMap::new();
+        let mut results: BTreeMap<String, Vec<Option<Solved>>> = BTreeMap::new();
         let mut fails: BTreeMap<String, u32> = BTreeMap::new();
         let instances: Vec<Round> = (0..a.repeat)
             .map(|s| {
@@ -200,7 +203,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
             .collect();
         for p in &planners {
             let v = &results[p];
-            let done: Vec<(usize, (f64, f64, PlanStatus))> = v
+            let done: Vec<(usize, Solved)> = v
                 .iter()
                 .enumerate()
                 .filter_map(|(i, x)| x.map(|x| (i, x)))

@@ -8,7 +8,7 @@ CARGO ?= cargo
 GPUPLAN := $(CARGO_TARGET_DIR)/release/gpuplan
 REPORT ?= report
 
-.PHONY: setup demo test fmt-check clippy unit build-release
+.PHONY: setup demo test fmt-check clippy unit build-release deps-check
 
 setup:
 	@bash scripts/setup.sh native
@@ -28,5 +28,8 @@ clippy: setup
 unit: setup
 	$(CARGO) test --workspace --locked
 
-test: fmt-check clippy unit
+deps-check: setup
+	bash scripts/check-deps.sh
+
+test: fmt-check clippy deps-check unit
 	@echo "make test: all checks passed"

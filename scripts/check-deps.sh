@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Keeps the crate graph pointing one way: core knows no sibling, solve knows
+# only core, sim knows core and solve. Fails `make test` otherwise.
+set -euo pipefail
+check() {
+  local crate="$1"; shift
+  local allowed=("$crate" "$@")
+  local found
+  found=$(cargo tree -p "$crate" -e normal --prefix none --locked 2>/dev/null | awk '{print $1}' | grep '^gpuplan' | sort -u)
+  for dep in $found; do
+    local ok=0
+    for a in "${allowed[@]}"; do [ "$dep" = "$a" ] && ok=1; done
+    if [ $ok -eq 0 ]; then echo "check-deps: $crate must not depend on $dep" >&2; exit 1; fi
+  done
+}
+check gpuplan-core
+check gpuplan-solve gpuplan-core
+check gpuplan-sim gpuplan-core gpuplan-solve
+echo "check-deps: crate graph ok"

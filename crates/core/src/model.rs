@@ -243,3 +243,89 @@ impl GoodputModel {
         c.goodput / base
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(gamma: f64) -> GoodputModel {
+        GoodputModel {
+            perf: PerfParams {
+                alpha_c: 0.1,
+                beta_c: 0.01,
+                alpha_n: 0.5,
+                beta_n: 0.05,
+                alpha_r: 0.2,
+                beta_r: 0.02,
+                gamma,
+            },
+            grad: GradParams { sqr: 1.0, var: 3.0 },
+            limits: BatchLimits {
+                init_batch: 100,
+                max_batch: 1600,
+                min_local: 10,
+                max_local: 100,
+            },
+            accumulation: true,
+        }
+    }
+
+    fn close(a: f64, b: f64) {
+        assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} != {b}");
+    }
+
+    #[test]
+    fn equations_by_hand() {
+        let g1 = m(1.0);
+        // compute: 0.1 + 0.01·50 = 0.6 s
+        close(g1.compute_time(50.0), 0.6);
+        // sync: one GPU 0; one node, 4 GPUs: 0.2 + 0.02·2 = 0.24; 2 nodes, 8 GPUs: 0.5 + 0.05·6 = 0.8
+        close(g1.sync_time(1, 1), 0.0);
+        close(g1.sync_time(1, 4), 0.24);
+        close(g1.sync_time(2, 8), 0.8);
+        // γ = 1: no overlap, step = compute + sync = 0.6 + 0.8 = 1.4; with 2 accumulation steps + 1.2
+        close(g1.step_time(2, 8, 50.0, 0), 1.4);
+        close(g1.step_time(2, 8, 50.0, 2), 2.6);
+        // γ = 2: (0.6² + 0.8²)^½ = 1.0
+        close(m(2.0).step_time(2, 8, 50.0, 0), 1.0);
+        // single GPU: no sync, step = compute
+        close(m(2.0).step_time(1, 1, 50.0, 0), 0.6);
+        // throughput, γ = 2, 8 GPUs × 50 × 1 micro-batch / 1.0 s = 400 examples/s
+        close(m(2.0).throughput(2, 8, 50.0, 0), 400.0);
+        // φ = M0·var/sqr = 300; E(400) = (300 + 100)/(300 + 400) = 4/7
+        close(g1.grad.noise_scale(100.0), 300.0);
+        close(g1.efficiency(400.0), 4.0 / 7.0);
+        // gain r = E·M/M0 = 4/7 · 4 = 16/7; from its definition (3+1)/(3/4+1) = 16/7
+        close(g1.gain(400.0), 16.0 / 7.0);
+        // goodput = 400 · 4/7
+        close(m(2.0).goodput(2, 8, 50.0, 0), 400.0 * 4.0 / 7.0);
+        // efficiency at M0 is 1
+        close(g1.efficiency(100.0), 1.0);
+    }
+
+    #[test]
+    fn optimizer_respects_limits() {
+        let g = m(1.5);
+        for (n, k) in [(1, 1), (1, 4), (2, 8), (4, 16)] {
+            let c = g.optimize(n, k).unwrap();
+            assert!(c.local_bsz >= 10 && c.local_bsz <= 100, "{c:?}");
+            assert!(
+                c.batch_size <= 1600.0 + 1e-9 && c.batch_size >= 100.0 - 1e-9,
+                "{c:?}"
+            );
+            close(c.goodput, g.goodput(n, k, c.local_bsz as f64, c.accum_steps));
+        }
+        // One GPU above M0 always accumulates at least once.
+        let one = g.optimize(1, 1).unwrap();
+        assert!(one.batch_size <= 100.0 + 1e-9 || one.accum_steps >= 1, "{one:?}");
+        // 200 GPUs × min local 10 > max batch 1600: nothing valid.
+        assert!(g.optimize(50, 200).is_none());
+        // Fixed batch 800 on 4 GPUs: local 200 > 100 → one accumulation step, atomic 100.
+        let f = g.at_batch(1, 4, 800.0).unwrap();
+        assert_eq!((f.local_bsz, f.accum_steps), (100, 1));
+        // Speedup of the base over itself is 1; more GPUs on one node help here.
+        close(g.speedup(1, 2, 1, 2), 1.0);
+        assert!(g.speedup(1, 4, 1, 1) > 1.0);
+        assert_eq!(g.speedup(1, 0, 1, 1), 0.0);
+    }
+}

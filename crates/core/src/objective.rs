@@ -91,4 +91,39 @@ mod tests {
         assert!((power_mean(&v, 1.0) - 2.0).abs() < 1e-12);
         assert!((power_mean(&v, f64::NEG_INFINITY) - 1.0).abs() < 1e-12);
     }
+
+    #[test]
+    fn restart_factor_by_hand() {
+        let mut j = crate::round::RoundJob {
+            id: crate::JobId(0),
+            name: "j".into(),
+            app: "a".into(),
+            submit_s: 0.0,
+            requested_gpus: 1,
+            batch_size: 1,
+            min_gpus: 1,
+            max_gpus: 4,
+            preemptible: true,
+            state: crate::JobState {
+                age_s: 600.0,
+                restarts: 2,
+                ..Default::default()
+            },
+            model: None,
+            oracle: None,
+        };
+        // (600 − 30·2)/(600 + 30) = 540/630
+        assert!((restart_factor(&j, 30.0) - 540.0 / 630.0).abs() < 1e-12);
+        j.state.age_s = 30.0;
+        assert_eq!(restart_factor(&j, 30.0), 0.0, "floored at 0");
+        // No model: linear speedup over the fair share; unchanged placement keeps it whole.
+        let a = Allocation::from_counts(&[(crate::NodeId(0), 2)]);
+        assert_eq!(
+            job_value(&j, &a, (1, 4), 30.0),
+            0.0,
+            "a change at factor 0 is worth nothing"
+        );
+        j.state.allocation = a.clone();
+        assert_eq!(job_value(&j, &a, (1, 4), 30.0), 0.5);
+    }
 }

@@ -13,6 +13,7 @@
 //! assert!(registry::create("nope").err().unwrap().to_string().contains("tiresias-gittins"));
 //! ```
 
+pub mod mip;
 pub mod placement;
 pub mod planners;
 pub mod registry;

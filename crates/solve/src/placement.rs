@@ -106,3 +106,111 @@ mod tests {
         assert_eq!(sp.per_node(), vec![(NodeId(2), 2)]);
     }
 }
+
+/// Place per-job choices on nodes: kept jobs first on their own GPUs, then
+/// multi-node jobs on whole free nodes (so they never share a node, which
+/// satisfies the interference rule), then single-node jobs best-fit
+/// decreasing, preferring the node they already run on. A job that no
+/// longer fits is shrunk to the next smaller packable size, else dropped;
+/// every such event is reported. The result is always a valid placement.
+pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]) -> Packed {
+    use crate::mip::Choice;
+    let n_nodes = round.cluster.num_nodes();
+    let cap: Vec<u32> = round.cluster.nodes.iter().map(|n| n.gpus).collect();
+    let g = round.cluster.max_gpus_per_node().max(1);
+    let mut free = cap.clone();
+    let mut multi = vec![false; n_nodes];
+    let mut out = Packed::default();
+    let mut rest: Vec<(usize, u32, u32)> = Vec::new();
+    for &(i, c) in choices {
+        let j = &round.jobs[i];
+        match c {
+            Choice::Keep => {
+                let per = j.current().per_node();
+                let fits = per.iter().all(|&(n, k)| (n.0 as usize) < n_nodes && free[n.0 as usize] >= k);
+                let clash = per.len() > 1 && per.iter().any(|&(n, _)| multi[n.0 as usize]);
+                if fits && !clash {
+                    for &(n, k) in &per {
+                        free[n.0 as usize] -= k;
+                        if per.len() > 1 {
+                            multi[n.0 as usize] = true;
+                        }
+                    }
+                    out.allocations.push((i, j.current().clone()));
+                } else {
+                    out.notes.push(format!("{}: could not keep its GPUs", j.name));
+                }
+            }
+            Choice::Config { nodes, gpus } => rest.push((i, nodes, gpus)),
+        }
+    }
+    // Larger first; ties by job index for determinism.
+    rest.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    for (i, nodes, gpus) in rest {
+        let j = &round.jobs[i];
+        let current: Vec<usize> = j.current().per_node().iter().map(|(n, _)| n.0 as usize).collect();
+        let mut k = gpus;
+        let mut n = nodes;
+        loop {
+            let placed = if n > 1 {
+                // Whole free nodes without another multi-node job, current ones first.
+                let per = k / n;
+                let mut cands: Vec<usize> = (0..n_nodes).filter(|&m| free[m] == cap[m] && cap[m] >= per && !multi[m]).collect();
+                cands.sort_by_key(|&m| (!current.contains(&m), m));
+                if cands.len() >= n as usize {
+                    let chosen: Vec<usize> = cands[..n as usize].to_vec();
+                    let counts: Vec<(NodeId, u32)> = chosen.iter().map(|&m| (NodeId(m as u32), per)).collect();
+                    for &m in &chosen {
+                        free[m] -= per;
+                        multi[m] = true;
+                    }
+                    Some(Allocation::from_counts(&counts))
+                } else {
+                    None
+                }
+            } else {
+                let best = (0..n_nodes)
+                    .filter(|&m| free[m] >= k)
+                    .min_by_key(|&m| (!(current.len() == 1 && current[0] == m), free[m], m));
+                best.map(|m| {
+                    free[m] -= k;
+                    Allocation::from_counts(&[(NodeId(m as u32), k)])
+                })
+            };
+            if let Some(a) = placed {
+                if k != gpus {
+                    out.notes.push(format!("{}: shrunk from {gpus} to {k} GPUs to fit", j.name));
+                }
+                out.allocations.push((i, a));
+                break;
+            }
+            // Next smaller packable size.
+            if n > 1 {
+                n -= 1;
+                k = n * g;
+                if n == 1 {
+                    k = g;
+                }
+            } else if k > 1 {
+                k = (k / 2).max(1);
+                if !k.is_power_of_two() {
+                    k = k.next_power_of_two() / 2;
+                }
+            } else {
+                k = 0;
+            }
+            if k == 0 || k < j.min_gpus.max(1) {
+                out.notes.push(format!("{}: no room for {gpus} GPUs; left unallocated", j.name));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Result of [`pack`]: allocations by job index, and what had to change.
+#[derive(Debug, Clone, Default)]
+pub struct Packed {
+    pub allocations: Vec<(usize, Allocation)>,
+    pub notes: Vec<String>,
+}

@@ -1,6 +1,7 @@
 //! One file per policy. Shared helpers for fixed-size policies live here.
 
 pub mod fifo;
+pub mod greedy;
 pub mod optimus;
 pub mod pollux_ga;
 pub mod srtf;

@@ -1,0 +1,314 @@
+//! MIP round planners. Each round is a choice, per job, among candidate
+//! configurations (nodes, GPUs), "keep the current placement" and
+//! "nothing", with a per-choice objective coefficient computed from the
+//! goodput model: the power-mean objective becomes linear in the choice
+//! binaries. `docs/formulation.md` states both formulations.
+//!
+//! The solver is a value ([`Solver`]): HiGHS natively, microlp everywhere
+//! (including wasm32).
+
+pub mod aggregate;
+pub mod exact;
+
+use good_lp::{
+    constraint::ConstraintReference, variable, Constraint, Expression, ProblemVariables, ResolutionError, Solution,
+    SolutionStatus, SolverModel, Variable, WithInitialSolution, WithTimeLimit,
+};
+
+use gpuplan_core::objective::{fair_share, restart_factor, EPSILON};
+use gpuplan_core::{Round, RoundJob};
+
+use crate::speedup::{max_gpus, SpeedupCache};
+use crate::Limits;
+
+/// Which MIP solver runs a formulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Solver {
+    #[cfg(feature = "highs")]
+    Highs,
+    Microlp,
+}
+
+impl Solver {
+    /// HiGHS where it is built in, else microlp.
+    pub fn default_native() -> Self {
+        #[cfg(feature = "highs")]
+        {
+            Solver::Highs
+        }
+        #[cfg(not(feature = "highs"))]
+        {
+            Solver::Microlp
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            #[cfg(feature = "highs")]
+            Solver::Highs => "highs",
+            Solver::Microlp => "microlp",
+        }
+    }
+}
+
+/// One way a job may run this round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Choice {
+    /// Keep exactly the current GPUs: full speedup, no restart.
+    Keep,
+    /// Any placement with this many nodes and GPUs: speedup × restart factor.
+    Config { nodes: u32, gpus: u32 },
+}
+
+/// A candidate with its value (speedup × factor) for the objective.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate {
+    pub choice: Choice,
+    pub value: f64,
+}
+
+/// Everything about one job's options this round.
+#[derive(Debug, Clone)]
+pub struct JobOptions {
+    pub candidates: Vec<Candidate>,
+    /// Value if the job gets nothing (0: a running job loses its speedup too).
+    pub none_value: f64,
+    /// Non-preemptible and running: must keep.
+    pub pinned: bool,
+    /// Why the job cannot run at all, if so.
+    pub infeasible: Option<String>,
+}
+
+/// Node counts to offer for k GPUs on G-GPU nodes. The goodput model
+/// depends on the node count only through "one node or several" (the sync
+/// constants), so two candidates cover every placement exactly: 1 (if k
+/// fits a node) and 2, which stands for "two or more" — the exact model
+/// lets such a job span 2..=min(k, max_nodes) nodes.
+pub fn node_counts(k: u32, per_node: u32, max_nodes: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    if k <= per_node {
+        v.push(1);
+    }
+    if k >= 2 && max_nodes >= 2 {
+        v.push(2);
+    }
+    v
+}
+
+/// Build every job's options for the exact formulation (all k, pruned node counts).
+pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -> Vec<JobOptions> {
+    let g = round.cluster.max_gpus_per_node().max(1);
+    let nodes = round.cluster.num_nodes() as u32;
+    let max_nodes = round.params.max_nodes_per_job.min(nodes);
+    round
+        .jobs
+        .iter()
+        .zip(caches.iter_mut())
+        .map(|(j, cache)| {
+            let factor = restart_factor(j, round.params.restart_penalty_s);
+            let cur = j.current();
+            let pinned = !j.preemptible && !cur.is_empty();
+            let mut candidates = Vec::new();
+            if !cur.is_empty() {
+                candidates.push(Candidate { choice: Choice::Keep, value: cache.get(j, cur.num_nodes(), cur.num_gpus()) });
+            }
+            let kmax = max_gpus(j, round);
+            let mut infeasible = None;
+            if j.min_gpus.max(1) > round.cluster.total_gpus() {
+                infeasible = Some(format!(
+                    "job {} needs at least {} GPUs but the cluster has {}",
+                    j.name,
+                    j.min_gpus,
+                    round.cluster.total_gpus()
+                ));
+            } else if !pinned {
+                for k in j.min_gpus.max(1)..=kmax {
+                    let counts: Vec<u32> = match shapes {
+                        Shapes::Any => node_counts(k, g, max_nodes),
+                        Shapes::Packable => {
+                            if k <= g && k.is_power_of_two() {
+                                vec![1]
+                            } else if k > g && k % g == 0 && k / g <= max_nodes {
+                                vec![k / g]
+                            } else {
+                                vec![]
+                            }
+                        }
+                    };
+                    for n in counts {
+                        let s = cache.get(j, n, k);
+                        if s > 0.0 {
+                            candidates.push(Candidate { choice: Choice::Config { nodes: n, gpus: k }, value: s * factor });
+                        }
+                    }
+                }
+                if candidates.iter().all(|c| c.choice == Choice::Keep) && kmax < j.min_gpus.max(1) {
+                    infeasible = Some(format!(
+                        "job {} may use at most {kmax} GPUs this round but needs at least {}",
+                        j.name, j.min_gpus
+                    ));
+                }
+            }
+            JobOptions { candidates, none_value: 0.0, pinned, infeasible }
+        })
+        .collect()
+}
+
+/// Which configurations a formulation offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shapes {
+    /// Every GPU count, with the fewest or one more nodes (exact placement follows).
+    Any,
+    /// Powers of two within a node, whole nodes beyond: always packable.
+    Packable,
+}
+
+/// The objective is linear in the choices: each choice contributes a term of
+/// its value. Direction and transform depend on p.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sense {
+    /// p < 0: minimise Σ (v+ε)^p.
+    MinPower(f64),
+    /// p = 0: maximise Σ ln(v+ε).
+    MaxLog,
+    /// p > 0: maximise Σ (v+ε)^p.
+    MaxPower(f64),
+    /// p = −∞: maximise the minimum.
+    MaxMin,
+}
+
+impl Sense {
+    pub fn of(p: f64) -> Self {
+        if p == f64::NEG_INFINITY {
+            Sense::MaxMin
+        } else if p < 0.0 {
+            Sense::MinPower(p)
+        } else if p == 0.0 {
+            Sense::MaxLog
+        } else {
+            Sense::MaxPower(p)
+        }
+    }
+
+    pub fn term(self, v: f64) -> f64 {
+        let x = v.max(0.0) + EPSILON;
+        match self {
+            Sense::MinPower(p) | Sense::MaxPower(p) => x.powf(p),
+            Sense::MaxLog => x.ln(),
+            Sense::MaxMin => x,
+        }
+    }
+
+    /// Convert a bound on Σ terms over `n` jobs to a bound on the power mean.
+    pub fn to_mean(self, total: f64, n: usize) -> f64 {
+        let n = n.max(1) as f64;
+        match self {
+            Sense::MinPower(p) | Sense::MaxPower(p) => (total / n).powf(1.0 / p),
+            Sense::MaxLog => (total / n).exp(),
+            Sense::MaxMin => total,
+        }
+    }
+}
+
+/// A built model, solver-agnostic: variables, constraints, objective.
+pub struct Model {
+    pub vars: ProblemVariables,
+    pub constraints: Vec<Constraint>,
+    pub objective: Expression,
+    pub minimise: bool,
+    /// Variables whose values the caller reads back.
+    pub watched: Vec<Variable>,
+    /// A starting solution (warm start), where known.
+    pub initial: Vec<(Variable, f64)>,
+}
+
+impl Model {
+    pub fn new() -> Self {
+        Model {
+            vars: ProblemVariables::new(),
+            constraints: Vec::new(),
+            objective: Expression::from(0.0),
+            minimise: true,
+            watched: Vec::new(),
+            initial: Vec::new(),
+        }
+    }
+
+    pub fn binary(&mut self) -> Variable {
+        let v = self.vars.add(variable().binary());
+        self.watched.push(v);
+        v
+    }
+
+    pub fn integer(&mut self, lo: f64, hi: f64) -> Variable {
+        let v = self.vars.add(variable().integer().min(lo).max(hi));
+        self.watched.push(v);
+        v
+    }
+
+    pub fn continuous(&mut self, lo: f64, hi: f64) -> Variable {
+        let v = self.vars.add(variable().min(lo).max(hi));
+        self.watched.push(v);
+        v
+    }
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What came back from a solve.
+pub struct Solved {
+    /// Value of each watched variable, in order.
+    pub values: Vec<f64>,
+    pub status: SolutionStatus,
+}
+
+fn finish<M>(mut m: M, constraints: Vec<Constraint>, initial: Vec<(Variable, f64)>, watched: &[Variable]) -> Result<Solved, ResolutionError>
+where
+    M: SolverModel<Error = ResolutionError> + WithInitialSolution,
+{
+    let _: Vec<ConstraintReference> = constraints.into_iter().map(|c| m.add_constraint(c)).collect();
+    let m = if initial.is_empty() { m } else { m.with_initial_solution(initial) };
+    let sol = m.solve()?;
+    Ok(Solved { values: watched.iter().map(|v| sol.value(*v)).collect(), status: sol.status() })
+}
+
+/// Solve with the chosen backend, time limit, gap and threads.
+pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, ResolutionError> {
+    let Model { vars, constraints, objective, minimise, watched, initial } = model;
+    let problem = if minimise { vars.minimise(objective) } else { vars.maximise(objective) };
+    let tl = limits.time_limit_s.max(0.001);
+    match solver {
+        #[cfg(feature = "highs")]
+        Solver::Highs => {
+            let mut m = problem.using(good_lp::solvers::highs::highs).with_time_limit(tl).set_threads(limits.threads.max(1));
+            m = m.set_mip_rel_gap(limits.gap.max(0.0) as f32).map_err(|e| ResolutionError::Str(e.to_string()))?;
+            m.set_verbose(false);
+            finish(m, constraints, initial, &watched)
+        }
+        Solver::Microlp => {
+            let mut m = problem.using(good_lp::solvers::microlp::microlp).with_time_limit(tl);
+            use good_lp::WithMipGap;
+            m = m.with_mip_gap(limits.gap.max(0.0) as f32).map_err(|e| ResolutionError::Str(e.to_string()))?;
+            finish(m, constraints, initial, &watched)
+        }
+    }
+}
+
+/// The fair share, exposed so formulations and tests agree on it.
+pub fn fair(round: &Round) -> (u32, u32) {
+    fair_share(round)
+}
+
+/// Value of one job under an allocation, for incumbents and checks.
+pub fn value_of(job: &RoundJob, nodes: u32, gpus: u32, keep: bool, cache: &mut SpeedupCache, round: &Round) -> f64 {
+    let s = cache.get(job, nodes, gpus);
+    if keep {
+        s
+    } else {
+        s * restart_factor(job, round.params.restart_penalty_s)
+    }
+}

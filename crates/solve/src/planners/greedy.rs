@@ -1,0 +1,162 @@
+//! `greedy`: marginal goodput gain, a fast heuristic and the MIPs' fallback.
+//!
+//! Starting from nothing (pinned jobs keep their GPUs), it repeatedly makes
+//! the single move with the best objective gain per GPU: start a job, keep a
+//! running job where it is, or grow a job to its next packable size
+//! (powers of two within a node, whole nodes beyond). Then the shared
+//! packer places the choices.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use gpuplan_core::{Plan, PlanStatus, Round};
+
+use crate::mip::{job_options, Choice, JobOptions, Sense, Shapes};
+use crate::placement::pack;
+use crate::speedup::{max_gpus, SpeedupCache};
+use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
+
+#[derive(Debug, Default)]
+pub struct Greedy;
+
+/// Objective gain of moving a job from one value to another (positive = better).
+fn gain(sense: Sense, from: f64, to: f64) -> f64 {
+    let s = match sense {
+        // Max-min has no per-job additive form; a steep power mean stands in for it.
+        Sense::MaxMin => Sense::MinPower(-10.0),
+        s => s,
+    };
+    match s {
+        Sense::MinPower(_) => s.term(from) - s.term(to),
+        _ => s.term(to) - s.term(from),
+    }
+}
+
+fn gpus_of(c: Choice, job: &gpuplan_core::RoundJob) -> u32 {
+    match c {
+        Choice::Keep => job.current().num_gpus(),
+        Choice::Config { gpus, .. } => gpus,
+    }
+}
+
+struct Move {
+    score: f64,
+    job: usize,
+    cand: usize,
+}
+impl PartialEq for Move {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Move {}
+impl PartialOrd for Move {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Move {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.score.total_cmp(&o.score).then(o.job.cmp(&self.job)).then(o.cand.cmp(&self.cand))
+    }
+}
+
+/// Best next move of job `j` given its current pick and the GPUs left.
+fn best_move(round: &Round, opts: &JobOptions, j: usize, pick: Option<usize>, left: u32, sense: Sense) -> Option<Move> {
+    let job = &round.jobs[j];
+    let (cur_v, cur_g) = match pick {
+        Some(c) => (opts.candidates[c].value, gpus_of(opts.candidates[c].choice, job)),
+        None => (opts.none_value, 0),
+    };
+    let mut best: Option<Move> = None;
+    for (ci, c) in opts.candidates.iter().enumerate() {
+        let g = gpus_of(c.choice, job);
+        if g <= cur_g || g - cur_g > left {
+            continue;
+        }
+        let score = gain(sense, cur_v, c.value) / (g - cur_g) as f64;
+        if score > 1e-15 && best.as_ref().is_none_or(|b| score > b.score) {
+            best = Some(Move { score, job: j, cand: ci });
+        }
+    }
+    best
+}
+
+/// The greedy choice per job (None = nothing), shared with the MIP fallback.
+pub fn greedy_choices(round: &Round) -> Vec<(usize, Choice)> {
+    let mut caches: Vec<SpeedupCache> = round
+        .jobs
+        .iter()
+        .map(|j| {
+            let m = max_gpus(j, round).max(j.current().num_gpus());
+            SpeedupCache::new(round, m.min(round.cluster.num_nodes() as u32).max(1), m.max(1))
+        })
+        .collect();
+    let opts = job_options(round, &mut caches, Shapes::Packable);
+    let sense = Sense::of(round.params.p);
+    let mut left = round.cluster.total_gpus();
+    let mut pick: Vec<Option<usize>> = vec![None; round.jobs.len()];
+    for (j, o) in opts.iter().enumerate() {
+        if o.pinned {
+            if let Some(ci) = o.candidates.iter().position(|c| c.choice == Choice::Keep) {
+                pick[j] = Some(ci);
+                left = left.saturating_sub(round.jobs[j].current().num_gpus());
+            }
+        }
+    }
+    let mut heap = BinaryHeap::new();
+    for (j, o) in opts.iter().enumerate() {
+        if !o.pinned {
+            if let Some(m) = best_move(round, o, j, pick[j], left, sense) {
+                heap.push(m);
+            }
+        }
+    }
+    while let Some(m) = heap.pop() {
+        // Re-check against the GPUs left now; re-queue if the best move changed.
+        let Some(now) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense) else { continue };
+        if now.cand != m.cand || (now.score - m.score).abs() > 1e-12 * m.score.abs().max(1.0) {
+            heap.push(now);
+            continue;
+        }
+        let job = &round.jobs[m.job];
+        let old = pick[m.job].map_or(0, |c| gpus_of(opts[m.job].candidates[c].choice, job));
+        left -= gpus_of(opts[m.job].candidates[m.cand].choice, job) - old;
+        pick[m.job] = Some(m.cand);
+        if let Some(next) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense) {
+            heap.push(next);
+        }
+    }
+    pick.iter()
+        .enumerate()
+        .filter_map(|(j, p)| p.map(|c| (j, opts[j].candidates[c].choice)))
+        .collect()
+}
+
+/// Pack choices into a plan with the given status.
+pub fn plan_from_choices(name: &str, round: &Round, choices: &[(usize, Choice)], status: PlanStatus) -> Plan {
+    let packed = pack(round, choices);
+    let mut plan = Plan::new(name, status);
+    for (i, a) in packed.allocations {
+        plan.allocations.insert(round.jobs[i].id, a);
+    }
+    if !packed.notes.is_empty() {
+        plan.reason = Some(packed.notes.join("; "));
+    }
+    plan
+}
+
+impl Planner for Greedy {
+    fn name(&self) -> &str {
+        "greedy"
+    }
+
+    fn traits(&self) -> PlannerTraits {
+        PlannerTraits { batch: BatchPolicy::Adaptive, needs_oracle: false, honours_interference: true }
+    }
+
+    fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {
+        let choices = greedy_choices(round);
+        Ok(plan_from_choices(self.name(), round, &choices, PlanStatus::Feasible))
+    }
+}

@@ -23,10 +23,10 @@ fmt-check: setup
 	$(CARGO) fmt --all -- --check
 
 clippy: setup
-	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets --locked -- -D warnings
 
 unit: setup
-	$(CARGO) test --workspace --locked
+	$(CARGO) test --release --workspace --locked
 
 deps-check: setup
 	bash scripts/check-deps.sh

@@ -127,7 +127,9 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]
         match c {
             Choice::Keep => {
                 let per = j.current().per_node();
-                let fits = per.iter().all(|&(n, k)| (n.0 as usize) < n_nodes && free[n.0 as usize] >= k);
+                let fits = per
+                    .iter()
+                    .all(|&(n, k)| (n.0 as usize) < n_nodes && free[n.0 as usize] >= k);
                 let clash = per.len() > 1 && per.iter().any(|&(n, _)| multi[n.0 as usize]);
                 if fits && !clash {
                     for &(n, k) in &per {
@@ -155,11 +157,14 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]
             let placed = if n > 1 {
                 // Whole free nodes without another multi-node job, current ones first.
                 let per = k / n;
-                let mut cands: Vec<usize> = (0..n_nodes).filter(|&m| free[m] == cap[m] && cap[m] >= per && !multi[m]).collect();
+                let mut cands: Vec<usize> = (0..n_nodes)
+                    .filter(|&m| free[m] == cap[m] && cap[m] >= per && !multi[m])
+                    .collect();
                 cands.sort_by_key(|&m| (!current.contains(&m), m));
                 if cands.len() >= n as usize {
                     let chosen: Vec<usize> = cands[..n as usize].to_vec();
-                    let counts: Vec<(NodeId, u32)> = chosen.iter().map(|&m| (NodeId(m as u32), per)).collect();
+                    let counts: Vec<(NodeId, u32)> =
+                        chosen.iter().map(|&m| (NodeId(m as u32), per)).collect();
                     for &m in &chosen {
                         free[m] -= per;
                         multi[m] = true;
@@ -179,7 +184,8 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]
             };
             if let Some(a) = placed {
                 if k != gpus {
-                    out.notes.push(format!("{}: shrunk from {gpus} to {k} GPUs to fit", j.name));
+                    out.notes
+                        .push(format!("{}: shrunk from {gpus} to {k} GPUs to fit", j.name));
                 }
                 out.allocations.push((i, a));
                 break;
@@ -200,7 +206,8 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]
                 k = 0;
             }
             if k == 0 || k < j.min_gpus.max(1) {
-                out.notes.push(format!("{}: no room for {gpus} GPUs; left unallocated", j.name));
+                out.notes
+                    .push(format!("{}: no room for {gpus} GPUs; left unallocated", j.name));
                 break;
             }
         }

@@ -1,13 +1,13 @@
 //! The one list of planners. A new policy is one file plus one line here.
 
-use crate::planners::{
-    fifo::Fifo, optimus::Optimus, pollux_ga::PolluxGa, srtf::Srtf, tiresias::Tiresias,
-    tiresias_gittins::TiresiasGittins,
-};
 use crate::mip::aggregate::MipAggregate;
 use crate::mip::exact::{MipExact, PolluxMip};
 use crate::mip::Solver;
 use crate::planners::greedy::Greedy;
+use crate::planners::{
+    fifo::Fifo, optimus::Optimus, pollux_ga::PolluxGa, srtf::Srtf, tiresias::Tiresias,
+    tiresias_gittins::TiresiasGittins,
+};
 use crate::{PlanError, Planner};
 
 /// Rounds with at most this many job × node cells use the exact model in `pollux-mip`.
@@ -23,14 +23,30 @@ const PLANNERS: &[(&str, Ctor)] = &[
     ("tiresias-gittins", || Box::new(TiresiasGittins::default())),
     ("pollux-ga", || Box::new(PolluxGa::default())),
     ("greedy", || Box::new(Greedy)),
-    ("mip-exact", || Box::new(MipExact::new(Solver::default_native(), "mip-exact"))),
-    ("mip-aggregate", || Box::new(MipAggregate::new(Solver::default_native(), "mip-aggregate"))),
-    ("mip-exact-microlp", || Box::new(MipExact::new(Solver::Microlp, "mip-exact-microlp"))),
-    ("mip-aggregate-microlp", || Box::new(MipAggregate::new(Solver::Microlp, "mip-aggregate-microlp"))),
-    ("pollux-mip", || {
-        Box::new(PolluxMip { solver: Solver::default_native(), exact_max_cells: POLLUX_MIP_EXACT_MAX_CELLS })
+    ("mip-exact", || {
+        Box::new(MipExact::new(Solver::default_native(), "mip-exact"))
     }),
-    ("pollux-mip-aggregate", || Box::new(MipAggregate::new(Solver::default_native(), "pollux-mip-aggregate"))),
+    ("mip-aggregate", || {
+        Box::new(MipAggregate::new(Solver::default_native(), "mip-aggregate"))
+    }),
+    ("mip-exact-microlp", || {
+        Box::new(MipExact::new(Solver::Microlp, "mip-exact-microlp"))
+    }),
+    ("mip-aggregate-microlp", || {
+        Box::new(MipAggregate::new(Solver::Microlp, "mip-aggregate-microlp"))
+    }),
+    ("pollux-mip", || {
+        Box::new(PolluxMip {
+            solver: Solver::default_native(),
+            exact_max_cells: POLLUX_MIP_EXACT_MAX_CELLS,
+        })
+    }),
+    ("pollux-mip-aggregate", || {
+        Box::new(MipAggregate::new(
+            Solver::default_native(),
+            "pollux-mip-aggregate",
+        ))
+    }),
 ];
 
 /// Every registered planner id, in registry order.

@@ -4,8 +4,8 @@
 
 use gpuplan_core::objective::evaluate;
 use gpuplan_core::{
-    validate, Allocation, BatchLimits, Cluster, GoodputModel, GradParams, Interference, JobId, JobState, NodeId,
-    PerfParams, Plan, PolicyParams, Round, RoundJob,
+    validate, Allocation, BatchLimits, Cluster, GoodputModel, GradParams, Interference, JobId, JobState,
+    NodeId, PerfParams, Plan, PolicyParams, Round, RoundJob,
 };
 use gpuplan_solve::{registry, Limits};
 use proptest::prelude::*;
@@ -22,7 +22,12 @@ fn model(a: f64, sync: f64, var: f64) -> GoodputModel {
             gamma: 1.3,
         },
         grad: GradParams { sqr: 1.0, var },
-        limits: BatchLimits { init_batch: 64, max_batch: 4096, min_local: 16, max_local: 256 },
+        limits: BatchLimits {
+            init_batch: 64,
+            max_batch: 4096,
+            min_local: 16,
+            max_local: 256,
+        },
         accumulation: true,
     }
 }
@@ -71,8 +76,16 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             oracle: None,
         });
     }
-    let mut round =
-        Round { now_s: 1000.0, cluster, jobs: out, params: PolicyParams { p, interference, ..Default::default() } };
+    let mut round = Round {
+        now_s: 1000.0,
+        cluster,
+        jobs: out,
+        params: PolicyParams {
+            p,
+            interference,
+            ..Default::default()
+        },
+    };
     // Pinned multi-node jobs must not already share a node when the rule is on.
     if interference == Interference::Avoid {
         let mut seen = vec![false; nodes as usize];
@@ -113,13 +126,28 @@ fn check_round(nodes: u32, gpn: u32, max_jobs: usize) -> impl Strategy<Value = R
         prop::sample::select(vec![-1.0, 0.0, 1.0, f64::NEG_INFINITY]),
     )
         .prop_map(move |(jobs, avoid, p)| {
-            build(nodes, gpn, jobs, if avoid { Interference::Avoid } else { Interference::Allow }, p)
+            build(
+                nodes,
+                gpn,
+                jobs,
+                if avoid {
+                    Interference::Avoid
+                } else {
+                    Interference::Allow
+                },
+                p,
+            )
         })
 }
 
 fn plan(name: &str, round: &Round, seed: u64) -> Plan {
     let mut p = registry::create(name).unwrap();
-    let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed };
+    let lim = Limits {
+        time_limit_s: 30.0,
+        gap: 1e-9,
+        threads: 1,
+        seed,
+    };
     p.plan(round, &lim).unwrap()
 }
 
@@ -128,10 +156,20 @@ fn validates(name: &str, round: &Round, plan: &Plan) {
     let check = if p.traits().honours_interference {
         round.clone()
     } else {
-        Round { params: PolicyParams { interference: Interference::Allow, ..round.params }, ..round.clone() }
+        Round {
+            params: PolicyParams {
+                interference: Interference::Allow,
+                ..round.params
+            },
+            ..round.clone()
+        }
     };
     if let Err(v) = validate(&check, plan) {
-        panic!("{name}: invalid plan {:?}: {v:?}\nround: {}", plan.allocations, serde_json::to_string(round).unwrap());
+        panic!(
+            "{name}: invalid plan {:?}: {v:?}\nround: {}",
+            plan.allocations,
+            serde_json::to_string(round).unwrap()
+        );
     }
 }
 
@@ -282,7 +320,10 @@ fn infeasible_jobs_get_a_reason_and_the_rest_is_solved() {
         assert!(!p.get(JobId(1)).is_empty(), "{name}");
         if name != "greedy" {
             let why = p.reason.clone().unwrap_or_default();
-            assert!(why.contains("j0 needs at least 9 GPUs but the cluster has 4"), "{name}: {why}");
+            assert!(
+                why.contains("j0 needs at least 9 GPUs but the cluster has 4"),
+                "{name}: {why}"
+            );
         }
     }
 }

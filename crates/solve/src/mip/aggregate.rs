@@ -25,7 +25,10 @@ impl MipAggregate {
 
 /// Build, solve and decode the aggregate model. `Err` carries the reason
 /// for a fallback.
-pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result<(Vec<(usize, Choice)>, PlanStatus, Vec<String>), String> {
+/// Chosen (job index, choice) pairs, the model's status, and per-job notes.
+pub type AggregateSolution = (Vec<(usize, Choice)>, PlanStatus, Vec<String>);
+
+pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result<AggregateSolution, String> {
     let mut caches: Vec<SpeedupCache> = round
         .jobs
         .iter()
@@ -37,11 +40,14 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
     let opts = job_options(round, &mut caches, Shapes::Packable);
     let notes: Vec<String> = opts.iter().filter_map(|o| o.infeasible.clone()).collect();
     let sense = Sense::of(round.params.p);
-    let g = round.cluster.max_gpus_per_node().max(1);
     let n_nodes = round.cluster.num_nodes();
     let mut m = Model::new();
     m.minimise = matches!(sense, Sense::MinPower(_));
-    let t = if sense == Sense::MaxMin { Some(m.continuous(0.0, 1e9)) } else { None };
+    let t = if sense == Sense::MaxMin {
+        Some(m.continuous(0.0, 1e9))
+    } else {
+        None
+    };
     let mut z: Vec<Vec<good_lp::Variable>> = Vec::with_capacity(opts.len());
     let mut gpu_sum = good_lp::Expression::from(0.0);
     let mut whole_nodes = good_lp::Expression::from(0.0);
@@ -52,10 +58,13 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
         let vars: Vec<good_lp::Variable> = o.candidates.iter().map(|_| m.binary()).collect();
         let none_term = sense.term(o.none_value);
         let mut pick = good_lp::Expression::from(0.0);
-        let mut value = good_lp::Expression::from(none_term);
+        // An explicit "nothing" binary keeps constants out of the objective, so
+        // the solver's relative gap is measured on the true Σ of terms.
+        let none = m.binary();
+        let mut value = none_term * none;
         for (c, &v) in o.candidates.iter().zip(&vars) {
             pick += v;
-            value += (sense.term(c.value) - none_term) * v;
+            value += sense.term(c.value) * v;
             match c.choice {
                 Choice::Keep => {
                     gpu_sum += job.current().num_gpus() as f64 * v;
@@ -75,10 +84,13 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
                 }
             }
         }
+        let kept = o.candidates.iter().any(|c| c.choice == Choice::Keep);
+        m.initial.push((none, if kept { 0.0 } else { 1.0 }));
         if o.pinned {
             m.constraints.push(pick.eq(1.0));
+            m.constraints.push(good_lp::Expression::from(none).eq(0.0));
         } else {
-            m.constraints.push(pick.leq(1.0));
+            m.constraints.push((pick + none).eq(1.0));
         }
         match t {
             Some(t) => m.constraints.push(good_lp::Expression::from(t).leq(value)),
@@ -97,7 +109,6 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
         m.initial.push((u, 1.0));
     }
     m.constraints.push(whole_nodes.leq(n_nodes as f64));
-    let _ = g;
     match t {
         Some(t) => {
             m.objective = t.into();
@@ -110,9 +121,15 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
         // Warm start for t: the smallest kept value.
         let v0 = opts
             .iter()
-            .map(|o| o.candidates.iter().find(|c| c.choice == Choice::Keep).map_or(o.none_value, |c| c.value))
+            .map(|o| {
+                o.candidates
+                    .iter()
+                    .find(|c| c.choice == Choice::Keep)
+                    .map_or(o.none_value, |c| c.value)
+            })
             .fold(f64::INFINITY, f64::min);
-        m.initial.push((t, sense.term(if v0.is_finite() { v0 } else { 0.0 })));
+        m.initial
+            .push((t, sense.term(if v0.is_finite() { v0 } else { 0.0 })));
     }
     let solved = solve(m, solver, limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
     let value = |v: good_lp::Variable| solved.values[watched.iter().position(|w| *w == v).unwrap_or(0)];
@@ -123,7 +140,8 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
         }
     }
     let status = match solved.status {
-        good_lp::SolutionStatus::Optimal => PlanStatus::Optimal,
+        // GapLimit: optimal within the requested relative gap.
+        good_lp::SolutionStatus::Optimal | good_lp::SolutionStatus::GapLimit => PlanStatus::Optimal,
         _ => PlanStatus::Feasible,
     };
     Ok((choices, status, notes))
@@ -135,7 +153,11 @@ impl Planner for MipAggregate {
     }
 
     fn traits(&self) -> PlannerTraits {
-        PlannerTraits { batch: BatchPolicy::Adaptive, needs_oracle: false, honours_interference: true }
+        PlannerTraits {
+            batch: BatchPolicy::Adaptive,
+            needs_oracle: false,
+            honours_interference: true,
+        }
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
@@ -154,7 +176,8 @@ impl Planner for MipAggregate {
                 Ok(plan)
             }
             Err(reason) => {
-                let mut plan = plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
+                let mut plan =
+                    plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
                 plan.reason = Some(format!("{reason}; greedy plan used"));
                 Ok(plan)
             }

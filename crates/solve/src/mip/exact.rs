@@ -50,7 +50,11 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
     let max_nodes = round.params.max_nodes_per_job.min(n_nodes as u32);
     let mut m = Model::new();
     m.minimise = matches!(sense, Sense::MinPower(_));
-    let t = if sense == Sense::MaxMin { Some(m.continuous(0.0, 1e9)) } else { None };
+    let t = if sense == Sense::MaxMin {
+        Some(m.continuous(0.0, 1e9))
+    } else {
+        None
+    };
     let mut objective = Expression::from(0.0);
     // Capacity left after pinned jobs, and nodes whose multi-node slot they hold.
     let mut cap_left = cap.clone();
@@ -68,7 +72,10 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
     }
     struct JobVars {
         z: Vec<Variable>,
+        none: Variable,
         x: Vec<Variable>,
+        y: Vec<Variable>,
+        w: Vec<Option<Variable>>,
     }
     let mut jv: Vec<Option<JobVars>> = Vec::with_capacity(opts.len());
     let mut pinned_allocs: BTreeMap<usize, Allocation> = BTreeMap::new();
@@ -83,7 +90,11 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
                     multi_taken[n.0 as usize] += 1.0;
                 }
             }
-            let v = o.candidates.iter().find(|c| c.choice == Choice::Keep).map_or(0.0, |c| c.value);
+            let v = o
+                .candidates
+                .iter()
+                .find(|c| c.choice == Choice::Keep)
+                .map_or(0.0, |c| c.value);
             match t {
                 Some(t) => m.constraints.push(Expression::from(t).leq(sense.term(v))),
                 None => objective += sense.term(v),
@@ -115,11 +126,14 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
         let mut nodes_lo = Expression::from(0.0);
         let mut nodes_hi = Expression::from(0.0);
         let mut distributed = Expression::from(0.0);
-        let mut value = Expression::from(none_term);
+        // An explicit "nothing" binary keeps constants out of the objective, so
+        // the solver's relative gap is measured on the true Σ of terms.
+        let none = m.binary();
+        let mut value = none_term * none;
         let mut keep_var = None;
         for (c, &v) in o.candidates.iter().zip(&z) {
             pick += v;
-            value += (sense.term(c.value) - none_term) * v;
+            value += sense.term(c.value) * v;
             let (cn, ck) = match c.choice {
                 Choice::Keep => {
                     keep_var = Some(v);
@@ -139,7 +153,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
                 distributed += v;
             }
         }
-        m.constraints.push(pick.leq(1.0));
+        m.constraints.push((pick + none).eq(1.0));
         let sum_x: Expression = x.iter().map(|&v| Expression::from(v)).sum();
         let sum_y: Expression = y.iter().map(|&v| Expression::from(v)).sum();
         m.constraints.push(sum_x.eq(gpus));
@@ -149,6 +163,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
             Choice::Keep => job.current().num_nodes() > 1,
             Choice::Config { nodes, .. } => nodes > 1,
         });
+        let mut ws = vec![None; n_nodes];
         for n in 0..n_nodes {
             m.constraints.push(Expression::from(x[n]).leq(cap[n] * y[n]));
             m.constraints.push(Expression::from(y[n]).leq(x[n]));
@@ -162,24 +177,20 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
                 let w = m.continuous(0.0, 1.0);
                 m.constraints.push((y[n] + distributed.clone() - 1.0).leq(w));
                 slot[n] += w;
-                m.initial.push((w, if keep_var.is_some() && cur[n] > 0.0 && job.current().num_nodes() > 1 { 1.0 } else { 0.0 }));
+                ws[n] = Some(w);
             }
-            m.initial.push((x[n], if keep_var.is_some() { cur[n] } else { 0.0 }));
-            m.initial.push((y[n], if keep_var.is_some() && cur[n] > 0.0 { 1.0 } else { 0.0 }));
-        }
-        for (c, &v) in o.candidates.iter().zip(&z) {
-            m.initial.push((v, if c.choice == Choice::Keep { 1.0 } else { 0.0 }));
         }
         match t {
             Some(t) => m.constraints.push(Expression::from(t).leq(value)),
             None => objective += value,
         }
-        jv.push(Some(JobVars { z, x }));
+        jv.push(Some(JobVars { z, none, x, y, w: ws }));
     }
     for n in 0..n_nodes {
         m.constraints.push(load[n].clone().leq(cap_left[n].max(0.0)));
         if avoid {
-            m.constraints.push(slot[n].clone().leq((1.0 - multi_taken[n]).max(0.0)));
+            m.constraints
+                .push(slot[n].clone().leq((1.0 - multi_taken[n]).max(0.0)));
         }
     }
     // Symmetry: untouched nodes of the same size and type are interchangeable;
@@ -187,7 +198,10 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
     let mut classes: BTreeMap<(u32, String), Vec<usize>> = BTreeMap::new();
     for (n, node) in round.cluster.nodes.iter().enumerate() {
         if !touched[n] {
-            classes.entry((node.gpus, node.gpu_type.clone())).or_default().push(n);
+            classes
+                .entry((node.gpus, node.gpu_type.clone()))
+                .or_default()
+                .push(n);
         }
     }
     for members in classes.values() {
@@ -199,20 +213,95 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
         Some(t) => {
             m.objective = t.into();
             m.minimise = false;
-            let v0 = opts
-                .iter()
-                .map(|o| o.candidates.iter().find(|c| c.choice == Choice::Keep).map_or(o.none_value, |c| c.value))
-                .fold(f64::INFINITY, f64::min);
-            m.initial.push((t, sense.term(if v0.is_finite() { v0 } else { 0.0 })));
         }
         None => m.objective = objective,
     }
+    // Warm start: the greedy plan, with untouched interchangeable nodes
+    // relabelled to satisfy the symmetry rows. The solver starts from an
+    // incumbent at least as good as the heuristic, so a time-out still
+    // returns a plan no worse than greedy.
+    let greedy = plan_from_choices("greedy", round, &greedy_choices(round), PlanStatus::Feasible);
+    let mut node_map: Vec<usize> = (0..n_nodes).collect();
+    {
+        let mut load0 = vec![0u32; n_nodes];
+        for a in greedy.allocations.values() {
+            for (n, k) in a.per_node() {
+                load0[n.0 as usize] += k;
+            }
+        }
+        for members in classes.values() {
+            let mut by_load = members.clone();
+            by_load.sort_by_key(|&n| (std::cmp::Reverse(load0[n]), n));
+            for (slot_i, &old) in by_load.iter().enumerate() {
+                node_map[old] = members[slot_i];
+            }
+        }
+    }
+    let mut min_term = f64::INFINITY;
+    for (j, vars) in jv.iter().enumerate() {
+        let job = &round.jobs[j];
+        let o = &opts[j];
+        let Some(vars) = vars else {
+            if o.pinned {
+                let v = o
+                    .candidates
+                    .iter()
+                    .find(|c| c.choice == Choice::Keep)
+                    .map_or(0.0, |c| c.value);
+                min_term = min_term.min(sense.term(v));
+            } else {
+                min_term = min_term.min(sense.term(o.none_value));
+            }
+            continue;
+        };
+        let alloc = greedy.get(job.id);
+        let mut xs = vec![0.0; n_nodes];
+        for (n, k) in alloc.per_node() {
+            xs[node_map[n.0 as usize]] += k as f64;
+        }
+        let used = xs.iter().filter(|&&v| v > 0.0).count() as u32;
+        let k = alloc.num_gpus();
+        let pick = if alloc.is_empty() {
+            None
+        } else if alloc == *job.current() {
+            o.candidates.iter().position(|c| c.choice == Choice::Keep)
+        } else {
+            o.candidates.iter().position(|c| match c.choice {
+                Choice::Config { nodes, gpus } => gpus == k && ((nodes == 1) == (used == 1)),
+                Choice::Keep => false,
+            })
+        };
+        if pick.is_none() {
+            xs.iter_mut().for_each(|v| *v = 0.0);
+        }
+        for (ci, &z) in vars.z.iter().enumerate() {
+            m.initial.push((z, if Some(ci) == pick { 1.0 } else { 0.0 }));
+        }
+        m.initial
+            .push((vars.none, if pick.is_none() { 1.0 } else { 0.0 }));
+        let multi = pick.is_some() && used > 1;
+        for n in 0..n_nodes {
+            m.initial.push((vars.x[n], xs[n]));
+            m.initial.push((vars.y[n], if xs[n] > 0.0 { 1.0 } else { 0.0 }));
+            if let Some(w) = vars.w[n] {
+                m.initial.push((w, if multi && xs[n] > 0.0 { 1.0 } else { 0.0 }));
+            }
+        }
+        let v = pick.map_or(o.none_value, |ci| o.candidates[ci].value);
+        min_term = min_term.min(sense.term(v));
+    }
+    if let Some(t) = t {
+        m.initial
+            .push((t, if min_term.is_finite() { min_term } else { 0.0 }));
+    }
     let watched = m.watched.clone();
-    let index: std::collections::HashMap<Variable, usize> = watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+    let index: std::collections::HashMap<Variable, usize> =
+        watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
     let solved = solve(m, solver, limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
     let value = |v: Variable| solved.values[index[&v]];
     let status = match solved.status {
-        good_lp::SolutionStatus::Optimal => PlanStatus::Optimal,
+        // GapLimit: optimal within the requested relative gap.
+        good_lp::SolutionStatus::Optimal | good_lp::SolutionStatus::GapLimit => PlanStatus::Optimal,
         _ => PlanStatus::Feasible,
     };
     let mut plan = Plan::new("mip-exact", status);
@@ -232,7 +321,8 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
             .filter(|&(_, k)| k > 0)
             .collect();
         if !counts.is_empty() {
-            plan.allocations.insert(round.jobs[j].id, Allocation::from_counts(&counts));
+            plan.allocations
+                .insert(round.jobs[j].id, Allocation::from_counts(&counts));
         }
     }
     if status == PlanStatus::Optimal {
@@ -247,7 +337,11 @@ impl Planner for MipExact {
     }
 
     fn traits(&self) -> PlannerTraits {
-        PlannerTraits { batch: BatchPolicy::Adaptive, needs_oracle: false, honours_interference: true }
+        PlannerTraits {
+            batch: BatchPolicy::Adaptive,
+            needs_oracle: false,
+            honours_interference: true,
+        }
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
@@ -255,7 +349,8 @@ impl Planner for MipExact {
             Ok((mut plan, notes)) => {
                 // Independent check: a solver bug or numerical slip must not reach users.
                 if let Err(v) = gpuplan_core::validate(round, &plan) {
-                    let mut fb = plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
+                    let mut fb =
+                        plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
                     fb.reason = Some(format!("solution failed validation ({}); greedy plan used", v[0]));
                     return Ok(fb);
                 }
@@ -266,7 +361,8 @@ impl Planner for MipExact {
                 Ok(plan)
             }
             Err(reason) => {
-                let mut plan = plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
+                let mut plan =
+                    plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
                 plan.reason = Some(format!("{reason}; greedy plan used"));
                 Ok(plan)
             }
@@ -288,7 +384,11 @@ impl Planner for PolluxMip {
     }
 
     fn traits(&self) -> PlannerTraits {
-        PlannerTraits { batch: BatchPolicy::Adaptive, needs_oracle: false, honours_interference: true }
+        PlannerTraits {
+            batch: BatchPolicy::Adaptive,
+            needs_oracle: false,
+            honours_interference: true,
+        }
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {

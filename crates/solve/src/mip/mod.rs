@@ -11,8 +11,8 @@ pub mod aggregate;
 pub mod exact;
 
 use good_lp::{
-    constraint::ConstraintReference, variable, Constraint, Expression, ProblemVariables, ResolutionError, Solution,
-    SolutionStatus, SolverModel, Variable, WithInitialSolution, WithTimeLimit,
+    constraint::ConstraintReference, variable, Constraint, Expression, ProblemVariables, ResolutionError,
+    Solution, SolutionStatus, SolverModel, Variable, WithInitialSolution, WithTimeLimit,
 };
 
 use gpuplan_core::objective::{fair_share, restart_factor, EPSILON};
@@ -110,7 +110,10 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             let pinned = !j.preemptible && !cur.is_empty();
             let mut candidates = Vec::new();
             if !cur.is_empty() {
-                candidates.push(Candidate { choice: Choice::Keep, value: cache.get(j, cur.num_nodes(), cur.num_gpus()) });
+                candidates.push(Candidate {
+                    choice: Choice::Keep,
+                    value: cache.get(j, cur.num_nodes(), cur.num_gpus()),
+                });
             }
             let kmax = max_gpus(j, round);
             let mut infeasible = None;
@@ -138,7 +141,10 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                     for n in counts {
                         let s = cache.get(j, n, k);
                         if s > 0.0 {
-                            candidates.push(Candidate { choice: Choice::Config { nodes: n, gpus: k }, value: s * factor });
+                            candidates.push(Candidate {
+                                choice: Choice::Config { nodes: n, gpus: k },
+                                value: s * factor,
+                            });
                         }
                     }
                 }
@@ -149,7 +155,12 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                     ));
                 }
             }
-            JobOptions { candidates, none_value: 0.0, pinned, infeasible }
+            JobOptions {
+                candidates,
+                none_value: 0.0,
+                pinned,
+                infeasible,
+            }
         })
         .collect()
 }
@@ -266,33 +277,65 @@ pub struct Solved {
     pub status: SolutionStatus,
 }
 
-fn finish<M>(mut m: M, constraints: Vec<Constraint>, initial: Vec<(Variable, f64)>, watched: &[Variable]) -> Result<Solved, ResolutionError>
+fn finish<M>(
+    mut m: M,
+    constraints: Vec<Constraint>,
+    initial: Vec<(Variable, f64)>,
+    watched: &[Variable],
+) -> Result<Solved, ResolutionError>
 where
     M: SolverModel<Error = ResolutionError> + WithInitialSolution,
 {
     let _: Vec<ConstraintReference> = constraints.into_iter().map(|c| m.add_constraint(c)).collect();
-    let m = if initial.is_empty() { m } else { m.with_initial_solution(initial) };
+    let m = if initial.is_empty() {
+        m
+    } else {
+        m.with_initial_solution(initial)
+    };
     let sol = m.solve()?;
-    Ok(Solved { values: watched.iter().map(|v| sol.value(*v)).collect(), status: sol.status() })
+    Ok(Solved {
+        values: watched.iter().map(|v| sol.value(*v)).collect(),
+        status: sol.status(),
+    })
 }
 
 /// Solve with the chosen backend, time limit, gap and threads.
 pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, ResolutionError> {
-    let Model { vars, constraints, objective, minimise, watched, initial } = model;
-    let problem = if minimise { vars.minimise(objective) } else { vars.maximise(objective) };
+    let Model {
+        vars,
+        constraints,
+        objective,
+        minimise,
+        watched,
+        initial,
+    } = model;
+    let problem = if minimise {
+        vars.minimise(objective)
+    } else {
+        vars.maximise(objective)
+    };
     let tl = limits.time_limit_s.max(0.001);
     match solver {
         #[cfg(feature = "highs")]
         Solver::Highs => {
-            let mut m = problem.using(good_lp::solvers::highs::highs).with_time_limit(tl).set_threads(limits.threads.max(1));
-            m = m.set_mip_rel_gap(limits.gap.max(0.0) as f32).map_err(|e| ResolutionError::Str(e.to_string()))?;
+            let mut m = problem
+                .using(good_lp::solvers::highs::highs)
+                .with_time_limit(tl)
+                .set_threads(limits.threads.max(1));
+            m = m
+                .set_mip_rel_gap(limits.gap.max(0.0) as f32)
+                .map_err(|e| ResolutionError::Str(e.to_string()))?;
             m.set_verbose(false);
             finish(m, constraints, initial, &watched)
         }
         Solver::Microlp => {
-            let mut m = problem.using(good_lp::solvers::microlp::microlp).with_time_limit(tl);
+            let mut m = problem
+                .using(good_lp::solvers::microlp::microlp)
+                .with_time_limit(tl);
             use good_lp::WithMipGap;
-            m = m.with_mip_gap(limits.gap.max(0.0) as f32).map_err(|e| ResolutionError::Str(e.to_string()))?;
+            m = m
+                .with_mip_gap(limits.gap.max(0.0) as f32)
+                .map_err(|e| ResolutionError::Str(e.to_string()))?;
             finish(m, constraints, initial, &watched)
         }
     }
@@ -304,7 +347,14 @@ pub fn fair(round: &Round) -> (u32, u32) {
 }
 
 /// Value of one job under an allocation, for incumbents and checks.
-pub fn value_of(job: &RoundJob, nodes: u32, gpus: u32, keep: bool, cache: &mut SpeedupCache, round: &Round) -> f64 {
+pub fn value_of(
+    job: &RoundJob,
+    nodes: u32,
+    gpus: u32,
+    keep: bool,
+    cache: &mut SpeedupCache,
+    round: &Round,
+) -> f64 {
     let s = cache.get(job, nodes, gpus);
     if keep {
         s

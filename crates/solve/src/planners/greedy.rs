@@ -57,12 +57,22 @@ impl PartialOrd for Move {
 }
 impl Ord for Move {
     fn cmp(&self, o: &Self) -> Ordering {
-        self.score.total_cmp(&o.score).then(o.job.cmp(&self.job)).then(o.cand.cmp(&self.cand))
+        self.score
+            .total_cmp(&o.score)
+            .then(o.job.cmp(&self.job))
+            .then(o.cand.cmp(&self.cand))
     }
 }
 
 /// Best next move of job `j` given its current pick and the GPUs left.
-fn best_move(round: &Round, opts: &JobOptions, j: usize, pick: Option<usize>, left: u32, sense: Sense) -> Option<Move> {
+fn best_move(
+    round: &Round,
+    opts: &JobOptions,
+    j: usize,
+    pick: Option<usize>,
+    left: u32,
+    sense: Sense,
+) -> Option<Move> {
     let job = &round.jobs[j];
     let (cur_v, cur_g) = match pick {
         Some(c) => (opts.candidates[c].value, gpus_of(opts.candidates[c].choice, job)),
@@ -76,7 +86,11 @@ fn best_move(round: &Round, opts: &JobOptions, j: usize, pick: Option<usize>, le
         }
         let score = gain(sense, cur_v, c.value) / (g - cur_g) as f64;
         if score > 1e-15 && best.as_ref().is_none_or(|b| score > b.score) {
-            best = Some(Move { score, job: j, cand: ci });
+            best = Some(Move {
+                score,
+                job: j,
+                cand: ci,
+            });
         }
     }
     best
@@ -114,7 +128,9 @@ pub fn greedy_choices(round: &Round) -> Vec<(usize, Choice)> {
     }
     while let Some(m) = heap.pop() {
         // Re-check against the GPUs left now; re-queue if the best move changed.
-        let Some(now) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense) else { continue };
+        let Some(now) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense) else {
+            continue;
+        };
         if now.cand != m.cand || (now.score - m.score).abs() > 1e-12 * m.score.abs().max(1.0) {
             heap.push(now);
             continue;
@@ -152,11 +168,20 @@ impl Planner for Greedy {
     }
 
     fn traits(&self) -> PlannerTraits {
-        PlannerTraits { batch: BatchPolicy::Adaptive, needs_oracle: false, honours_interference: true }
+        PlannerTraits {
+            batch: BatchPolicy::Adaptive,
+            needs_oracle: false,
+            honours_interference: true,
+        }
     }
 
     fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {
         let choices = greedy_choices(round);
-        Ok(plan_from_choices(self.name(), round, &choices, PlanStatus::Feasible))
+        Ok(plan_from_choices(
+            self.name(),
+            round,
+            &choices,
+            PlanStatus::Feasible,
+        ))
     }
 }

@@ -1,0 +1,68 @@
+//! Per-round hot paths: speedup tables, candidate generation (formulation
+//! build), and solves at 64 and 1024 GPUs. Run with `cargo bench`.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use gpuplan_sim::instances::{fitted_params, generate_round};
+use gpuplan_solve::mip::{job_options, Shapes};
+use gpuplan_solve::speedup::{max_gpus, SpeedupCache};
+use gpuplan_solve::{registry, Limits};
+
+fn benches(c: &mut Criterion) {
+    let profiles = gpuplan_sim::data::pollux_profiles().unwrap();
+    let fitted = fitted_params(&profiles);
+    let small = generate_round(&profiles, &fitted, 64, 40, 0);
+    let large = generate_round(&profiles, &fitted, 1024, 400, 0);
+
+    c.bench_function("speedup_table_64gpus_40jobs", |b| {
+        b.iter(|| {
+            let mut total = 0.0;
+            for j in &small.jobs {
+                let m = max_gpus(j, &small);
+                let mut cache = SpeedupCache::new(&small, m.min(16), m);
+                for k in 1..=m {
+                    total += cache.get(j, 1 + (k > 4) as u32, k);
+                }
+            }
+            total
+        })
+    });
+
+    for (name, round) in [("64gpus_40jobs", &small), ("1024gpus_400jobs", &large)] {
+        c.bench_function(&format!("formulation_candidates_{name}"), |b| {
+            b.iter(|| {
+                let mut caches: Vec<SpeedupCache> = round
+                    .jobs
+                    .iter()
+                    .map(|j| {
+                        let m = max_gpus(j, round).max(1);
+                        SpeedupCache::new(round, m.min(16), m)
+                    })
+                    .collect();
+                job_options(round, &mut caches, Shapes::Any).len()
+            })
+        });
+    }
+
+    let lim = Limits {
+        time_limit_s: 60.0,
+        gap: 1e-4,
+        threads: 1,
+        seed: 0,
+    };
+    let mut group = c.benchmark_group("solve");
+    group.sample_size(10);
+    for planner in ["greedy", "mip-aggregate", "mip-exact"] {
+        group.bench_function(format!("{planner}_64gpus_40jobs"), |b| {
+            b.iter(|| registry::create(planner).unwrap().plan(&small, &lim).unwrap())
+        });
+    }
+    for planner in ["greedy", "mip-aggregate"] {
+        group.bench_function(format!("{planner}_1024gpus_400jobs"), |b| {
+            b.iter(|| registry::create(planner).unwrap().plan(&large, &lim).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(round, benches);
+criterion_main!(round);

@@ -280,11 +280,11 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
         m.initial
             .push((vars.none, if pick.is_none() { 1.0 } else { 0.0 }));
         let multi = pick.is_some() && used > 1;
-        for n in 0..n_nodes {
-            m.initial.push((vars.x[n], xs[n]));
-            m.initial.push((vars.y[n], if xs[n] > 0.0 { 1.0 } else { 0.0 }));
+        for (n, &xn) in xs.iter().enumerate() {
+            m.initial.push((vars.x[n], xn));
+            m.initial.push((vars.y[n], if xn > 0.0 { 1.0 } else { 0.0 }));
             if let Some(w) = vars.w[n] {
-                m.initial.push((w, if multi && xs[n] > 0.0 { 1.0 } else { 0.0 }));
+                m.initial.push((w, if multi && xn > 0.0 { 1.0 } else { 0.0 }));
             }
         }
         let v = pick.map_or(o.none_value, |ci| o.candidates[ci].value);

@@ -2,6 +2,7 @@
 
 use crate::mip::aggregate::MipAggregate;
 use crate::mip::exact::{MipExact, PolluxMip};
+use crate::mip::node::MipNode;
 use crate::mip::Solver;
 use crate::planners::greedy::Greedy;
 use crate::planners::{
@@ -34,6 +35,9 @@ const PLANNERS: &[(&str, Ctor)] = &[
     }),
     ("mip-aggregate-microlp", || {
         Box::new(MipAggregate::new(Solver::Microlp, "mip-aggregate-microlp"))
+    }),
+    ("mip-node", || {
+        Box::new(MipNode::new(Solver::default_native(), "mip-node"))
     }),
     ("pollux-mip", || {
         Box::new(PolluxMip {

@@ -1,23 +1,63 @@
-//! `mip-exact`: node-level placement, exact for the goodput model.
+//! `mip-exact`: the node-pattern (cutting-stock) formulation, exact for the
+//! goodput model and free of node symmetry.
 //!
-//! Per job: one binary per candidate (keep current placement, or any
-//! (nodes, GPUs) configuration), integer GPUs per node and node-use
-//! binaries tied to the chosen configuration, so the node count the speedup
-//! depends on is exact. Node capacity, pinned jobs, the interference rule
-//! and keep-or-move are rows of the model. Identical nodes that hold no
-//! running job are interchangeable, so they are ordered by load (symmetry
-//! breaking) — this keeps optimality proofs cheap. Rows and variables are
-//! listed in docs/formulation.md.
+//! Why patterns: identical nodes make a node-indexed model explode in
+//! branch-and-bound (`mip-node` keeps that model as a cross-check). Under the
+//! interference rule a node holds at most one piece of a multi-node job plus
+//! single-node jobs, so what matters about a node is its *pattern*: the piece
+//! slot's size and the multiset of single-job slot sizes. The model counts
+//! how many nodes of each residual class (GPU type, free GPUs, multi-node slot
+//! free) use each pattern. Running jobs may keep their exact GPUs (full
+//! speedup) or move (restart factor); nodes that host them change residual
+//! class with those keep decisions. Every variable and row is listed in
+//! docs/formulation.md, section `mip-exact`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use good_lp::{Expression, Variable};
-use gpuplan_core::{Allocation, Interference, NodeId, Plan, PlanStatus, Round};
+use gpuplan_core::{objective, Allocation, Interference, NodeId, Plan, PlanStatus, Round};
 
-use super::{job_options, solve, Choice, Model, Sense, Shapes, Solver};
+use super::{bound_to_mean, job_options, solve, Choice, Model, Sense, Shapes, Solver};
 use crate::planners::greedy::{greedy_choices, plan_from_choices};
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
+
+/// One way a job may run in the pattern model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Opt {
+    /// Exactly the current GPUs.
+    Keep,
+    /// `gpus` GPUs on one node of GPU type `ty`.
+    Single { ty: usize, gpus: u32 },
+    /// `gpus` GPUs on two or more nodes of GPU type `ty`.
+    Multi { ty: usize, gpus: u32 },
+}
+
+struct JobCands {
+    opts: Vec<(Opt, f64)>,
+    none_value: f64,
+    pinned: bool,
+}
+
+/// Nodes of one GPU type (jobs never mix types).
+struct GpuType {
+    nodes: usize,
+    max_node: u32,
+    total: u32,
+}
+
+/// A node's content: the multi-node piece slot (0 = none) and single-job slots (descending).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Pattern {
+    piece: u32,
+    singles: Vec<u32>,
+}
+
+/// (GPU type, free GPUs ρ, multi-node slot free σ).
+type Class = (usize, u32, u32);
+
+/// A running job's GPUs on one node: (job, GPUs, whether it holds the node's multi-node slot).
+type Occupant = (usize, u32, u32);
 
 #[derive(Debug)]
 pub struct MipExact {
@@ -31,304 +71,799 @@ impl MipExact {
     }
 }
 
-/// Solve the exact model; `Err` is the reason for a fallback.
-pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Plan, Vec<String>), String> {
-    let n_nodes = round.cluster.num_nodes();
-    let cap: Vec<f64> = round.cluster.nodes.iter().map(|n| n.gpus as f64).collect();
+/// Candidates per job: keep, and per GPU type the single- and multi-node
+/// GPU counts that are not dominated (a smaller count of the same shape with
+/// at least the same value can always be placed instead), plus notes for
+/// jobs that cannot run at all.
+fn candidates(round: &Round, types: &[GpuType], keep_ok: &[bool]) -> (Vec<JobCands>, Vec<String>) {
+    let n_nodes = round.cluster.num_nodes() as u32;
+    let maxn = round.params.max_nodes_per_job.min(n_nodes);
     let mut caches: Vec<SpeedupCache> = round
         .jobs
         .iter()
         .map(|j| {
             let m = max_gpus(j, round).max(j.current().num_gpus()).max(1);
-            SpeedupCache::new(round, m.min(n_nodes as u32).max(1), m)
+            SpeedupCache::new(round, 2, m)
         })
         .collect();
-    let opts = job_options(round, &mut caches, Shapes::Any);
-    let notes: Vec<String> = opts.iter().filter_map(|o| o.infeasible.clone()).collect();
-    let sense = Sense::of(round.params.p);
-    let avoid = round.params.interference == Interference::Avoid;
-    let max_nodes = round.params.max_nodes_per_job.min(n_nodes as u32);
-    let mut m = Model::new();
-    m.minimise = matches!(sense, Sense::MinPower(_));
-    let t = if sense == Sense::MaxMin {
-        Some(m.continuous(0.0, 1e9))
-    } else {
-        None
-    };
-    let mut objective = Expression::from(0.0);
-    // Capacity left after pinned jobs, and nodes whose multi-node slot they hold.
-    let mut cap_left = cap.clone();
-    let mut multi_taken = vec![0.0f64; n_nodes];
-    let mut load: Vec<Expression> = vec![Expression::from(0.0); n_nodes];
-    let mut slot: Vec<Expression> = vec![Expression::from(0.0); n_nodes];
-    // Nodes touched by any current allocation cannot be relabelled.
-    let mut touched = vec![false; n_nodes];
-    for j in &round.jobs {
-        for (n, _) in j.current().per_node() {
-            if let Some(tch) = touched.get_mut(n.0 as usize) {
-                *tch = true;
-            }
-        }
-    }
-    struct JobVars {
-        z: Vec<Variable>,
-        none: Variable,
-        x: Vec<Variable>,
-        y: Vec<Variable>,
-        w: Vec<Option<Variable>>,
-    }
-    let mut jv: Vec<Option<JobVars>> = Vec::with_capacity(opts.len());
-    let mut pinned_allocs: BTreeMap<usize, Allocation> = BTreeMap::new();
-    for (j, o) in opts.iter().enumerate() {
-        let job = &round.jobs[j];
-        let none_term = sense.term(o.none_value);
-        if o.pinned {
-            let per = job.current().per_node();
-            for &(n, k) in &per {
-                cap_left[n.0 as usize] -= k as f64;
-                if per.len() > 1 {
-                    multi_taken[n.0 as usize] += 1.0;
+    let base = job_options(round, &mut caches, Shapes::Any);
+    let mut notes = Vec::new();
+    let mut out = Vec::with_capacity(base.len());
+    for (j, o) in base.into_iter().enumerate() {
+        let mut opts = Vec::new();
+        let mut singles: Vec<(u32, f64)> = Vec::new();
+        let mut multis: Vec<(u32, f64)> = Vec::new();
+        for c in &o.candidates {
+            match c.choice {
+                Choice::Keep => {
+                    if keep_ok[j] || o.pinned {
+                        opts.push((Opt::Keep, c.value));
+                    }
                 }
+                Choice::Config { nodes: 1, gpus } => singles.push((gpus, c.value)),
+                Choice::Config { gpus, .. } => multis.push((gpus, c.value)),
             }
-            let v = o
-                .candidates
-                .iter()
-                .find(|c| c.choice == Choice::Keep)
-                .map_or(0.0, |c| c.value);
-            match t {
-                Some(t) => m.constraints.push(Expression::from(t).leq(sense.term(v))),
-                None => objective += sense.term(v),
-            }
-            pinned_allocs.insert(j, job.current().clone());
-            jv.push(None);
-            continue;
         }
-        if o.candidates.is_empty() {
-            match t {
-                Some(t) => m.constraints.push(Expression::from(t).leq(none_term)),
-                None => objective += none_term,
-            }
-            jv.push(None);
-            continue;
-        }
-        let z: Vec<Variable> = o.candidates.iter().map(|_| m.binary()).collect();
-        let x: Vec<Variable> = cap.iter().map(|&c| m.integer(0.0, c)).collect();
-        let y: Vec<Variable> = cap.iter().map(|_| m.binary()).collect();
-        let cur: Vec<f64> = {
-            let mut v = vec![0.0; n_nodes];
-            for (n, k) in job.current().per_node() {
-                v[n.0 as usize] = k as f64;
-            }
+        let undominated = |mut v: Vec<(u32, f64)>| {
+            v.sort_by_key(|c| c.0);
+            let mut best = f64::NEG_INFINITY;
+            v.retain(|&(_, val)| {
+                let keep = val > best + 1e-12;
+                best = best.max(val);
+                keep
+            });
             v
         };
-        let mut pick = Expression::from(0.0);
-        let mut gpus = Expression::from(0.0);
-        let mut nodes_lo = Expression::from(0.0);
-        let mut nodes_hi = Expression::from(0.0);
-        let mut distributed = Expression::from(0.0);
-        // An explicit "nothing" binary keeps constants out of the objective, so
-        // the solver's relative gap is measured on the true Σ of terms.
-        let none = m.binary();
-        let mut value = none_term * none;
-        let mut keep_var = None;
-        for (c, &v) in o.candidates.iter().zip(&z) {
-            pick += v;
-            value += sense.term(c.value) * v;
-            let (cn, ck) = match c.choice {
-                Choice::Keep => {
-                    keep_var = Some(v);
-                    (job.current().num_nodes(), job.current().num_gpus())
+        let singles = undominated(singles);
+        let multis = undominated(multis);
+        for (ty, t) in types.iter().enumerate() {
+            for &(k, v) in &singles {
+                if k <= t.max_node {
+                    opts.push((Opt::Single { ty, gpus: k }, v));
                 }
-                Choice::Config { nodes, gpus } => (nodes, gpus),
-            };
-            gpus += ck as f64 * v;
-            // A multi-node configuration may use any number of nodes from 2 up.
-            let hi = match c.choice {
-                Choice::Config { nodes, gpus } if nodes > 1 => gpus.min(max_nodes).max(2),
-                _ => cn,
-            };
-            nodes_lo += cn as f64 * v;
-            nodes_hi += hi as f64 * v;
-            if cn > 1 {
-                distributed += v;
+            }
+            if t.nodes >= 2 {
+                for &(k, v) in &multis {
+                    if k <= t.total && k <= maxn * t.max_node {
+                        opts.push((Opt::Multi { ty, gpus: k }, v));
+                    }
+                }
             }
         }
-        m.constraints.push((pick + none).eq(1.0));
-        let sum_x: Expression = x.iter().map(|&v| Expression::from(v)).sum();
-        let sum_y: Expression = y.iter().map(|&v| Expression::from(v)).sum();
-        m.constraints.push(sum_x.eq(gpus));
-        m.constraints.push(sum_y.clone().geq(nodes_lo));
-        m.constraints.push(sum_y.leq(nodes_hi));
-        let has_multi = o.candidates.iter().any(|c| match c.choice {
-            Choice::Keep => job.current().num_nodes() > 1,
-            Choice::Config { nodes, .. } => nodes > 1,
+        if let Some(why) = o.infeasible {
+            notes.push(why);
+        } else if !o.pinned && !opts.iter().any(|(o, _)| *o != Opt::Keep) {
+            let job = &round.jobs[j];
+            let largest = types.iter().map(|t| t.total).max().unwrap_or(0);
+            if job.min_gpus > largest {
+                notes.push(format!(
+                    "job {} needs at least {} GPUs of one type but the largest GPU type has {largest}",
+                    job.name, job.min_gpus
+                ));
+            }
+        }
+        out.push(JobCands {
+            opts,
+            none_value: o.none_value,
+            pinned: o.pinned,
         });
-        let mut ws = vec![None; n_nodes];
-        for n in 0..n_nodes {
-            m.constraints.push(Expression::from(x[n]).leq(cap[n] * y[n]));
-            m.constraints.push(Expression::from(y[n]).leq(x[n]));
-            if let Some(k) = keep_var {
-                // Keeping pins every node's GPUs to the current ones.
-                m.constraints.push(Expression::from(x[n]).geq(cur[n] * k));
-                m.constraints.push((x[n] + cap[n] * k).leq(cur[n] + cap[n]));
-            }
-            load[n] += x[n];
-            if avoid && has_multi {
-                let w = m.continuous(0.0, 1.0);
-                m.constraints.push((y[n] + distributed.clone() - 1.0).leq(w));
-                slot[n] += w;
-                ws[n] = Some(w);
-            }
-        }
-        match t {
-            Some(t) => m.constraints.push(Expression::from(t).leq(value)),
-            None => objective += value,
-        }
-        jv.push(Some(JobVars { z, none, x, y, w: ws }));
     }
-    for n in 0..n_nodes {
-        m.constraints.push(load[n].clone().leq(cap_left[n].max(0.0)));
-        if avoid {
-            m.constraints
-                .push(slot[n].clone().leq((1.0 - multi_taken[n]).max(0.0)));
-        }
-    }
-    // Symmetry: untouched nodes of the same size and type are interchangeable;
-    // order them by load.
-    let mut classes: BTreeMap<(u32, String), Vec<usize>> = BTreeMap::new();
-    for (n, node) in round.cluster.nodes.iter().enumerate() {
-        if !touched[n] {
-            classes
-                .entry((node.gpus, node.gpu_type.clone()))
-                .or_default()
-                .push(n);
-        }
-    }
-    for members in classes.values() {
-        for w in members.windows(2) {
-            m.constraints.push(load[w[1]].clone().leq(load[w[0]].clone()));
-        }
-    }
-    match t {
-        Some(t) => {
-            m.objective = t.into();
-            m.minimise = false;
-        }
-        None => m.objective = objective,
-    }
-    // Warm start: the greedy plan, with untouched interchangeable nodes
-    // relabelled to satisfy the symmetry rows. The solver starts from an
-    // incumbent at least as good as the heuristic, so a time-out still
-    // returns a plan no worse than greedy.
-    let greedy = plan_from_choices("greedy", round, &greedy_choices(round), PlanStatus::Feasible);
-    let mut node_map: Vec<usize> = (0..n_nodes).collect();
-    {
-        let mut load0 = vec![0u32; n_nodes];
-        for a in greedy.allocations.values() {
-            for (n, k) in a.per_node() {
-                load0[n.0 as usize] += k;
-            }
-        }
-        for members in classes.values() {
-            let mut by_load = members.clone();
-            by_load.sort_by_key(|&n| (std::cmp::Reverse(load0[n]), n));
-            for (slot_i, &old) in by_load.iter().enumerate() {
-                node_map[old] = members[slot_i];
+    (out, notes)
+}
+
+/// Every pattern of a class: single slots drawn from `sizes` (the single-node
+/// GPU counts some job may choose on this type), with the piece slot taking
+/// what is left when pieces are possible, else only maximal fillings.
+fn patterns(rho: u32, pieces: bool, sizes: &[u32]) -> Vec<Pattern> {
+    fn rec(
+        rho: u32,
+        sizes: &[u32],
+        from: usize,
+        cur: &mut Vec<u32>,
+        sum: u32,
+        out: &mut Vec<(Vec<u32>, u32)>,
+    ) {
+        out.push((cur.clone(), sum));
+        for (i, &s) in sizes.iter().enumerate().skip(from) {
+            if sum + s <= rho {
+                cur.push(s);
+                rec(rho, sizes, i, cur, sum + s, out);
+                cur.pop();
             }
         }
     }
-    let mut min_term = f64::INFINITY;
-    for (j, vars) in jv.iter().enumerate() {
-        let job = &round.jobs[j];
-        let o = &opts[j];
-        let Some(vars) = vars else {
-            if o.pinned {
-                let v = o
-                    .candidates
-                    .iter()
-                    .find(|c| c.choice == Choice::Keep)
-                    .map_or(0.0, |c| c.value);
-                min_term = min_term.min(sense.term(v));
+    let mut desc: Vec<u32> = sizes.iter().copied().filter(|&s| s <= rho).collect();
+    desc.sort_by(|a, b| b.cmp(a));
+    desc.dedup();
+    let smallest = desc.last().copied().unwrap_or(u32::MAX);
+    let mut all = Vec::new();
+    rec(rho, &desc, 0, &mut Vec::new(), 0, &mut all);
+    all.into_iter()
+        .filter_map(|(singles, sum)| {
+            let left = rho - sum;
+            let p = if pieces {
+                Pattern { piece: left, singles }
+            } else if left < smallest {
+                Pattern { piece: 0, singles }
             } else {
-                min_term = min_term.min(sense.term(o.none_value));
-            }
-            continue;
-        };
-        let alloc = greedy.get(job.id);
-        let mut xs = vec![0.0; n_nodes];
-        for (n, k) in alloc.per_node() {
-            xs[node_map[n.0 as usize]] += k as f64;
-        }
-        let used = xs.iter().filter(|&&v| v > 0.0).count() as u32;
-        let k = alloc.num_gpus();
-        let pick = if alloc.is_empty() {
-            None
-        } else if alloc == *job.current() {
-            o.candidates.iter().position(|c| c.choice == Choice::Keep)
+                return None;
+            };
+            (p.piece > 0 || !p.singles.is_empty()).then_some(p)
+        })
+        .collect()
+}
+
+/// Shrink a placement to `k` GPUs without new nodes: largest pieces first,
+/// then whole one-GPU pieces while more than two nodes remain.
+fn shrink(per_node: &[(NodeId, u32)], k: u32) -> Vec<(NodeId, u32)> {
+    let mut v = per_node.to_vec();
+    let mut sum: u32 = v.iter().map(|x| x.1).sum();
+    while sum > k {
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        if v[0].1 > 1 {
+            v[0].1 -= 1;
+        } else if v.len() > 2 {
+            v.pop();
         } else {
-            o.candidates.iter().position(|c| match c.choice {
-                Choice::Config { nodes, gpus } => gpus == k && ((nodes == 1) == (used == 1)),
-                Choice::Keep => false,
+            break;
+        }
+        sum -= 1;
+    }
+    v.sort_by_key(|x| x.0);
+    v
+}
+
+struct Built {
+    model: Model,
+    /// Per job: variables of its options (None for pinned or option-less jobs) and its "nothing" binary.
+    z: Vec<Option<(Vec<Variable>, Variable)>>,
+    /// Per (job, type): piece-count variables u[a-1] for a = 1..=max node size.
+    u: BTreeMap<(usize, usize), Vec<Variable>>,
+    /// Per class: its patterns and their count variables.
+    t: BTreeMap<Class, (Vec<Pattern>, Vec<Variable>)>,
+    /// Per node with two or more movable occupants: (class, binary) options.
+    r: Vec<Vec<(Class, Variable)>>,
+    tau: Option<Variable>,
+}
+
+/// Everything about the round the model and the decoder share.
+struct Ctx<'a> {
+    round: &'a Round,
+    sense: Sense,
+    avoid: bool,
+    types: Vec<GpuType>,
+    node_type: Vec<usize>,
+    /// Free GPUs and multi-node slot after pinned jobs.
+    rho0: Vec<u32>,
+    sig0: Vec<u32>,
+    /// Movable (non-pinned, keepable) occupants per node.
+    occ: Vec<Vec<Occupant>>,
+    cands: Vec<JobCands>,
+    notes: Vec<String>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(round: &'a Round) -> Self {
+        let avoid = round.params.interference == Interference::Avoid;
+        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+        for n in &round.cluster.nodes {
+            let next = names.len();
+            names.entry(n.gpu_type.as_str()).or_insert(next);
+        }
+        let node_type: Vec<usize> = round
+            .cluster
+            .nodes
+            .iter()
+            .map(|n| names[n.gpu_type.as_str()])
+            .collect();
+        let mut types: Vec<GpuType> = (0..names.len())
+            .map(|_| GpuType {
+                nodes: 0,
+                max_node: 0,
+                total: 0,
             })
-        };
-        if pick.is_none() {
-            xs.iter_mut().for_each(|v| *v = 0.0);
+            .collect();
+        for (n, &ty) in round.cluster.nodes.iter().zip(&node_type) {
+            let t = &mut types[ty];
+            t.nodes += 1;
+            t.max_node = t.max_node.max(n.gpus);
+            t.total += n.gpus;
         }
-        for (ci, &z) in vars.z.iter().enumerate() {
-            m.initial.push((z, if Some(ci) == pick { 1.0 } else { 0.0 }));
-        }
-        m.initial
-            .push((vars.none, if pick.is_none() { 1.0 } else { 0.0 }));
-        let multi = pick.is_some() && used > 1;
-        for (n, &xn) in xs.iter().enumerate() {
-            m.initial.push((vars.x[n], xn));
-            m.initial.push((vars.y[n], if xn > 0.0 { 1.0 } else { 0.0 }));
-            if let Some(w) = vars.w[n] {
-                m.initial.push((w, if multi && xn > 0.0 { 1.0 } else { 0.0 }));
+        let n_nodes = round.cluster.num_nodes();
+        let mut rho0: Vec<u32> = round.cluster.nodes.iter().map(|n| n.gpus).collect();
+        let mut sig0 = vec![1u32; n_nodes];
+        let pinned: Vec<bool> = round
+            .jobs
+            .iter()
+            .map(|j| !j.preemptible && !j.current().is_empty())
+            .collect();
+        for (j, job) in round.jobs.iter().enumerate() {
+            if pinned[j] {
+                let per = job.current().per_node();
+                for &(n, k) in &per {
+                    let m = n.0 as usize;
+                    rho0[m] = rho0[m].saturating_sub(k);
+                    if avoid && per.len() > 1 {
+                        sig0[m] = sig0[m].saturating_sub(1);
+                    }
+                }
             }
         }
-        let v = pick.map_or(o.none_value, |ci| o.candidates[ci].value);
-        min_term = min_term.min(sense.term(v));
-    }
-    if let Some(t) = t {
-        m.initial
-            .push((t, if min_term.is_finite() { min_term } else { 0.0 }));
-    }
-    let watched = m.watched.clone();
-    let index: std::collections::HashMap<Variable, usize> =
-        watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
-    let solved = solve(m, solver, limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
-    let value = |v: Variable| solved.values[index[&v]];
-    let status = match solved.status {
-        // GapLimit: optimal within the requested relative gap.
-        good_lp::SolutionStatus::Optimal | good_lp::SolutionStatus::GapLimit => PlanStatus::Optimal,
-        _ => PlanStatus::Feasible,
-    };
-    let mut plan = Plan::new("mip-exact", status);
-    for (j, a) in pinned_allocs {
-        plan.allocations.insert(round.jobs[j].id, a);
-    }
-    for (j, vars) in jv.iter().enumerate() {
-        let Some(vars) = vars else { continue };
-        if !vars.z.iter().any(|&z| value(z) > 0.5) {
-            continue;
-        }
-        let counts: Vec<(NodeId, u32)> = vars
-            .x
+        // A movable multi-node job may keep its GPUs only where no pinned
+        // multi-node job holds the slot (else its current placement breaks the rule).
+        let keep_ok: Vec<bool> = round
+            .jobs
             .iter()
-            .enumerate()
-            .map(|(n, &x)| (NodeId(n as u32), value(x).round().max(0.0) as u32))
-            .filter(|&(_, k)| k > 0)
+            .map(|j| {
+                let per = j.current().per_node();
+                !(avoid && per.len() > 1 && per.iter().any(|(n, _)| sig0[n.0 as usize] == 0))
+            })
             .collect();
-        if !counts.is_empty() {
+        let (cands, notes) = candidates(round, &types, &keep_ok);
+        let mut occ: Vec<Vec<Occupant>> = vec![Vec::new(); n_nodes];
+        for (j, job) in round.jobs.iter().enumerate() {
+            if cands[j].pinned || !cands[j].opts.iter().any(|(o, _)| *o == Opt::Keep) {
+                continue;
+            }
+            let per = job.current().per_node();
+            let mu = u32::from(avoid && per.len() > 1);
+            for &(n, k) in &per {
+                occ[n.0 as usize].push((j, k, mu));
+            }
+        }
+        Ctx {
+            round,
+            sense: Sense::of(round.params.p),
+            avoid,
+            types,
+            node_type,
+            rho0,
+            sig0,
+            occ,
+            cands,
+            notes,
+        }
+    }
+
+    fn keep_index(&self, j: usize) -> Option<usize> {
+        self.cands[j].opts.iter().position(|(o, _)| *o == Opt::Keep)
+    }
+
+    /// Reachable (GPUs kept, slots kept) sums over subsets of a node's occupants.
+    fn reachable(&self, m: usize) -> BTreeSet<(u32, u32)> {
+        let mut set = BTreeSet::from([(0u32, 0u32)]);
+        for &(_, c, mu) in &self.occ[m] {
+            let more: Vec<(u32, u32)> = set.iter().map(|&(a, b)| (a + c, b + mu)).collect();
+            set.extend(more);
+        }
+        set.retain(|&(c, mu)| c <= self.rho0[m] && mu <= self.sig0[m]);
+        set
+    }
+
+    fn build(&self) -> Built {
+        let round = self.round;
+        let sense = self.sense;
+        let maxn = round
+            .params
+            .max_nodes_per_job
+            .min(round.cluster.num_nodes() as u32);
+        let mut m = Model::new();
+        m.minimise = matches!(sense, Sense::MinPower(_));
+        let tau = (sense == Sense::MaxMin).then(|| m.continuous(0.0, 1e9));
+        let mut objective = Expression::from(0.0);
+        let mut z = Vec::with_capacity(self.cands.len());
+        // Single-node demand per (type, size), piece-count variables per (job, type).
+        let mut single_demand: BTreeMap<(usize, u32), Expression> = BTreeMap::new();
+        let mut u: BTreeMap<(usize, usize), Vec<Variable>> = BTreeMap::new();
+        let mut sizes: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); self.types.len()];
+        let mut has_multi = vec![false; self.types.len()];
+        for (j, c) in self.cands.iter().enumerate() {
+            let none_term = sense.term(c.none_value);
+            if c.pinned || c.opts.is_empty() {
+                let v = if c.pinned {
+                    c.opts.iter().find(|(o, _)| *o == Opt::Keep).map_or(0.0, |x| x.1)
+                } else {
+                    c.none_value
+                };
+                match tau {
+                    Some(t) => m.constraints.push(Expression::from(t).leq(sense.term(v))),
+                    None => m.offset += sense.term(v),
+                }
+                z.push(None);
+                continue;
+            }
+            let vars: Vec<Variable> = c.opts.iter().map(|_| m.binary()).collect();
+            let none = m.binary();
+            let mut pick = Expression::from(none);
+            let mut value = none_term * none;
+            // Per type: Σ z over multi options, Σ min(k, maxn)·z, Σ k·z.
+            let mut multi: BTreeMap<usize, (Expression, Expression, Expression)> = BTreeMap::new();
+            for (&(o, v), &x) in c.opts.iter().zip(&vars) {
+                pick += x;
+                value += sense.term(v) * x;
+                match o {
+                    Opt::Keep => {}
+                    Opt::Single { ty, gpus } => {
+                        sizes[ty].insert(gpus);
+                        *single_demand.entry((ty, gpus)).or_default() += x;
+                    }
+                    Opt::Multi { ty, gpus } => {
+                        has_multi[ty] = true;
+                        let e = multi.entry(ty).or_default();
+                        e.0 += x;
+                        e.1 += gpus.min(maxn) as f64 * x;
+                        e.2 += gpus as f64 * x;
+                    }
+                }
+            }
+            m.constraints.push(pick.eq(1.0));
+            for (ty, (d, hi, k)) in multi {
+                let g = self.types[ty].max_node;
+                let vars_u: Vec<Variable> = (1..=g).map(|_| m.integer(0.0, maxn as f64)).collect();
+                let count: Expression = vars_u.iter().map(|&v| Expression::from(v)).sum();
+                let cap: Expression = vars_u.iter().enumerate().map(|(i, &v)| (i + 1) as f64 * v).sum();
+                m.constraints.push(count.clone().geq(2.0 * d));
+                m.constraints.push(count.leq(hi));
+                m.constraints.push(cap.geq(k));
+                u.insert((j, ty), vars_u);
+            }
+            match tau {
+                Some(t) => m.constraints.push(Expression::from(t).leq(value)),
+                None => objective += value,
+            }
+            z.push(Some((vars, none)));
+        }
+        // Node counts per residual class.
+        let mut count: BTreeMap<Class, (f64, Expression)> = BTreeMap::new();
+        let mut r = vec![Vec::new(); self.occ.len()];
+        for node in 0..self.occ.len() {
+            let ty = self.node_type[node];
+            let (rho0, sig0) = (self.rho0[node], self.sig0[node]);
+            match self.occ[node].as_slice() {
+                [] => count.entry((ty, rho0, sig0)).or_default().0 += 1.0,
+                &[(j, c, mu)] => {
+                    let keep = z[j].as_ref().map(|(v, _)| v[self.keep_index(j).unwrap_or(0)]);
+                    if let Some(k) = keep {
+                        count.entry((ty, rho0 - c, sig0 - mu)).or_default().1 += k;
+                        let e = count.entry((ty, rho0, sig0)).or_default();
+                        e.0 += 1.0;
+                        e.1 -= k;
+                    }
+                }
+                occupants => {
+                    let mut one = Expression::from(0.0);
+                    let mut rho_row = Expression::from(0.0);
+                    let mut sig_row = Expression::from(0.0);
+                    for &(j, c, mu) in occupants {
+                        if let Some((v, _)) = &z[j] {
+                            let k = v[self.keep_index(j).unwrap_or(0)];
+                            rho_row += c as f64 * k;
+                            sig_row += mu as f64 * k;
+                        }
+                    }
+                    for (sc, smu) in self.reachable(node) {
+                        let class = (ty, rho0 - sc, sig0 - smu);
+                        let x = m.binary();
+                        one += x;
+                        rho_row += class.1 as f64 * x;
+                        sig_row += class.2 as f64 * x;
+                        count.entry(class).or_default().1 += x;
+                        r[node].push((class, x));
+                    }
+                    m.constraints.push(one.eq(1.0));
+                    m.constraints.push(rho_row.leq(rho0 as f64));
+                    if self.avoid {
+                        m.constraints.push(sig_row.leq(sig0 as f64));
+                    }
+                }
+            }
+        }
+        // Patterns per class, with Σ_P t ≤ nodes in the class.
+        let mut t: BTreeMap<Class, (Vec<Pattern>, Vec<Variable>)> = BTreeMap::new();
+        let mut single_supply: BTreeMap<(usize, u32), Expression> = BTreeMap::new();
+        let mut piece_supply: BTreeMap<(usize, u32), Expression> = BTreeMap::new();
+        for (&class, (konst, expr)) in &count {
+            let (ty, rho, sig) = class;
+            if rho == 0 {
+                continue;
+            }
+            let sz: Vec<u32> = sizes[ty].iter().copied().collect();
+            let pats = patterns(rho, sig > 0 && has_multi[ty], &sz);
+            if pats.is_empty() {
+                continue;
+            }
+            let max = self.types[ty].nodes as f64;
+            let vars: Vec<Variable> = pats.iter().map(|_| m.integer(0.0, max)).collect();
+            let used: Expression = vars.iter().map(|&v| Expression::from(v)).sum();
+            m.constraints.push(used.leq(expr.clone() + *konst));
+            for (p, &v) in pats.iter().zip(&vars) {
+                for &b in &sz {
+                    let n = p.singles.iter().filter(|&&s| s >= b).count();
+                    if n > 0 {
+                        *single_supply.entry((ty, b)).or_default() += n as f64 * v;
+                    }
+                }
+                if p.piece > 0 {
+                    *piece_supply.entry((ty, p.piece)).or_default() += v;
+                }
+            }
+            t.insert(class, (pats, vars));
+        }
+        // Singles: slots of size ≥ b cover jobs of size ≥ b (enough for a matching).
+        for (ty, sz) in sizes.iter().enumerate() {
+            for &b in sz {
+                let demand: Expression = single_demand
+                    .range((ty, b)..=(ty, u32::MAX))
+                    .map(|(_, e)| e.clone())
+                    .sum();
+                let supply = single_supply.get(&(ty, b)).cloned().unwrap_or_default();
+                m.constraints.push(supply.geq(demand));
+            }
+        }
+        // Pieces: slots of size a cover the pieces counted at a.
+        let mut piece_demand: BTreeMap<(usize, u32), Expression> = BTreeMap::new();
+        for (&(_, ty), vars) in &u {
+            for (i, &v) in vars.iter().enumerate() {
+                *piece_demand.entry((ty, i as u32 + 1)).or_default() += v;
+            }
+        }
+        for (key, demand) in piece_demand {
+            let supply = piece_supply.get(&key).cloned().unwrap_or_default();
+            m.constraints.push(supply.geq(demand));
+        }
+        match tau {
+            Some(t) => {
+                m.objective = t.into();
+                m.minimise = false;
+            }
+            None => m.objective = objective,
+        }
+        Built {
+            model: m,
+            z,
+            u,
+            t,
+            r,
+            tau,
+        }
+    }
+
+    /// The model's variable values for a valid plan, or `None` if the plan is
+    /// outside the model (then no warm start is given).
+    fn start(&self, b: &Built, plan: &Plan) -> Option<Vec<(Variable, f64)>> {
+        let round = self.round;
+        let mut vals: Vec<(Variable, f64)> = Vec::new();
+        // Chosen option per job, and its placement after shrinking to the option.
+        let mut chosen: Vec<Option<usize>> = vec![None; round.jobs.len()];
+        let mut placed: Vec<Vec<(NodeId, u32)>> = vec![Vec::new(); round.jobs.len()];
+        let mut min_term = f64::INFINITY;
+        for (j, job) in round.jobs.iter().enumerate() {
+            let c = &self.cands[j];
+            let alloc = plan.get(job.id);
+            let Some((vars, none)) = &b.z[j] else {
+                if c.pinned && alloc != *job.current() {
+                    return None;
+                }
+                if !c.pinned && !alloc.is_empty() {
+                    return None;
+                }
+                let v = if c.pinned {
+                    c.opts.iter().find(|(o, _)| *o == Opt::Keep).map_or(0.0, |x| x.1)
+                } else {
+                    c.none_value
+                };
+                min_term = min_term.min(self.sense.term(v));
+                continue;
+            };
+            let per = alloc.per_node();
+            let pick = if alloc.is_empty() {
+                None
+            } else if alloc == *job.current() && self.keep_index(j).is_some() {
+                self.keep_index(j)
+            } else {
+                let ty = self.node_type[per[0].0 .0 as usize];
+                if per.iter().any(|(n, _)| self.node_type[n.0 as usize] != ty) {
+                    return None;
+                }
+                let k = alloc.num_gpus();
+                // The largest undominated option of the same shape that fits in k.
+                c.opts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (o, _))| match *o {
+                        Opt::Single { ty: t, gpus } => per.len() == 1 && t == ty && gpus <= k,
+                        Opt::Multi { ty: t, gpus } => per.len() > 1 && t == ty && gpus <= k,
+                        Opt::Keep => false,
+                    })
+                    .max_by_key(|(_, (o, _))| match *o {
+                        Opt::Single { gpus, .. } | Opt::Multi { gpus, .. } => gpus,
+                        Opt::Keep => 0,
+                    })
+                    .map(|(i, _)| i)
+            };
+            if let Some(i) = pick {
+                placed[j] = match c.opts[i].0 {
+                    Opt::Keep => Vec::new(),
+                    Opt::Single { gpus, .. } | Opt::Multi { gpus, .. } => shrink(&per, gpus),
+                };
+                if matches!(c.opts[i].0, Opt::Multi { .. }) && placed[j].len() < 2 {
+                    return None;
+                }
+            }
+            chosen[j] = pick;
+            for (i, &x) in vars.iter().enumerate() {
+                vals.push((x, f64::from(u8::from(Some(i) == pick))));
+            }
+            vals.push((*none, f64::from(u8::from(pick.is_none()))));
+            min_term = min_term.min(self.sense.term(pick.map_or(c.none_value, |i| c.opts[i].1)));
+        }
+        // Node classes from the kept jobs, and node contents from the moved ones.
+        let n_nodes = self.occ.len();
+        let kept = |j: usize| chosen[j].is_some() && chosen[j] == self.keep_index(j);
+        let mut class_of: Vec<Class> = Vec::with_capacity(n_nodes);
+        for node in 0..n_nodes {
+            let (mut sc, mut smu) = (0, 0);
+            for &(j, c, mu) in &self.occ[node] {
+                if kept(j) {
+                    sc += c;
+                    smu += mu;
+                }
+            }
+            let class = (self.node_type[node], self.rho0[node] - sc, self.sig0[node] - smu);
+            for &(cl, x) in &b.r[node] {
+                vals.push((x, f64::from(u8::from(cl == class))));
+            }
+            class_of.push(class);
+        }
+        let mut piece_on: Vec<Option<(usize, u32)>> = vec![None; n_nodes];
+        let mut singles_on: Vec<Vec<u32>> = vec![Vec::new(); n_nodes];
+        for (j, per) in placed.iter().enumerate() {
+            for &(n, k) in per {
+                let node = n.0 as usize;
+                if per.len() > 1 {
+                    if piece_on[node].is_some() {
+                        return None;
+                    }
+                    piece_on[node] = Some((j, k));
+                } else {
+                    singles_on[node].push(k);
+                }
+            }
+        }
+        let mut t_count: HashMap<(Class, usize), f64> = HashMap::new();
+        let mut u_count: HashMap<(usize, usize, u32), f64> = HashMap::new();
+        for node in 0..n_nodes {
+            let class = class_of[node];
+            let mut singles = singles_on[node].clone();
+            if piece_on[node].is_none() && singles.is_empty() {
+                continue;
+            }
+            let (pats, _) = b.t.get(&class)?;
+            singles.sort_by(|a, b| b.cmp(a));
+            let used: u32 = singles.iter().sum::<u32>() + piece_on[node].map_or(0, |p| p.1);
+            if used > class.1 {
+                return None;
+            }
+            let pieces = pats.iter().any(|p| p.piece > 0) || pats.iter().all(|p| p.singles.is_empty());
+            let target = if pieces {
+                Pattern {
+                    piece: class.1 - singles.iter().sum::<u32>(),
+                    singles,
+                }
+            } else {
+                if piece_on[node].is_some() {
+                    return None;
+                }
+                // Fill to a maximal pattern with the class's sizes, largest first.
+                let mut sizes: Vec<u32> = pats.iter().flat_map(|p| p.singles.iter().copied()).collect();
+                sizes.sort_by(|a, b| b.cmp(a));
+                sizes.dedup();
+                let mut left = class.1 - singles.iter().sum::<u32>();
+                for &s in &sizes {
+                    while s <= left {
+                        singles.push(s);
+                        left -= s;
+                    }
+                }
+                singles.sort_by(|a, b| b.cmp(a));
+                Pattern { piece: 0, singles }
+            };
+            let idx = pats.iter().position(|p| *p == target)?;
+            *t_count.entry((class, idx)).or_default() += 1.0;
+            if let Some((j, _)) = piece_on[node] {
+                *u_count.entry((j, class.0, target.piece)).or_default() += 1.0;
+            }
+        }
+        for (&class, (_, vars)) in &b.t {
+            for (i, &x) in vars.iter().enumerate() {
+                vals.push((x, t_count.get(&(class, i)).copied().unwrap_or(0.0)));
+            }
+        }
+        for (&(j, ty), vars) in &b.u {
+            for (i, &x) in vars.iter().enumerate() {
+                vals.push((x, u_count.get(&(j, ty, i as u32 + 1)).copied().unwrap_or(0.0)));
+            }
+        }
+        if let Some(t) = b.tau {
+            vals.push((t, if min_term.is_finite() { min_term } else { 0.0 }));
+        }
+        Some(vals)
+    }
+
+    /// Turn the solver's values into node indices.
+    fn decode(&self, b: &Built, value: &dyn Fn(Variable) -> f64) -> Result<Plan, String> {
+        let round = self.round;
+        let on = |v: Variable| value(v) > 0.5;
+        let mut plan = Plan::new("mip-exact", PlanStatus::Feasible);
+        let mut chosen: Vec<Option<Opt>> = vec![None; round.jobs.len()];
+        for (j, job) in round.jobs.iter().enumerate() {
+            let c = &self.cands[j];
+            match &b.z[j] {
+                None if c.pinned => {
+                    plan.allocations.insert(job.id, job.current().clone());
+                }
+                None => {}
+                Some((vars, _)) => {
+                    if let Some(i) = vars.iter().position(|&x| on(x)) {
+                        chosen[j] = Some(c.opts[i].0);
+                        if c.opts[i].0 == Opt::Keep {
+                            plan.allocations.insert(job.id, job.current().clone());
+                        }
+                    }
+                }
+            }
+        }
+        // Nodes per class.
+        let mut members: BTreeMap<Class, Vec<usize>> = BTreeMap::new();
+        for node in 0..self.occ.len() {
+            let (ty, rho0, sig0) = (self.node_type[node], self.rho0[node], self.sig0[node]);
+            let class = match self.occ[node].as_slice() {
+                [] => (ty, rho0, sig0),
+                &[(j, c, mu)] => {
+                    if chosen[j] == Some(Opt::Keep) {
+                        (ty, rho0 - c, sig0 - mu)
+                    } else {
+                        (ty, rho0, sig0)
+                    }
+                }
+                _ => b.r[node]
+                    .iter()
+                    .find(|(_, x)| on(*x))
+                    .map(|(cl, _)| *cl)
+                    .ok_or("no residual class chosen for a node")?,
+            };
+            members.entry(class).or_default().push(node);
+        }
+        // Slots: single slots (size, node) and piece slots by size, per type.
+        let mut single_slots: BTreeMap<usize, Vec<(u32, usize)>> = BTreeMap::new();
+        let mut piece_slots: BTreeMap<(usize, u32), Vec<usize>> = BTreeMap::new();
+        for (class, (pats, vars)) in &b.t {
+            let nodes = members.get(class).map_or(&[][..], |v| v.as_slice());
+            let mut next = 0usize;
+            for (p, &x) in pats.iter().zip(vars) {
+                let n = value(x).round().max(0.0) as usize;
+                for _ in 0..n {
+                    let &node = nodes.get(next).ok_or("more patterns than nodes in a class")?;
+                    next += 1;
+                    for &s in &p.singles {
+                        single_slots.entry(class.0).or_default().push((s, node));
+                    }
+                    if p.piece > 0 {
+                        piece_slots.entry((class.0, p.piece)).or_default().push(node);
+                    }
+                }
+            }
+        }
+        // Single-node jobs: largest first into the largest slots.
+        let mut items: BTreeMap<usize, Vec<(u32, usize)>> = BTreeMap::new();
+        for (j, c) in chosen.iter().enumerate() {
+            if let Some(Opt::Single { ty, gpus }) = c {
+                items.entry(*ty).or_default().push((*gpus, j));
+            }
+        }
+        for (ty, mut list) in items {
+            list.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            let mut slots = single_slots.remove(&ty).unwrap_or_default();
+            slots.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            for (i, &(k, j)) in list.iter().enumerate() {
+                let &(s, node) = slots.get(i).ok_or("too few single-node slots")?;
+                if s < k {
+                    return Err(format!("a {s}-GPU slot cannot hold a {k}-GPU job"));
+                }
+                plan.allocations.insert(
+                    round.jobs[j].id,
+                    Allocation::from_counts(&[(NodeId(node as u32), k)]),
+                );
+            }
+        }
+        // Multi-node jobs: their counted slots, one GPU each, then filled up to the slot size.
+        for (j, c) in chosen.iter().enumerate() {
+            let Some(Opt::Multi { ty, gpus }) = *c else {
+                continue;
+            };
+            let vars = b.u.get(&(j, ty)).ok_or("missing piece variables")?;
+            let mut slots: Vec<(usize, u32)> = Vec::new();
+            for (i, &x) in vars.iter().enumerate() {
+                let a = i as u32 + 1;
+                for _ in 0..value(x).round().max(0.0) as usize {
+                    let node = piece_slots
+                        .get_mut(&(ty, a))
+                        .and_then(|v| v.pop())
+                        .ok_or("too few multi-node slots")?;
+                    slots.push((node, a));
+                }
+            }
+            if slots.len() < 2 || slots.len() as u32 > gpus {
+                return Err(format!("{} slots for a {gpus}-GPU multi-node job", slots.len()));
+            }
+            let mut counts: Vec<(NodeId, u32)> = slots.iter().map(|&(n, _)| (NodeId(n as u32), 1)).collect();
+            let mut left = gpus - slots.len() as u32;
+            for (i, &(_, a)) in slots.iter().enumerate() {
+                let add = left.min(a - 1);
+                counts[i].1 += add;
+                left -= add;
+            }
+            if left > 0 {
+                return Err(format!("multi-node slots too small for {gpus} GPUs"));
+            }
             plan.allocations
                 .insert(round.jobs[j].id, Allocation::from_counts(&counts));
         }
+        Ok(plan)
     }
-    if status == PlanStatus::Optimal {
-        plan.gap = Some(limits.gap);
+}
+
+/// The plan "every running job keeps its GPUs": the previous round's plan as
+/// it was applied, always valid.
+fn keep_all(round: &Round) -> Plan {
+    let mut p = Plan::new("keep", PlanStatus::Feasible);
+    for j in &round.jobs {
+        if !j.current().is_empty() {
+            p.allocations.insert(j.id, j.current().clone());
+        }
     }
-    Ok((plan, notes))
+    p
+}
+
+/// Build, warm-start, solve and decode the pattern model. `Err` is the reason for a fallback.
+pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Plan, Vec<String>), String> {
+    let ctx = Ctx::new(round);
+    let mut built = ctx.build();
+    // Warm start: the better of the greedy plan and "keep everything running"
+    // (last round's plan as applied) that the model can represent.
+    let greedy = plan_from_choices("greedy", round, &greedy_choices(round), PlanStatus::Feasible);
+    let mut starts: Vec<(f64, Plan)> = [greedy, keep_all(round)]
+        .into_iter()
+        .filter(|p| gpuplan_core::validate(round, p).is_ok())
+        .map(|p| (objective::evaluate(round, &p), p))
+        .collect();
+    starts.sort_by(|a, b| b.0.total_cmp(&a.0));
+    if let Some(vals) = starts.iter().find_map(|(_, p)| ctx.start(&built, p)) {
+        built.model.initial = vals;
+    }
+    let watched = built.model.watched.clone();
+    let index: HashMap<Variable, usize> = watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+    let model = std::mem::take(&mut built.model);
+    let solved = solve(model, solver, limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
+    let value = |v: Variable| solved.values[index[&v]];
+    let mut plan = ctx.decode(&built, &value)?;
+    plan.status = match solved.status {
+        good_lp::SolutionStatus::Optimal | good_lp::SolutionStatus::GapLimit => PlanStatus::Optimal,
+        _ => PlanStatus::Feasible,
+    };
+    plan.bound = solved
+        .bound
+        .and_then(|b| bound_to_mean(ctx.sense, b, round.jobs.len()));
+    Ok((plan, ctx.notes))
+}
+
+/// Fill `gap` from the bound and the plan's own objective (the same
+/// evaluation every planner gets).
+pub fn set_gap(round: &Round, plan: &mut Plan) {
+    if let Some(b) = plan.bound {
+        let obj = objective::evaluate(round, plan);
+        plan.gap = Some(((b - obj) / obj.abs().max(1e-12)).max(0.0));
+    }
 }
 
 impl Planner for MipExact {
@@ -355,6 +890,7 @@ impl Planner for MipExact {
                     return Ok(fb);
                 }
                 plan.planner = self.name.to_string();
+                set_gap(round, &mut plan);
                 if !notes.is_empty() {
                     plan.reason = Some(notes.join("; "));
                 }

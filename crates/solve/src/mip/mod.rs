@@ -9,6 +9,7 @@
 
 pub mod aggregate;
 pub mod exact;
+pub mod node;
 
 use good_lp::{
     constraint::ConstraintReference, variable, Constraint, Expression, ProblemVariables, ResolutionError,
@@ -231,6 +232,9 @@ pub struct Model {
     pub watched: Vec<Variable>,
     /// A starting solution (warm start), where known.
     pub initial: Vec<(Variable, f64)>,
+    /// Constant part of the objective (pinned jobs, jobs without options).
+    /// Solvers drop constants, so it is added back to the reported bound.
+    pub offset: f64,
 }
 
 impl Model {
@@ -242,6 +246,7 @@ impl Model {
             minimise: true,
             watched: Vec::new(),
             initial: Vec::new(),
+            offset: 0.0,
         }
     }
 
@@ -275,6 +280,10 @@ pub struct Solved {
     /// Value of each watched variable, in order.
     pub values: Vec<f64>,
     pub status: SolutionStatus,
+    /// Proven bound on the model's objective (Σ of terms, or τ), offset
+    /// included: HiGHS's MIP dual bound; for microlp, known only at
+    /// optimality (objective relaxed by the gap tolerance).
+    pub bound: Option<f64>,
 }
 
 fn finish<M>(
@@ -296,6 +305,7 @@ where
     Ok(Solved {
         values: watched.iter().map(|v| sol.value(*v)).collect(),
         status: sol.status(),
+        bound: None,
     })
 }
 
@@ -308,37 +318,144 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
         minimise,
         watched,
         initial,
+        offset,
     } = model;
+    // Model objective value from the watched values (the solvers drop constants).
+    let lin: Vec<(Variable, f64)> = {
+        use good_lp::IntoAffineExpression;
+        (&objective).linear_coefficients().into_iter().collect()
+    };
     let problem = if minimise {
         vars.minimise(objective)
     } else {
         vars.maximise(objective)
     };
     let tl = limits.time_limit_s.max(0.001);
+    let gap = limits.gap.max(0.0);
     match solver {
         #[cfg(feature = "highs")]
-        Solver::Highs => {
-            let mut m = problem
-                .using(good_lp::solvers::highs::highs)
-                .with_time_limit(tl)
-                .set_threads(limits.threads.max(1));
-            m = m
-                .set_mip_rel_gap(limits.gap.max(0.0) as f32)
-                .map_err(|e| ResolutionError::Str(e.to_string()))?;
-            m.set_verbose(false);
-            finish(m, constraints, initial, &watched)
-        }
+        Solver::Highs => solve_highs(problem, constraints, initial, &watched, offset, limits),
         Solver::Microlp => {
             let mut m = problem
                 .using(good_lp::solvers::microlp::microlp)
                 .with_time_limit(tl);
             use good_lp::WithMipGap;
             m = m
-                .with_mip_gap(limits.gap.max(0.0) as f32)
+                .with_mip_gap(gap as f32)
                 .map_err(|e| ResolutionError::Str(e.to_string()))?;
-            finish(m, constraints, initial, &watched)
+            let mut solved = finish(m, constraints, initial, &watched)?;
+            if matches!(solved.status, SolutionStatus::Optimal | SolutionStatus::GapLimit) {
+                let index: std::collections::HashMap<Variable, usize> =
+                    watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+                let obj: f64 = offset
+                    + lin
+                        .iter()
+                        .map(|(v, c)| c * index.get(v).map_or(0.0, |&i| solved.values[i]))
+                        .sum::<f64>();
+                let slack = gap * obj.abs();
+                solved.bound = Some(if minimise { obj - slack } else { obj + slack });
+            }
+            Ok(solved)
         }
     }
+}
+
+/// HiGHS through its own crate rather than good_lp's wrapper, because only
+/// the model itself exposes the MIP dual bound (`mip_dual_bound`). Columns
+/// are created in the order of `watched`, so a column index is a position there.
+#[cfg(feature = "highs")]
+fn solve_highs(
+    problem: good_lp::variable::UnsolvedProblem,
+    constraints: Vec<Constraint>,
+    initial: Vec<(Variable, f64)>,
+    watched: &[Variable],
+    offset: f64,
+    limits: &Limits,
+) -> Result<Solved, ResolutionError> {
+    use highs::{HighsModelStatus, HighsSolutionStatus};
+    let mut hp = problem.using(good_lp::solvers::highs::highs);
+    for c in constraints {
+        hp.add_constraint(c);
+    }
+    let mut model = hp.try_into_inner()?;
+    model.make_quiet();
+    let opt = |e| ResolutionError::Str(format!("HiGHS option: {e:?}"));
+    model
+        .try_set_option("time_limit", limits.time_limit_s.max(0.001))
+        .map_err(opt)?;
+    model
+        .try_set_option("mip_rel_gap", limits.gap.max(0.0))
+        .map_err(opt)?;
+    model
+        .try_set_option("threads", limits.threads.max(1) as i32)
+        .map_err(opt)?;
+    if !initial.is_empty() {
+        let index: std::collections::HashMap<Variable, usize> =
+            watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+        let mut cols = vec![0.0; watched.len()];
+        for (v, x) in initial {
+            if let Some(&i) = index.get(&v) {
+                cols[i] = x;
+            }
+        }
+        // A rejected start only costs the warm start, never the solve.
+        let _ = model.try_set_solution(Some(&cols), None, None, None);
+    }
+    let solved = model
+        .try_solve()
+        .map_err(|e| ResolutionError::Str(format!("HiGHS error while solving: {e:?}")))?;
+    let status = match solved.status() {
+        HighsModelStatus::Infeasible | HighsModelStatus::UnboundedOrInfeasible => {
+            return Err(ResolutionError::Infeasible)
+        }
+        HighsModelStatus::Unbounded => return Err(ResolutionError::Unbounded),
+        HighsModelStatus::Optimal | HighsModelStatus::ObjectiveBound | HighsModelStatus::ObjectiveTarget => {
+            let g = solved.mip_gap();
+            if g.is_finite() && g > 0.0 {
+                SolutionStatus::GapLimit
+            } else {
+                SolutionStatus::Optimal
+            }
+        }
+        HighsModelStatus::ReachedTimeLimit
+        | HighsModelStatus::ReachedSolutionLimit
+        | HighsModelStatus::ReachedInterrupt
+        | HighsModelStatus::ReachedIterationLimit
+        | HighsModelStatus::ReachedMemoryLimit => SolutionStatus::TimeLimit,
+        other => return Err(ResolutionError::Str(format!("HiGHS status {other:?}"))),
+    };
+    if solved.primal_solution_status() != HighsSolutionStatus::Feasible {
+        return Err(ResolutionError::Other("NoSolutionFound"));
+    }
+    let objective = solved.objective_value();
+    let bound = solved
+        .double_info_value(c"mip_dual_bound")
+        .ok()
+        .filter(|b| b.is_finite())
+        .or(matches!(status, SolutionStatus::Optimal).then_some(objective))
+        .map(|b| b + offset);
+    let values = solved.get_solution().columns().to_vec();
+    if values.len() != watched.len() {
+        return Err(ResolutionError::Str(
+            "HiGHS returned a solution of the wrong size".into(),
+        ));
+    }
+    Ok(Solved {
+        values,
+        status,
+        bound,
+    })
+}
+
+/// A bound on Σ terms (or τ) as a bound on the generalized mean over `n` jobs,
+/// the same scale as `objective::evaluate`; `None` if it is not finite.
+pub fn bound_to_mean(sense: Sense, bound: f64, n: usize) -> Option<f64> {
+    let b = match sense {
+        // For p < 0 every term is positive, so a bound ≤ 0 carries no information.
+        Sense::MinPower(_) if bound <= 0.0 => return None,
+        _ => sense.to_mean(bound, n),
+    };
+    b.is_finite().then_some(b)
 }
 
 /// The fair share, exposed so formulations and tests agree on it.

@@ -1,0 +1,372 @@
+//! `mip-node`: the plain node-level placement model, exact for the goodput
+//! model but slow (node symmetry). Kept as a cross-check of `mip-exact`.
+//!
+//! Per job: one binary per candidate (keep current placement, or any
+//! (nodes, GPUs) configuration), integer GPUs per node and node-use
+//! binaries tied to the chosen configuration, so the node count the speedup
+//! depends on is exact. Node capacity, pinned jobs, the interference rule
+//! and keep-or-move are rows of the model. Identical nodes that hold no
+//! running job are interchangeable, so they are ordered by load (symmetry
+//! breaking) — this keeps optimality proofs cheap. Rows and variables are
+//! listed in docs/formulation.md.
+
+use std::collections::BTreeMap;
+
+use good_lp::{Expression, Variable};
+use gpuplan_core::{Allocation, Interference, NodeId, Plan, PlanStatus, Round};
+
+use super::{job_options, solve, Choice, Model, Sense, Shapes, Solver};
+use crate::planners::greedy::{greedy_choices, plan_from_choices};
+use crate::speedup::{max_gpus, SpeedupCache};
+use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
+
+#[derive(Debug)]
+pub struct MipNode {
+    pub solver: Solver,
+    name: &'static str,
+}
+
+impl MipNode {
+    pub fn new(solver: Solver, name: &'static str) -> Self {
+        MipNode { solver, name }
+    }
+}
+
+/// Solve the exact model; `Err` is the reason for a fallback.
+pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Plan, Vec<String>), String> {
+    let n_nodes = round.cluster.num_nodes();
+    let cap: Vec<f64> = round.cluster.nodes.iter().map(|n| n.gpus as f64).collect();
+    let mut caches: Vec<SpeedupCache> = round
+        .jobs
+        .iter()
+        .map(|j| {
+            let m = max_gpus(j, round).max(j.current().num_gpus()).max(1);
+            SpeedupCache::new(round, m.min(n_nodes as u32).max(1), m)
+        })
+        .collect();
+    let opts = job_options(round, &mut caches, Shapes::Any);
+    let notes: Vec<String> = opts.iter().filter_map(|o| o.infeasible.clone()).collect();
+    let sense = Sense::of(round.params.p);
+    let avoid = round.params.interference == Interference::Avoid;
+    let max_nodes = round.params.max_nodes_per_job.min(n_nodes as u32);
+    let mut m = Model::new();
+    m.minimise = matches!(sense, Sense::MinPower(_));
+    let t = if sense == Sense::MaxMin {
+        Some(m.continuous(0.0, 1e9))
+    } else {
+        None
+    };
+    let mut objective = Expression::from(0.0);
+    // Capacity left after pinned jobs, and nodes whose multi-node slot they hold.
+    let mut cap_left = cap.clone();
+    let mut multi_taken = vec![0.0f64; n_nodes];
+    let mut load: Vec<Expression> = vec![Expression::from(0.0); n_nodes];
+    let mut slot: Vec<Expression> = vec![Expression::from(0.0); n_nodes];
+    // Nodes touched by any current allocation cannot be relabelled.
+    let mut touched = vec![false; n_nodes];
+    for j in &round.jobs {
+        for (n, _) in j.current().per_node() {
+            if let Some(tch) = touched.get_mut(n.0 as usize) {
+                *tch = true;
+            }
+        }
+    }
+    struct JobVars {
+        z: Vec<Variable>,
+        none: Variable,
+        x: Vec<Variable>,
+        y: Vec<Variable>,
+        w: Vec<Option<Variable>>,
+    }
+    let mut jv: Vec<Option<JobVars>> = Vec::with_capacity(opts.len());
+    let mut pinned_allocs: BTreeMap<usize, Allocation> = BTreeMap::new();
+    for (j, o) in opts.iter().enumerate() {
+        let job = &round.jobs[j];
+        let none_term = sense.term(o.none_value);
+        if o.pinned {
+            let per = job.current().per_node();
+            for &(n, k) in &per {
+                cap_left[n.0 as usize] -= k as f64;
+                if per.len() > 1 {
+                    multi_taken[n.0 as usize] += 1.0;
+                }
+            }
+            let v = o
+                .candidates
+                .iter()
+                .find(|c| c.choice == Choice::Keep)
+                .map_or(0.0, |c| c.value);
+            match t {
+                Some(t) => m.constraints.push(Expression::from(t).leq(sense.term(v))),
+                None => objective += sense.term(v),
+            }
+            pinned_allocs.insert(j, job.current().clone());
+            jv.push(None);
+            continue;
+        }
+        if o.candidates.is_empty() {
+            match t {
+                Some(t) => m.constraints.push(Expression::from(t).leq(none_term)),
+                None => objective += none_term,
+            }
+            jv.push(None);
+            continue;
+        }
+        let z: Vec<Variable> = o.candidates.iter().map(|_| m.binary()).collect();
+        let x: Vec<Variable> = cap.iter().map(|&c| m.integer(0.0, c)).collect();
+        let y: Vec<Variable> = cap.iter().map(|_| m.binary()).collect();
+        let cur: Vec<f64> = {
+            let mut v = vec![0.0; n_nodes];
+            for (n, k) in job.current().per_node() {
+                v[n.0 as usize] = k as f64;
+            }
+            v
+        };
+        let mut pick = Expression::from(0.0);
+        let mut gpus = Expression::from(0.0);
+        let mut nodes_lo = Expression::from(0.0);
+        let mut nodes_hi = Expression::from(0.0);
+        let mut distributed = Expression::from(0.0);
+        // An explicit "nothing" binary keeps constants out of the objective, so
+        // the solver's relative gap is measured on the true Σ of terms.
+        let none = m.binary();
+        let mut value = none_term * none;
+        let mut keep_var = None;
+        for (c, &v) in o.candidates.iter().zip(&z) {
+            pick += v;
+            value += sense.term(c.value) * v;
+            let (cn, ck) = match c.choice {
+                Choice::Keep => {
+                    keep_var = Some(v);
+                    (job.current().num_nodes(), job.current().num_gpus())
+                }
+                Choice::Config { nodes, gpus } => (nodes, gpus),
+            };
+            gpus += ck as f64 * v;
+            // A multi-node configuration may use any number of nodes from 2 up.
+            let hi = match c.choice {
+                Choice::Config { nodes, gpus } if nodes > 1 => gpus.min(max_nodes).max(2),
+                _ => cn,
+            };
+            nodes_lo += cn as f64 * v;
+            nodes_hi += hi as f64 * v;
+            if cn > 1 {
+                distributed += v;
+            }
+        }
+        m.constraints.push((pick + none).eq(1.0));
+        let sum_x: Expression = x.iter().map(|&v| Expression::from(v)).sum();
+        let sum_y: Expression = y.iter().map(|&v| Expression::from(v)).sum();
+        m.constraints.push(sum_x.eq(gpus));
+        m.constraints.push(sum_y.clone().geq(nodes_lo));
+        m.constraints.push(sum_y.leq(nodes_hi));
+        let has_multi = o.candidates.iter().any(|c| match c.choice {
+            Choice::Keep => job.current().num_nodes() > 1,
+            Choice::Config { nodes, .. } => nodes > 1,
+        });
+        let mut ws = vec![None; n_nodes];
+        for n in 0..n_nodes {
+            m.constraints.push(Expression::from(x[n]).leq(cap[n] * y[n]));
+            m.constraints.push(Expression::from(y[n]).leq(x[n]));
+            if let Some(k) = keep_var {
+                // Keeping pins every node's GPUs to the current ones.
+                m.constraints.push(Expression::from(x[n]).geq(cur[n] * k));
+                m.constraints.push((x[n] + cap[n] * k).leq(cur[n] + cap[n]));
+            }
+            load[n] += x[n];
+            if avoid && has_multi {
+                let w = m.continuous(0.0, 1.0);
+                m.constraints.push((y[n] + distributed.clone() - 1.0).leq(w));
+                slot[n] += w;
+                ws[n] = Some(w);
+            }
+        }
+        match t {
+            Some(t) => m.constraints.push(Expression::from(t).leq(value)),
+            None => objective += value,
+        }
+        jv.push(Some(JobVars { z, none, x, y, w: ws }));
+    }
+    for n in 0..n_nodes {
+        m.constraints.push(load[n].clone().leq(cap_left[n].max(0.0)));
+        if avoid {
+            m.constraints
+                .push(slot[n].clone().leq((1.0 - multi_taken[n]).max(0.0)));
+        }
+    }
+    // Symmetry: untouched nodes of the same size and type are interchangeable;
+    // order them by load.
+    let mut classes: BTreeMap<(u32, String), Vec<usize>> = BTreeMap::new();
+    for (n, node) in round.cluster.nodes.iter().enumerate() {
+        if !touched[n] {
+            classes
+                .entry((node.gpus, node.gpu_type.clone()))
+                .or_default()
+                .push(n);
+        }
+    }
+    for members in classes.values() {
+        for w in members.windows(2) {
+            m.constraints.push(load[w[1]].clone().leq(load[w[0]].clone()));
+        }
+    }
+    match t {
+        Some(t) => {
+            m.objective = t.into();
+            m.minimise = false;
+        }
+        None => m.objective = objective,
+    }
+    // Warm start: the greedy plan, with untouched interchangeable nodes
+    // relabelled to satisfy the symmetry rows. The solver starts from an
+    // incumbent at least as good as the heuristic, so a time-out still
+    // returns a plan no worse than greedy.
+    let greedy = plan_from_choices("greedy", round, &greedy_choices(round), PlanStatus::Feasible);
+    let mut node_map: Vec<usize> = (0..n_nodes).collect();
+    {
+        let mut load0 = vec![0u32; n_nodes];
+        for a in greedy.allocations.values() {
+            for (n, k) in a.per_node() {
+                load0[n.0 as usize] += k;
+            }
+        }
+        for members in classes.values() {
+            let mut by_load = members.clone();
+            by_load.sort_by_key(|&n| (std::cmp::Reverse(load0[n]), n));
+            for (slot_i, &old) in by_load.iter().enumerate() {
+                node_map[old] = members[slot_i];
+            }
+        }
+    }
+    let mut min_term = f64::INFINITY;
+    for (j, vars) in jv.iter().enumerate() {
+        let job = &round.jobs[j];
+        let o = &opts[j];
+        let Some(vars) = vars else {
+            if o.pinned {
+                let v = o
+                    .candidates
+                    .iter()
+                    .find(|c| c.choice == Choice::Keep)
+                    .map_or(0.0, |c| c.value);
+                min_term = min_term.min(sense.term(v));
+            } else {
+                min_term = min_term.min(sense.term(o.none_value));
+            }
+            continue;
+        };
+        let alloc = greedy.get(job.id);
+        let mut xs = vec![0.0; n_nodes];
+        for (n, k) in alloc.per_node() {
+            xs[node_map[n.0 as usize]] += k as f64;
+        }
+        let used = xs.iter().filter(|&&v| v > 0.0).count() as u32;
+        let k = alloc.num_gpus();
+        let pick = if alloc.is_empty() {
+            None
+        } else if alloc == *job.current() {
+            o.candidates.iter().position(|c| c.choice == Choice::Keep)
+        } else {
+            o.candidates.iter().position(|c| match c.choice {
+                Choice::Config { nodes, gpus } => gpus == k && ((nodes == 1) == (used == 1)),
+                Choice::Keep => false,
+            })
+        };
+        if pick.is_none() {
+            xs.iter_mut().for_each(|v| *v = 0.0);
+        }
+        for (ci, &z) in vars.z.iter().enumerate() {
+            m.initial.push((z, if Some(ci) == pick { 1.0 } else { 0.0 }));
+        }
+        m.initial
+            .push((vars.none, if pick.is_none() { 1.0 } else { 0.0 }));
+        let multi = pick.is_some() && used > 1;
+        for (n, &xn) in xs.iter().enumerate() {
+            m.initial.push((vars.x[n], xn));
+            m.initial.push((vars.y[n], if xn > 0.0 { 1.0 } else { 0.0 }));
+            if let Some(w) = vars.w[n] {
+                m.initial.push((w, if multi && xn > 0.0 { 1.0 } else { 0.0 }));
+            }
+        }
+        let v = pick.map_or(o.none_value, |ci| o.candidates[ci].value);
+        min_term = min_term.min(sense.term(v));
+    }
+    if let Some(t) = t {
+        m.initial
+            .push((t, if min_term.is_finite() { min_term } else { 0.0 }));
+    }
+    let watched = m.watched.clone();
+    let index: std::collections::HashMap<Variable, usize> =
+        watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+    let solved = solve(m, solver, limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
+    let value = |v: Variable| solved.values[index[&v]];
+    let status = match solved.status {
+        // GapLimit: optimal within the requested relative gap.
+        good_lp::SolutionStatus::Optimal | good_lp::SolutionStatus::GapLimit => PlanStatus::Optimal,
+        _ => PlanStatus::Feasible,
+    };
+    let mut plan = Plan::new("mip-node", status);
+    for (j, a) in pinned_allocs {
+        plan.allocations.insert(round.jobs[j].id, a);
+    }
+    for (j, vars) in jv.iter().enumerate() {
+        let Some(vars) = vars else { continue };
+        if !vars.z.iter().any(|&z| value(z) > 0.5) {
+            continue;
+        }
+        let counts: Vec<(NodeId, u32)> = vars
+            .x
+            .iter()
+            .enumerate()
+            .map(|(n, &x)| (NodeId(n as u32), value(x).round().max(0.0) as u32))
+            .filter(|&(_, k)| k > 0)
+            .collect();
+        if !counts.is_empty() {
+            plan.allocations
+                .insert(round.jobs[j].id, Allocation::from_counts(&counts));
+        }
+    }
+    if status == PlanStatus::Optimal {
+        plan.gap = Some(limits.gap);
+    }
+    Ok((plan, notes))
+}
+
+impl Planner for MipNode {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn traits(&self) -> PlannerTraits {
+        PlannerTraits {
+            batch: BatchPolicy::Adaptive,
+            needs_oracle: false,
+            honours_interference: true,
+        }
+    }
+
+    fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
+        match solve_node(round, self.solver, limits) {
+            Ok((mut plan, notes)) => {
+                // Independent check: a solver bug or numerical slip must not reach users.
+                if let Err(v) = gpuplan_core::validate(round, &plan) {
+                    let mut fb =
+                        plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
+                    fb.reason = Some(format!("solution failed validation ({}); greedy plan used", v[0]));
+                    return Ok(fb);
+                }
+                plan.planner = self.name.to_string();
+                if !notes.is_empty() {
+                    plan.reason = Some(notes.join("; "));
+                }
+                Ok(plan)
+            }
+            Err(reason) => {
+                let mut plan =
+                    plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
+                plan.reason = Some(format!("{reason}; greedy plan used"));
+                Ok(plan)
+            }
+        }
+    }
+}

@@ -41,6 +41,9 @@ pub struct BenchArgs {
     /// Time limit per solve, seconds.
     #[arg(long, default_value_t = 10.0)]
     pub time_limit: f64,
+    /// Relative MIP gap at which a solve may stop (the 2048-GPU target is stated at 1%).
+    #[arg(long, default_value_t = 1e-4)]
+    pub gap: f64,
     /// Skip pollux-ga above this many GPUs (it needs minutes per round there).
     #[arg(long, default_value_t = 512)]
     pub ga_max_gpus: u32,
@@ -160,7 +163,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                 let mut planner = registry::create(p)?;
                 let limits = Limits {
                     time_limit_s: a.time_limit,
-                    gap: 1e-4,
+                    gap: a.gap,
                     threads: 1,
                     seed: i as u64,
                 };

@@ -12,6 +12,8 @@ pub struct SpeedupCache {
     max_nodes: u32,
     max_gpus: u32,
     cells: Vec<f64>,
+    /// Goodput at the fair share, computed once (it is the denominator of every speedup).
+    base: Option<f64>,
 }
 
 impl SpeedupCache {
@@ -21,6 +23,7 @@ impl SpeedupCache {
             max_nodes,
             max_gpus,
             cells: vec![f64::NAN; ((max_nodes + 1) * (max_gpus + 1)) as usize],
+            base: None,
         }
     }
 
@@ -34,9 +37,29 @@ impl SpeedupCache {
         }
         let i = (nodes * (self.max_gpus + 1) + gpus) as usize;
         if self.cells[i].is_nan() {
-            self.cells[i] = objective::speedup(job, nodes, gpus, self.fair);
+            self.cells[i] = self.compute(job, nodes, gpus);
         }
         self.cells[i]
+    }
+}
+
+impl SpeedupCache {
+    /// [`objective::speedup`] with the fair-share goodput memoised: the same
+    /// arithmetic (`GoodputModel::speedup`), half the batch-size searches.
+    fn compute(&mut self, job: &RoundJob, nodes: u32, gpus: u32) -> f64 {
+        let Some(m) = &job.model else {
+            return objective::speedup(job, nodes, gpus, self.fair);
+        };
+        let fair = self.fair;
+        let base = *self.base.get_or_insert_with(|| {
+            m.optimize(fair.0, fair.1)
+                .or_else(|| m.optimize(1, 1))
+                .map_or(0.0, |b| b.goodput)
+        });
+        if base <= 0.0 {
+            return 0.0;
+        }
+        m.optimize(nodes, gpus).map_or(0.0, |c| c.goodput / base)
     }
 }
 
@@ -47,4 +70,26 @@ pub fn max_gpus(job: &RoundJob, round: &Round) -> u32 {
     job.max_gpus
         .min(explore.max(job.min_gpus))
         .min(round.cluster.total_gpus())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memoised_base_gives_the_same_speedups() {
+        use crate::testutil::{job, model, round};
+        let mut jobs = vec![job(0, 2, 0.0), job(1, 4, 1.0)];
+        jobs[1].model = Some(model());
+        let round = round("2x4", jobs, gpuplan_core::Interference::Avoid);
+        for j in &round.jobs {
+            let mut c = SpeedupCache::new(&round, 2, 8);
+            for n in 1..=2 {
+                for k in 0..=8 {
+                    let want = objective::speedup(j, n, k, objective::fair_share(&round));
+                    assert_eq!(c.get(j, n, k).to_bits(), want.to_bits(), "n={n} k={k}");
+                }
+            }
+        }
+    }
 }

@@ -132,7 +132,9 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
             .push((t, sense.term(if v0.is_finite() { v0 } else { 0.0 })));
     }
     let solved = solve(m, solver, limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
-    let value = |v: good_lp::Variable| solved.values[watched.iter().position(|w| *w == v).unwrap_or(0)];
+    let index: std::collections::HashMap<good_lp::Variable, usize> =
+        watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+    let value = |v: good_lp::Variable| solved.values[index[&v]];
     let mut choices = Vec::new();
     for (j, vars) in z.iter().enumerate() {
         if let Some((ci, _)) = vars.iter().enumerate().find(|(_, v)| value(**v) > 0.5) {

@@ -114,15 +114,38 @@ mod tests {
 /// longer fits is shrunk to the next smaller packable size, else dropped;
 /// every such event is reported. The result is always a valid placement.
 pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]) -> Packed {
+    let typed: Vec<(usize, crate::mip::Choice, Option<&str>)> =
+        choices.iter().map(|&(i, c)| (i, c, None)).collect();
+    pack_typed(round, &typed)
+}
+
+/// [`pack`] with an optional GPU type per choice (`mip-aggregate` decides
+/// the type). A job's GPUs are always of one type: a multi-node job takes
+/// whole nodes of the first type (in node order) with enough of them.
+pub fn pack_typed(
+    round: &gpuplan_core::Round,
+    choices: &[(usize, crate::mip::Choice, Option<&str>)],
+) -> Packed {
     use crate::mip::Choice;
+    let node_type: Vec<&str> = round.cluster.nodes.iter().map(|n| n.gpu_type.as_str()).collect();
+    let mut type_names: Vec<&str> = Vec::new();
+    for t in &node_type {
+        if !type_names.contains(t) {
+            type_names.push(t);
+        }
+    }
     let n_nodes = round.cluster.num_nodes();
     let cap: Vec<u32> = round.cluster.nodes.iter().map(|n| n.gpus).collect();
     let g = round.cluster.max_gpus_per_node().max(1);
     let mut free = cap.clone();
     let mut multi = vec![false; n_nodes];
     let mut out = Packed::default();
-    let mut rest: Vec<(usize, u32, u32)> = Vec::new();
-    for &(i, c) in choices {
+    let mut rest: Vec<(usize, u32, u32, Option<&str>)> = Vec::new();
+    let avoid = round.params.interference == gpuplan_core::Interference::Avoid;
+    // Pinned (non-preemptible) jobs first: they cannot go anywhere else.
+    let mut ordered: Vec<(usize, Choice, Option<&str>)> = choices.to_vec();
+    ordered.sort_by_key(|&(i, _, _)| (round.jobs[i].preemptible, i));
+    for &(i, c, ty) in &ordered {
         let j = &round.jobs[i];
         match c {
             Choice::Keep => {
@@ -130,7 +153,7 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]
                 let fits = per
                     .iter()
                     .all(|&(n, k)| (n.0 as usize) < n_nodes && free[n.0 as usize] >= k);
-                let clash = per.len() > 1 && per.iter().any(|&(n, _)| multi[n.0 as usize]);
+                let clash = avoid && per.len() > 1 && per.iter().any(|&(n, _)| multi[n.0 as usize]);
                 if fits && !clash {
                     for &(n, k) in &per {
                         free[n.0 as usize] -= k;
@@ -143,12 +166,13 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]
                     out.notes.push(format!("{}: could not keep its GPUs", j.name));
                 }
             }
-            Choice::Config { nodes, gpus } => rest.push((i, nodes, gpus)),
+            Choice::Config { nodes, gpus } => rest.push((i, nodes, gpus, ty)),
         }
     }
     // Larger first; ties by job index for determinism.
     rest.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-    for (i, nodes, gpus) in rest {
+    for (i, nodes, gpus, want) in rest {
+        let type_ok = |m: usize| want.is_none_or(|t| node_type[m] == t);
         let j = &round.jobs[i];
         let current: Vec<usize> = j.current().per_node().iter().map(|(n, _)| n.0 as usize).collect();
         let mut k = gpus;
@@ -157,11 +181,22 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]
             let placed = if n > 1 {
                 // Whole free nodes without another multi-node job, current ones first.
                 let per = k / n;
-                let mut cands: Vec<usize> = (0..n_nodes)
-                    .filter(|&m| free[m] == cap[m] && cap[m] >= per && !multi[m])
-                    .collect();
-                cands.sort_by_key(|&m| (!current.contains(&m), m));
-                if cands.len() >= n as usize {
+                // Whole nodes of one type, the type of the current nodes first.
+                let pick = type_names
+                    .iter()
+                    .filter(|t| want.is_none_or(|w| w == **t))
+                    .map(|t| {
+                        let mut cands: Vec<usize> = (0..n_nodes)
+                            .filter(|&m| {
+                                node_type[m] == *t && free[m] == cap[m] && cap[m] >= per && !multi[m]
+                            })
+                            .collect();
+                        cands.sort_by_key(|&m| (!current.contains(&m), m));
+                        cands
+                    })
+                    .filter(|c| c.len() >= n as usize)
+                    .min_by_key(|c| (!current.contains(&c[0]), c[0]));
+                if let Some(cands) = pick {
                     let chosen: Vec<usize> = cands[..n as usize].to_vec();
                     let counts: Vec<(NodeId, u32)> =
                         chosen.iter().map(|&m| (NodeId(m as u32), per)).collect();
@@ -175,7 +210,7 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]
                 }
             } else {
                 let best = (0..n_nodes)
-                    .filter(|&m| free[m] >= k)
+                    .filter(|&m| free[m] >= k && type_ok(m))
                     .min_by_key(|&m| (!(current.len() == 1 && current[0] == m), free[m], m));
                 best.map(|m| {
                     free[m] -= k;

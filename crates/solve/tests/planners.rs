@@ -327,3 +327,149 @@ fn infeasible_jobs_get_a_reason_and_the_rest_is_solved() {
         }
     }
 }
+
+/// Give each node one of two GPU types (and, for "b", `gpus_b` GPUs per node).
+fn with_types(mut round: Round, types: &[bool], gpus_b: u32) -> Round {
+    for (n, node) in round.cluster.nodes.iter_mut().enumerate() {
+        if types.get(n).copied().unwrap_or(false) {
+            node.gpu_type = "b".into();
+            // Shrinking a node must not break current allocations: only grow.
+            node.gpus = node.gpus.max(gpus_b);
+        }
+    }
+    // Running jobs that straddle types may not exist in a real cluster: stop them.
+    let ty: Vec<String> = round.cluster.nodes.iter().map(|n| n.gpu_type.clone()).collect();
+    for j in round.jobs.iter_mut() {
+        let per = j.state.allocation.per_node();
+        if per
+            .iter()
+            .any(|(n, _)| ty[n.0 as usize] != ty[per[0].0 .0 as usize])
+        {
+            j.state.allocation = Allocation::default();
+            j.preemptible = true;
+        }
+    }
+    round
+}
+
+/// No job's GPUs span two GPU types.
+fn one_type_per_job(name: &str, round: &Round, plan: &Plan) {
+    for (id, a) in &plan.allocations {
+        let types: std::collections::BTreeSet<&str> = a
+            .per_node()
+            .iter()
+            .map(|(n, _)| round.cluster.nodes[n.0 as usize].gpu_type.as_str())
+            .collect();
+        assert!(types.len() <= 1, "{name}: job {id:?} mixes GPU types {types:?}");
+    }
+}
+
+const GOODPUT_PLANNERS: [&str; 9] = [
+    "greedy",
+    "mip-exact",
+    "mip-aggregate",
+    "mip-exact-microlp",
+    "mip-aggregate-microlp",
+    "mip-node",
+    "pollux-mip",
+    "pollux-mip-aggregate",
+    "pollux-ga",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    #[test]
+    fn heterogeneous_types_are_never_mixed(
+        round in (2u32..5, 1u32..5).prop_flat_map(|(n, g)| check_round(n, g, 7)),
+        types in prop::collection::vec(any::<bool>(), 4),
+        gpus_b in 1u32..6,
+    ) {
+        let round = with_types(round, &types, gpus_b);
+        let exact = plan("mip-exact", &round, 0);
+        let best = evaluate(&round, &exact);
+        for name in GOODPUT_PLANNERS {
+            let p = plan(name, &round, 0);
+            validates(name, &round, &p);
+            if name != "pollux-ga" {
+                one_type_per_job(name, &round, &p);
+            }
+            let v = evaluate(&round, &p);
+            if name != "pollux-ga" {
+                prop_assert!(best >= v - 1e-6 * v.abs().max(1.0), "{}: {} > mip-exact {}", name, v, best);
+            }
+        }
+        // The two exact models agree.
+        let node = evaluate(&round, &plan("mip-node", &round, 0));
+        prop_assert!((node - best).abs() <= 1e-6 * best.abs().max(1.0), "mip-node {} vs mip-exact {}", node, best);
+    }
+
+    #[test]
+    fn pattern_and_node_models_agree(round in (2u32..4, 2u32..5).prop_flat_map(|(n, g)| check_round(n, g, 8))) {
+        let a = evaluate(&round, &plan("mip-exact", &round, 0));
+        let b = evaluate(&round, &plan("mip-node", &round, 0));
+        prop_assert!((a - b).abs() <= 1e-6 * a.abs().max(1.0), "mip-exact {} vs mip-node {}", a, b);
+    }
+
+    #[test]
+    fn exact_bound_brackets_the_objective(round in (1u32..4, 1u32..5).prop_flat_map(|(n, g)| check_round(n, g, 6))) {
+        let p = plan("mip-exact", &round, 0);
+        let obj = evaluate(&round, &p);
+        if p.status == gpuplan_core::PlanStatus::Optimal {
+            let bound = p.bound.expect("an optimal HiGHS solve reports its bound");
+            prop_assert!(bound >= obj - 1e-6 * obj.abs().max(1.0), "bound {} < objective {}", bound, obj);
+            prop_assert!(p.gap.unwrap() <= 1e-6, "gap {:?}", p.gap);
+        }
+    }
+}
+
+#[test]
+fn hand_solved_heterogeneous_cluster() {
+    // Two 4-GPU "t4" nodes and one 4-GPU "a100" node; one new job with linear
+    // speedup that may use 8 GPUs. Mixing types could give it 12 GPUs, but a
+    // job never mixes types, so the optimum is 8 GPUs on the two t4 nodes.
+    let mut round = build(3, 4, vec![simple()], Interference::Avoid, -1.0);
+    round.cluster.nodes[2].gpu_type = "a100".into();
+    round.jobs[0].max_gpus = 16;
+    round.jobs[0].state.max_gpus_used = 8;
+    let f = 1000.0 / 1030.0;
+    for name in ["mip-exact", "mip-node", "mip-exact-microlp", "mip-aggregate"] {
+        let p = plan(name, &round, 0);
+        validates(name, &round, &p);
+        one_type_per_job(name, &round, &p);
+        let a = p.get(JobId(0));
+        assert_eq!(a.per_node(), vec![(NodeId(0), 4), (NodeId(1), 4)], "{name}");
+        // Fair share: ceil(12 GPUs / 1 job) = 12, so 8 GPUs are worth 8/12 × f.
+        let want = 8.0 / 12.0 * f + gpuplan_core::objective::EPSILON;
+        assert!((evaluate(&round, &p) - want).abs() < 1e-9, "{name}");
+    }
+    // A job that needs more GPUs than any one type has gets a per-job reason.
+    round.jobs[0].min_gpus = 9;
+    let p = plan("mip-exact", &round, 0);
+    assert!(p.get(JobId(0)).is_empty());
+    let why = p.reason.unwrap_or_default();
+    assert!(
+        why.contains("j0 needs at least 9 GPUs of one type but the largest GPU type has 8"),
+        "{why}"
+    );
+}
+
+#[test]
+fn exact_reports_bound_and_gap_at_the_optimum() {
+    let round = build(
+        2,
+        4,
+        vec![simple(), simple(), simple()],
+        Interference::Avoid,
+        -1.0,
+    );
+    let p = plan("mip-exact", &round, 0);
+    assert_eq!(p.status, gpuplan_core::PlanStatus::Optimal);
+    let obj = evaluate(&round, &p);
+    let bound = p.bound.unwrap();
+    assert!(
+        bound >= obj - 1e-9 && bound <= obj * (1.0 + 1e-6),
+        "bound {bound}, objective {obj}"
+    );
+    assert!(p.gap.unwrap() <= 1e-6);
+}

@@ -827,6 +827,12 @@ fn keep_all(round: &Round) -> Plan {
 
 /// Build, warm-start, solve and decode the pattern model. `Err` is the reason for a fallback.
 pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Plan, Vec<String>), String> {
+    if round.params.interference == Interference::Allow {
+        // Without the rule a node may hold pieces of several multi-node jobs,
+        // and slot counts no longer guarantee that one job's pieces land on
+        // distinct nodes; the node-level model stays exact there.
+        return super::node::solve_node(round, solver, limits);
+    }
     let ctx = Ctx::new(round);
     let mut built = ctx.build();
     // Warm start: the better of the greedy plan and "keep everything running"

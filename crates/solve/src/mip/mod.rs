@@ -320,6 +320,15 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
         initial,
         offset,
     } = model;
+    if watched.is_empty() {
+        // Nothing to decide (every job pinned or unservable): HiGHS calls this
+        // ModelEmpty; the optimum is the constant.
+        return Ok(Solved {
+            values: Vec::new(),
+            status: SolutionStatus::Optimal,
+            bound: Some(offset),
+        });
+    }
     // Model objective value from the watched values (the solvers drop constants).
     let lin: Vec<(Variable, f64)> = {
         use good_lp::IntoAffineExpression;

@@ -79,6 +79,21 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
         w: Vec<Option<Variable>>,
     }
     let mut jv: Vec<Option<JobVars>> = Vec::with_capacity(opts.len());
+    let mut type_names: Vec<&str> = Vec::new();
+    let node_type: Vec<usize> = round
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| match type_names.iter().position(|t| *t == n.gpu_type) {
+            Some(i) => i,
+            None => {
+                type_names.push(&n.gpu_type);
+                type_names.len() - 1
+            }
+        })
+        .collect();
+    let n_types = type_names.len();
+    let mut type_vars: Vec<Option<Vec<Variable>>> = Vec::new();
     let mut pinned_allocs: BTreeMap<usize, Allocation> = BTreeMap::new();
     for (j, o) in opts.iter().enumerate() {
         let job = &round.jobs[j];
@@ -98,18 +113,20 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
                 .map_or(0.0, |c| c.value);
             match t {
                 Some(t) => m.constraints.push(Expression::from(t).leq(sense.term(v))),
-                None => objective += sense.term(v),
+                None => m.offset += sense.term(v),
             }
             pinned_allocs.insert(j, job.current().clone());
             jv.push(None);
+            type_vars.push(None);
             continue;
         }
         if o.candidates.is_empty() {
             match t {
                 Some(t) => m.constraints.push(Expression::from(t).leq(none_term)),
-                None => objective += none_term,
+                None => m.offset += none_term,
             }
             jv.push(None);
+            type_vars.push(None);
             continue;
         }
         let z: Vec<Variable> = o.candidates.iter().map(|_| m.binary()).collect();
@@ -184,6 +201,19 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
         match t {
             Some(t) => m.constraints.push(Expression::from(t).leq(value)),
             None => objective += value,
+        }
+        // GPU types: a job's nodes are all of one type.
+        if n_types > 1 {
+            let pick_type: Vec<Variable> = (0..n_types).map(|_| m.binary()).collect();
+            let one: Expression = pick_type.iter().map(|&v| Expression::from(v)).sum();
+            m.constraints.push(one.leq(1.0));
+            for n in 0..n_nodes {
+                m.constraints
+                    .push(Expression::from(y[n]).leq(pick_type[node_type[n]]));
+            }
+            type_vars.push(Some(pick_type));
+        } else {
+            type_vars.push(None);
         }
         jv.push(Some(JobVars { z, none, x, y, w: ws }));
     }
@@ -281,6 +311,12 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
         m.initial
             .push((vars.none, if pick.is_none() { 1.0 } else { 0.0 }));
         let multi = pick.is_some() && used > 1;
+        if let Some(tv) = &type_vars[j] {
+            let ty = xs.iter().position(|&v| v > 0.0).map(|n| node_type[n]);
+            for (t, &v) in tv.iter().enumerate() {
+                m.initial.push((v, if Some(t) == ty { 1.0 } else { 0.0 }));
+            }
+        }
         for (n, &xn) in xs.iter().enumerate() {
             m.initial.push((vars.x[n], xn));
             m.initial.push((vars.y[n], if xn > 0.0 { 1.0 } else { 0.0 }));
@@ -326,9 +362,9 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
                 .insert(round.jobs[j].id, Allocation::from_counts(&counts));
         }
     }
-    if status == PlanStatus::Optimal {
-        plan.gap = Some(limits.gap);
-    }
+    plan.bound = solved
+        .bound
+        .and_then(|b| super::bound_to_mean(sense, b, round.jobs.len()));
     Ok((plan, notes))
 }
 
@@ -356,6 +392,7 @@ impl Planner for MipNode {
                     return Ok(fb);
                 }
                 plan.planner = self.name.to_string();
+                super::exact::set_gap(round, &mut plan);
                 if !notes.is_empty() {
                     plan.reason = Some(notes.join("; "));
                 }

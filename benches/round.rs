@@ -51,12 +51,12 @@ fn benches(c: &mut Criterion) {
     };
     let mut group = c.benchmark_group("solve");
     group.sample_size(10);
-    for planner in ["greedy", "mip-aggregate", "mip-exact"] {
+    for planner in ["greedy", "mip-aggregate", "mip-exact", "mip-node"] {
         group.bench_function(format!("{planner}_64gpus_40jobs"), |b| {
             b.iter(|| registry::create(planner).unwrap().plan(&small, &lim).unwrap())
         });
     }
-    for planner in ["greedy", "mip-aggregate"] {
+    for planner in ["greedy", "mip-aggregate", "mip-exact"] {
         group.bench_function(format!("{planner}_1024gpus_400jobs"), |b| {
             b.iter(|| registry::create(planner).unwrap().plan(&large, &lim).unwrap())
         });

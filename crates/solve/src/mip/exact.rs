@@ -416,7 +416,7 @@ impl<'a> Ctx<'a> {
         // Node counts per residual class.
         let mut count: BTreeMap<Class, (f64, Expression)> = BTreeMap::new();
         let mut r = vec![Vec::new(); self.occ.len()];
-        for node in 0..self.occ.len() {
+        for (node, r_node) in r.iter_mut().enumerate() {
             let ty = self.node_type[node];
             let (rho0, sig0) = (self.rho0[node], self.sig0[node]);
             match self.occ[node].as_slice() {
@@ -448,7 +448,7 @@ impl<'a> Ctx<'a> {
                         rho_row += class.1 as f64 * x;
                         sig_row += class.2 as f64 * x;
                         count.entry(class).or_default().1 += x;
-                        r[node].push((class, x));
+                        r_node.push((class, x));
                     }
                     m.constraints.push(one.eq(1.0));
                     m.constraints.push(rho_row.leq(rho0 as f64));

@@ -332,7 +332,7 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
     // Model objective value from the watched values (the solvers drop constants).
     let lin: Vec<(Variable, f64)> = {
         use good_lp::IntoAffineExpression;
-        (&objective).linear_coefficients().into_iter().collect()
+        (&objective).linear_coefficients().collect()
     };
     let problem = if minimise {
         vars.minimise(objective)

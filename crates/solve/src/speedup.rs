@@ -32,6 +32,9 @@ impl SpeedupCache {
         if gpus == 0 {
             return 0.0;
         }
+        // The model sees only "one node or several" (`GoodputModel::sync_time`),
+        // so every multi-node count shares one cell.
+        let nodes = nodes.min(2);
         if nodes > self.max_nodes || gpus > self.max_gpus {
             return objective::speedup(job, nodes, gpus, self.fair);
         }
@@ -84,7 +87,7 @@ mod tests {
         let round = round("2x4", jobs, gpuplan_core::Interference::Avoid);
         for j in &round.jobs {
             let mut c = SpeedupCache::new(&round, 2, 8);
-            for n in 1..=2 {
+            for n in 1..=4 {
                 for k in 0..=8 {
                     let want = objective::speedup(j, n, k, objective::fair_share(&round));
                     assert_eq!(c.get(j, n, k).to_bits(), want.to_bits(), "n={n} k={k}");

@@ -44,9 +44,16 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
             SpeedupCache::new(round, 2, m)
         })
         .collect();
-    // Values come from the exact candidates: a packable shape's speedup is the
-    // one-node or several-nodes value at its GPU count.
-    let opts = job_options(round, &mut caches, Shapes::Any);
+    // A packable shape's value is the one-node or several-nodes speedup at its
+    // GPU count. With one node size the packable candidates are all we need
+    // (far fewer speedups to compute); with several, take every GPU count.
+    let sizes: std::collections::BTreeSet<u32> = round.cluster.nodes.iter().map(|n| n.gpus).collect();
+    let shapes = if sizes.len() == 1 {
+        Shapes::Packable
+    } else {
+        Shapes::Any
+    };
+    let opts = job_options(round, &mut caches, shapes);
     let notes: Vec<String> = opts.iter().filter_map(|o| o.infeasible.clone()).collect();
     let sense = Sense::of(round.params.p);
     let n_nodes = round.cluster.num_nodes();

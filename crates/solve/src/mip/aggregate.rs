@@ -110,6 +110,24 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
                 }
             }
         }
+        // Per type and shape kind, drop a count whose value does not beat a
+        // smaller count of the same kind: the smaller one always packs where
+        // the larger did, so the model's optimum is unchanged.
+        let mut best: std::collections::HashMap<(Option<usize>, bool), f64> =
+            std::collections::HashMap::new();
+        cands.sort_by_key(|&(c, ty, _)| match c {
+            Choice::Keep => (0, ty, 0),
+            Choice::Config { gpus, .. } => (1, ty, gpus),
+        });
+        cands.retain(|&(c, ty, v)| match c {
+            Choice::Keep => true,
+            Choice::Config { nodes, .. } => {
+                let b = best.entry((ty, nodes > 1)).or_insert(f64::NEG_INFINITY);
+                let keep = v > *b + 1e-12;
+                *b = b.max(v);
+                keep
+            }
+        });
         let vars: Vec<(good_lp::Variable, Choice, Option<usize>)> =
             cands.iter().map(|&(c, ty, _)| (m.binary(), c, ty)).collect();
         let none_term = sense.term(o.none_value);

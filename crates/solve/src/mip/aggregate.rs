@@ -8,9 +8,8 @@ use gpuplan_core::{Plan, PlanStatus, Round};
 
 use super::{job_options, solve, Choice, Model, Sense, Shapes, Solver};
 use crate::placement::pack_typed;
-use crate::planners::greedy::{greedy_choices, plan_from_choices};
 use crate::speedup::{max_gpus, SpeedupCache};
-use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
+use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug)]
 pub struct MipAggregate {
@@ -235,11 +234,7 @@ impl Planner for MipAggregate {
     }
 
     fn traits(&self) -> PlannerTraits {
-        PlannerTraits {
-            batch: BatchPolicy::Adaptive,
-            needs_oracle: false,
-            honours_interference: true,
-        }
+        super::MIP_TRAITS
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
@@ -258,7 +253,7 @@ impl Planner for MipAggregate {
                 // The bound is over packable shapes only: a bound for this
                 // model, not for the exact problem (docs/formulation.md).
                 plan.bound = bound;
-                super::exact::set_gap(round, &mut plan);
+                super::set_gap(round, &mut plan);
                 if plan.reason.is_some() && plan.status == PlanStatus::Optimal {
                     // The packer had to change something: no longer the model's optimum.
                     plan.status = PlanStatus::Feasible;
@@ -270,12 +265,7 @@ impl Planner for MipAggregate {
                 }
                 Ok(plan)
             }
-            Err(reason) => {
-                let mut plan =
-                    plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
-                plan.reason = Some(format!("{reason}; greedy plan used"));
-                Ok(plan)
-            }
+            Err(reason) => Ok(super::fallback(self.name, round, &reason)),
         }
     }
 }

@@ -17,10 +17,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use good_lp::{Expression, Variable};
 use gpuplan_core::{objective, Allocation, Interference, NodeId, Plan, PlanStatus, Round};
 
-use super::{bound_to_mean, job_options, solve, Choice, Model, Sense, Shapes, Solver};
+use super::{bound_to_mean, finish, job_options, solve, Choice, Model, Sense, Shapes, Solver, MIP_TRAITS};
 use crate::planners::greedy::{greedy_choices, plan_from_choices};
 use crate::speedup::{max_gpus, SpeedupCache};
-use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
+use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 /// One way a job may run in the pattern model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -863,52 +863,17 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
     Ok((plan, ctx.notes))
 }
 
-/// Fill `gap` from the bound and the plan's own objective (the same
-/// evaluation every planner gets).
-pub fn set_gap(round: &Round, plan: &mut Plan) {
-    if let Some(b) = plan.bound {
-        let obj = objective::evaluate(round, plan);
-        plan.gap = Some(((b - obj) / obj.abs().max(1e-12)).max(0.0));
-    }
-}
-
 impl Planner for MipExact {
     fn name(&self) -> &str {
         self.name
     }
 
     fn traits(&self) -> PlannerTraits {
-        PlannerTraits {
-            batch: BatchPolicy::Adaptive,
-            needs_oracle: false,
-            honours_interference: true,
-        }
+        MIP_TRAITS
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
-        match solve_exact(round, self.solver, limits) {
-            Ok((mut plan, notes)) => {
-                // Independent check: a solver bug or numerical slip must not reach users.
-                if let Err(v) = gpuplan_core::validate(round, &plan) {
-                    let mut fb =
-                        plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
-                    fb.reason = Some(format!("solution failed validation ({}); greedy plan used", v[0]));
-                    return Ok(fb);
-                }
-                plan.planner = self.name.to_string();
-                set_gap(round, &mut plan);
-                if !notes.is_empty() {
-                    plan.reason = Some(notes.join("; "));
-                }
-                Ok(plan)
-            }
-            Err(reason) => {
-                let mut plan =
-                    plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
-                plan.reason = Some(format!("{reason}; greedy plan used"));
-                Ok(plan)
-            }
-        }
+        Ok(finish(self.name, round, solve_exact(round, self.solver, limits)))
     }
 }
 
@@ -926,11 +891,7 @@ impl Planner for PolluxMip {
     }
 
     fn traits(&self) -> PlannerTraits {
-        PlannerTraits {
-            batch: BatchPolicy::Adaptive,
-            needs_oracle: false,
-            honours_interference: true,
-        }
+        MIP_TRAITS
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {

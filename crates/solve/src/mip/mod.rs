@@ -17,10 +17,54 @@ use good_lp::{
 };
 
 use gpuplan_core::objective::{fair_share, restart_factor, EPSILON};
-use gpuplan_core::{Round, RoundJob};
+use gpuplan_core::{objective, Plan, PlanStatus, Round, RoundJob};
 
+use crate::planners::greedy::{greedy_choices, plan_from_choices};
 use crate::speedup::{max_gpus, SpeedupCache};
-use crate::Limits;
+use crate::{BatchPolicy, Limits, PlannerTraits};
+
+/// What every MIP planner promises: goodput batches, no oracle, the interference rule.
+pub const MIP_TRAITS: PlannerTraits = PlannerTraits {
+    batch: BatchPolicy::Adaptive,
+    needs_oracle: false,
+    honours_interference: true,
+};
+
+/// Fill `gap` from the bound and the plan's own objective (the same
+/// evaluation every planner gets).
+pub fn set_gap(round: &Round, plan: &mut Plan) {
+    if let Some(b) = plan.bound {
+        let obj = objective::evaluate(round, plan);
+        plan.gap = Some(((b - obj) / obj.abs().max(1e-12)).max(0.0));
+    }
+}
+
+/// The greedy plan, marked `fallback` with the reason.
+pub fn fallback(name: &str, round: &Round, reason: &str) -> Plan {
+    let mut plan = plan_from_choices(name, round, &greedy_choices(round), PlanStatus::Fallback);
+    plan.reason = Some(format!("{reason}; greedy plan used"));
+    plan
+}
+
+/// The common end of the node-placing MIPs: the independent validator (a
+/// solver bug or numerical slip must not reach users), the gap, per-job
+/// notes; any failure becomes the greedy fallback.
+pub fn finish(name: &str, round: &Round, solved: Result<(Plan, Vec<String>), String>) -> Plan {
+    match solved {
+        Ok((mut plan, notes)) => {
+            if let Err(v) = gpuplan_core::validate(round, &plan) {
+                return fallback(name, round, &format!("solution failed validation ({})", v[0]));
+            }
+            plan.planner = name.to_string();
+            set_gap(round, &mut plan);
+            if !notes.is_empty() {
+                plan.reason = Some(notes.join("; "));
+            }
+            plan
+        }
+        Err(reason) => fallback(name, round, &reason),
+    }
+}
 
 /// Which MIP solver runs a formulation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,7 +330,7 @@ pub struct Solved {
     pub bound: Option<f64>,
 }
 
-fn finish<M>(
+fn finish_solve<M>(
     mut m: M,
     constraints: Vec<Constraint>,
     initial: Vec<(Variable, f64)>,
@@ -352,7 +396,7 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
             m = m
                 .with_mip_gap(gap as f32)
                 .map_err(|e| ResolutionError::Str(e.to_string()))?;
-            let mut solved = finish(m, constraints, initial, &watched)?;
+            let mut solved = finish_solve(m, constraints, initial, &watched)?;
             if matches!(solved.status, SolutionStatus::Optimal | SolutionStatus::GapLimit) {
                 let index: std::collections::HashMap<Variable, usize> =
                     watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();

@@ -18,7 +18,7 @@ use gpuplan_core::{Allocation, Interference, NodeId, Plan, PlanStatus, Round};
 use super::{job_options, solve, Choice, Model, Sense, Shapes, Solver};
 use crate::planners::greedy::{greedy_choices, plan_from_choices};
 use crate::speedup::{max_gpus, SpeedupCache};
-use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
+use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug)]
 pub struct MipNode {
@@ -374,36 +374,14 @@ impl Planner for MipNode {
     }
 
     fn traits(&self) -> PlannerTraits {
-        PlannerTraits {
-            batch: BatchPolicy::Adaptive,
-            needs_oracle: false,
-            honours_interference: true,
-        }
+        super::MIP_TRAITS
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
-        match solve_node(round, self.solver, limits) {
-            Ok((mut plan, notes)) => {
-                // Independent check: a solver bug or numerical slip must not reach users.
-                if let Err(v) = gpuplan_core::validate(round, &plan) {
-                    let mut fb =
-                        plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
-                    fb.reason = Some(format!("solution failed validation ({}); greedy plan used", v[0]));
-                    return Ok(fb);
-                }
-                plan.planner = self.name.to_string();
-                super::exact::set_gap(round, &mut plan);
-                if !notes.is_empty() {
-                    plan.reason = Some(notes.join("; "));
-                }
-                Ok(plan)
-            }
-            Err(reason) => {
-                let mut plan =
-                    plan_from_choices(self.name, round, &greedy_choices(round), PlanStatus::Fallback);
-                plan.reason = Some(format!("{reason}; greedy plan used"));
-                Ok(plan)
-            }
-        }
+        Ok(super::finish(
+            self.name,
+            round,
+            solve_node(round, self.solver, limits),
+        ))
     }
 }

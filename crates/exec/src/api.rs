@@ -372,3 +372,16 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
         source,
     })
 }
+
+/// [`serve`] on its own multi-threaded runtime, for callers without one.
+pub fn serve_blocking(cfg: ServeConfig) -> Result<(), ExecError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| ExecError::Io {
+            context: "start the async runtime".into(),
+            source,
+        })?;
+    rt.block_on(serve(cfg))
+}

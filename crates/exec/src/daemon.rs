@@ -181,7 +181,7 @@ enum Entry {
         round: u64,
         unix_s: f64,
         planner: String,
-        allocations: BTreeMap<JobId, Vec<String>>,
+        allocations: Vec<(JobId, Vec<String>)>,
     },
 }
 

@@ -22,7 +22,7 @@ pub mod journal;
 pub mod nvml;
 pub mod spec;
 
-pub use api::{serve, ServeConfig};
+pub use api::{serve, serve_blocking, ServeConfig};
 pub use daemon::{Config, Daemon, JobStatus, JobView, Report, RoundStats};
 pub use spec::JobSubmission;
 

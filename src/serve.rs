@@ -185,8 +185,13 @@ impl Client {
 
 pub fn submit(client: ClientArgs, file: &Path) -> Result<ExitCode> {
     let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
-    let spec = JobSubmission::from_toml(&text, &file.display().to_string())
+    let mut spec = JobSubmission::from_toml(&text, &file.display().to_string())
         .map_err(|e| anyhow!("invalid job spec:\n  {}", e.join("\n  ")))?;
+    // Jobs run as the submitting user where the daemon can (it runs as root).
+    if spec.uid.is_none() {
+        use std::os::unix::fs::MetadataExt;
+        spec.uid = std::fs::metadata("/proc/self").ok().map(|m| m.uid());
+    }
     let c = Client::new(&client)?;
     let v = c.call("POST", "/v1/jobs", Some(serde_json::to_value(&spec)?))?;
     println!("{}", v["id"]);

@@ -473,3 +473,29 @@ fn bad_specs_bad_tokens_and_crashing_jobs_are_refused_or_failed_clearly() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn jobs_run_as_the_submitting_user_when_the_daemon_is_root() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tmp("uid");
+    let srv = Server::start("fake:1x1", &dir.join("state"), free_port());
+    let me = std::fs::metadata("/proc/self").unwrap().uid();
+    let id = srv.submit(json!({
+        "name": "who", "command": "id -u", "min_gpus": 1, "max_gpus": 1, "batch_size": 1, "uid": 65534
+    }));
+    srv.wait_for("the job to finish", |_| {}, all_final);
+    let j = srv.get(&format!("/v1/jobs/{id}"));
+    assert_eq!(j["phase"], "completed", "{j}");
+    let logs = srv.get(&format!("/v1/jobs/{id}/logs"));
+    // Root can switch users; anyone else runs jobs as themselves.
+    let want = if me == 0 {
+        "65534".to_string()
+    } else {
+        me.to_string()
+    };
+    assert_eq!(logs["lines"][0], want.as_str(), "{logs}");
+    let mode = std::fs::metadata(dir.join("state/journal.jsonl")).unwrap().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the journal holds job tokens");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

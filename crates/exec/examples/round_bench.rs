@@ -57,6 +57,7 @@ fn main() {
             grace_s: None,
             preemptible: true,
             max_crashes: None,
+            uid: None,
         })
         .expect("submit");
     }

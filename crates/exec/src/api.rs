@@ -285,7 +285,9 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
     })?;
     {
         use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&dcfg.state_dir, std::fs::Permissions::from_mode(0o700));
+        // Traversable but not listable: jobs run as other users reach their
+        // own attempt and checkpoint directories; the token and journal are 0600.
+        let _ = std::fs::set_permissions(&dcfg.state_dir, std::fs::Permissions::from_mode(0o711));
     }
     let token = load_or_create_token(&dcfg.state_dir, cfg.token.clone())?;
     dcfg.report_base = format!("http://{addr}");

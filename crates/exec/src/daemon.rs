@@ -1123,6 +1123,8 @@ impl Daemon {
             dir,
             ranks,
             env,
+            uid: j.spec.uid,
+            writable: vec![ckpt],
         };
         self.save(&[id])?;
         let res = self.engine.launch(&req);

@@ -40,6 +40,26 @@ pub struct LaunchRequest {
     pub ranks: Vec<RankSpec>,
     /// Variables shared by all ranks (WORLD_SIZE, MASTER_*, GPUPLAN_*).
     pub env: Vec<(String, String)>,
+    /// Run as this user (with its primary group) when the daemon is root.
+    pub uid: Option<u32>,
+    /// Directories the job must be able to write (chowned to `uid`).
+    pub writable: Vec<PathBuf>,
+}
+
+/// (uid, primary gid) to switch to, if the daemon is root and `uid` is another user.
+fn run_as(uid: Option<u32>) -> Option<(u32, u32)> {
+    let uid = uid?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || uid == 0 {
+        return None;
+    }
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; buf outlives it.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    let gid = if rc == 0 && !out.is_null() { pw.pw_gid } else { uid };
+    Some((uid, gid))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +139,12 @@ impl Engine for LocalEngine {
             source,
         })?;
         let world = req.ranks.len().to_string();
+        let user = run_as(req.uid);
+        if let Some((uid, gid)) = user {
+            for d in req.writable.iter().chain([&req.dir]) {
+                let _ = std::os::unix::fs::chown(d, Some(uid), Some(gid));
+            }
+        }
         let mut out = Vec::new();
         for r in &req.ranks {
             let log_path = log_file(&req.dir, r.rank);
@@ -130,7 +156,11 @@ impl Engine for LocalEngine {
                 context: format!("dup {}", log_path.display()),
                 source,
             })?;
-            let child = Command::new("sh")
+            let mut cmd = Command::new("sh");
+            if let Some((uid, gid)) = user {
+                cmd.uid(uid).gid(gid);
+            }
+            let child = cmd
                 .arg("-c")
                 .arg(WRAPPER)
                 .arg("gpuplan-rank")

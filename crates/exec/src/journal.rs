@@ -11,6 +11,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -59,6 +60,7 @@ impl Journal {
             }
         }
         let file = OpenOptions::new()
+            .mode(0o600)
             .create(true)
             .append(true)
             .open(path)
@@ -95,7 +97,14 @@ impl Journal {
     pub fn compact<T: Serialize>(&mut self, records: &[T]) -> Result<(), ExecError> {
         let tmp = self.path.with_extension("jsonl.tmp");
         {
-            let mut f = File::create(&tmp).map_err(io(&tmp, "create"))?;
+            // Job tokens are in the journal: owner only.
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(io(&tmp, "create"))?;
             let mut buf = Vec::new();
             for r in records {
                 serde_json::to_writer(&mut buf, r)

@@ -44,6 +44,11 @@ pub struct JobSubmission {
     /// Crashes before the job is marked failed; default the daemon's `--max-crashes`.
     #[serde(default)]
     pub max_crashes: Option<u32>,
+    /// Unix user id to run as; `gpuplan submit` fills in the submitting
+    /// user's. Honoured when the daemon runs as root, else jobs run as the
+    /// daemon's user.
+    #[serde(default)]
+    pub uid: Option<u32>,
 }
 
 fn yes() -> bool {

@@ -971,9 +971,17 @@ impl Daemon {
             })
             .map(|j| j.id)
             .collect();
-        for id in ready {
-            self.launch(id, now)?;
+        // Journal every launch intent with one fsync, spawn, then journal
+        // the process groups with one more.
+        let reqs: Vec<(JobId, LaunchRequest)> = ready
+            .iter()
+            .map(|&id| (id, self.prepare_launch(id, now)))
+            .collect();
+        self.save(&ready)?;
+        for (id, req) in reqs {
+            self.finish_launch(id, &req, now);
         }
+        self.save(&ready)?;
         Ok(())
     }
 
@@ -1054,7 +1062,8 @@ impl Daemon {
         Ok(())
     }
 
-    fn launch(&mut self, id: JobId, now: f64) -> Result<(), ExecError> {
+    /// Record the attempt (not yet journaled) and build its launch request.
+    fn prepare_launch(&mut self, id: JobId, now: f64) -> LaunchRequest {
         let dir = {
             let j = &self.jobs[&id];
             self.attempt_dir(id, j.attempts + 1)
@@ -1118,16 +1127,19 @@ impl Daemon {
                 ckpt.to_string_lossy().into_owned(),
             ),
         ];
-        let req = LaunchRequest {
+        LaunchRequest {
             command: j.spec.command.clone(),
             dir,
             ranks,
             env,
             uid: j.spec.uid,
             writable: vec![ckpt],
-        };
-        self.save(&[id])?;
-        let res = self.engine.launch(&req);
+        }
+    }
+
+    /// Spawn a journaled attempt; a spawn failure fails the job.
+    fn finish_launch(&mut self, id: JobId, req: &LaunchRequest, now: f64) {
+        let res = self.engine.launch(req);
         let j = self.jobs.get_mut(&id).expect("ready job exists");
         let a = j.attempt.as_mut().expect("just set");
         match res {
@@ -1144,7 +1156,6 @@ impl Daemon {
                 j.finished_unix_s = Some(now);
             }
         }
-        self.save(&[id])
     }
 
     /// One whole round without the async loop: tick, prepare, plan, apply.

@@ -431,21 +431,27 @@ impl Daemon {
             let Some(a) = job.attempt.as_mut() else {
                 continue;
             };
-            if !a.launched {
-                let found = self.engine.adopt(&a.dir, a.gpus.len() as u32);
-                if found.iter().all(Option::is_some) {
-                    a.ranks = found.into_iter().flatten().collect();
-                    a.launched = true;
-                } else {
-                    // Roll back: stop what started, relaunch later.
-                    a.ranks = found.into_iter().flatten().collect();
-                    a.launched = true;
-                    a.term_sent_unix_s.get_or_insert(now);
-                    for r in &a.ranks {
-                        self.engine.signal(r, Signal::Term);
-                    }
-                }
-            } else if a.term_sent_unix_s.is_some() {
+            // Find the ranks by the exit-file path in their command line,
+            // not by the journaled process group: a group that died while
+            // the daemon was down may have had its id reused.
+            let found = self.engine.adopt(&a.dir, a.gpus.len() as u32);
+            let started = found.iter().all(Option::is_some);
+            a.ranks = found
+                .into_iter()
+                .enumerate()
+                .map(|(r, f)| {
+                    f.unwrap_or(RankProc {
+                        rank: r as u32,
+                        pgid: 0,
+                    })
+                })
+                .collect();
+            if !a.launched && !started {
+                // Half started: roll back (stop what started, relaunch later).
+                a.term_sent_unix_s.get_or_insert(now);
+            }
+            a.launched = true;
+            if a.term_sent_unix_s.is_some() {
                 // The grace period restarts: the old clock is lost.
                 a.term_sent_unix_s = Some(now);
                 for r in &a.ranks {

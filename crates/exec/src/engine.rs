@@ -80,8 +80,8 @@ pub trait Engine: Send {
     fn launch(&mut self, req: &LaunchRequest) -> Result<Vec<RankProc>, ExecError>;
     fn poll(&mut self, dir: &Path, p: &RankProc) -> RankStatus;
     fn signal(&mut self, p: &RankProc, sig: Signal);
-    /// After a daemon crash: find the ranks of an attempt whose launch was
-    /// journaled as intended but not as done. `None` = never started.
+    /// After a daemon restart: find an attempt's ranks among live processes
+    /// (or their exit files). `None` = never started, or killed.
     fn adopt(&mut self, dir: &Path, ranks: u32) -> Vec<Option<RankProc>>;
 }
 

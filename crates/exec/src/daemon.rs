@@ -1189,3 +1189,89 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map_or(29500, |a| a.port())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::FakeDevices;
+    use crate::engine::LocalEngine;
+    use gpuplan_core::PlanStatus;
+
+    fn daemon(state: &std::path::Path) -> Daemon {
+        let mut cfg = Config::new(state.to_path_buf(), "greedy");
+        cfg.grace_s = 5.0;
+        Daemon::open(
+            cfg,
+            Box::new(FakeDevices::new(1, 4)),
+            Box::new(LocalEngine::default()),
+        )
+        .unwrap()
+    }
+
+    fn spec() -> JobSubmission {
+        JobSubmission::from_toml(
+            "name = \"s\"\ncommand = \"exec sleep 30\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
+            "t",
+        )
+        .unwrap()
+    }
+
+    fn plan_gpus(d: &mut Daemon, id: JobId, k: u32) {
+        let prep = d.prepare().unwrap().unwrap();
+        let mut plan = Plan::new("hand", PlanStatus::Feasible);
+        plan.allocations
+            .insert(id, Allocation::from_counts(&[(NodeId(0), k)]));
+        d.apply(prep, Ok(plan)).unwrap();
+        d.tick().unwrap();
+    }
+
+    fn wait_stopped(d: &mut Daemon, id: JobId) {
+        for _ in 0..200 {
+            d.tick().unwrap();
+            if d.jobs[&id].attempt.is_none() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("job did not stop");
+    }
+
+    #[test]
+    fn moves_keep_own_gpus_and_restart_readopts_running_ranks() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut d = daemon(&dir);
+        let (id, _) = d.submit(spec()).unwrap();
+        plan_gpus(&mut d, id, 2);
+        let first = d.jobs[&id].gpus.clone();
+        assert_eq!(first.len(), 2);
+        assert!(d.jobs[&id].attempt.as_ref().unwrap().launched);
+        // Growing to 3 GPUs keeps the 2 it has: SIGTERM, exit, relaunch.
+        plan_gpus(&mut d, id, 3);
+        let grown = d.jobs[&id].gpus.clone();
+        assert!(first.iter().all(|g| grown.contains(g)), "{first:?} -> {grown:?}");
+        assert_eq!(d.jobs[&id].restarts, 1);
+        assert_eq!(d.view(id).unwrap().phase, "stopping");
+        for _ in 0..200 {
+            d.tick().unwrap();
+            if d.jobs[&id].attempt.as_ref().is_some_and(|a| a.gpus.len() == 3) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let a = d.jobs[&id].attempt.clone().unwrap();
+        assert_eq!((a.n, a.ranks.len()), (2, 3));
+        // The daemon goes away without stopping anything; a new one adopts the ranks.
+        drop(d);
+        let mut d = daemon(&dir);
+        let b = d.jobs[&id].attempt.clone().unwrap();
+        assert_eq!(b.ranks, a.ranks, "re-adopted the same process groups");
+        d.tick().unwrap();
+        assert_eq!(d.view(id).unwrap().phase, "running");
+        d.cancel(id).unwrap();
+        wait_stopped(&mut d, id);
+        assert_eq!(d.view(id).unwrap().phase, "cancelled");
+        assert_eq!(d.jobs[&id].crashes, 0, "143 after SIGTERM is no crash");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

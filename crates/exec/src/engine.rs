@@ -123,6 +123,18 @@ fn group_alive(pgid: i32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// A process that has exited but is not reaped: its parent (a previous
+/// daemon still alive, as in tests) does not wait for it. It holds no GPU.
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
 fn read_exit(dir: &Path, rank: u32) -> Option<Option<i32>> {
     let s = std::fs::read_to_string(exit_file(dir, rank)).ok()?;
     Some(s.trim().parse().ok())
@@ -213,7 +225,7 @@ impl Engine for LocalEngine {
         }
         let file = read_exit(dir, p.rank);
         let wrapper_done = file.is_some() || self.reaped.contains_key(&p.pgid);
-        if group_alive(p.pgid) {
+        if group_alive(p.pgid) && !(wrapper_done && is_zombie(p.pgid)) {
             if wrapper_done {
                 // The command is done; stray children of it must not hold GPUs.
                 self.signal(p, Signal::Kill);

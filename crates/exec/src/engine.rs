@@ -135,6 +135,13 @@ fn is_zombie(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// Process group of `pid`, from /proc/PID/stat (fields after the command name: state, ppid, pgrp).
+fn pgrp(pid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = s.rsplit_once(')')?;
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
 fn read_exit(dir: &Path, rank: u32) -> Option<Option<i32>> {
     let s = std::fs::read_to_string(exit_file(dir, rank)).ok()?;
     Some(s.trim().parse().ok())
@@ -272,7 +279,9 @@ impl Engine for LocalEngine {
                 continue;
             };
             let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
-            if !args.iter().any(|a| *a == b"gpuplan-rank") {
+            // Only the wrapper, which leads its group: a just-forked child of
+            // it has the same command line until it execs.
+            if !args.iter().any(|a| *a == b"gpuplan-rank") || pgrp(pid) != Some(pid) {
                 continue;
             }
             for (r, m) in marks.iter().enumerate() {

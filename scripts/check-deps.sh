@@ -16,4 +16,5 @@ check() {
 check gpuplan-core
 check gpuplan-solve gpuplan-core
 check gpuplan-sim gpuplan-core gpuplan-solve
+check gpuplan-exec gpuplan-core gpuplan-solve
 echo "check-deps: crate graph ok"

@@ -12,6 +12,8 @@ need_apt() { dpkg -s "$1" >/dev/null 2>&1 || apt_missing+=("$1"); }
 case "$what" in
   native)
     need_apt cmake; need_apt clang; need_apt pkg-config
+    # The executor's end-to-end tests run examples/sleep_train.py.
+    need_apt python3
     ;;
   *) echo "setup.sh: unknown target '$what'" >&2; exit 2 ;;
 esac

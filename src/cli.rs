@@ -40,6 +40,37 @@ pub enum Cmd {
     Bench(crate::bench::BenchArgs),
     /// List the registered policies (planners), one per line.
     Policies,
+    /// Run the executor daemon: planning rounds applied to real (NVML) or fake GPUs.
+    Serve(crate::serve::ServeArgs),
+    /// Submit a job file (TOML) to a running daemon; prints the job id.
+    Submit {
+        file: PathBuf,
+        #[command(flatten)]
+        client: crate::serve::ClientArgs,
+    },
+    /// List the daemon's jobs.
+    Jobs {
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        #[command(flatten)]
+        client: crate::serve::ClientArgs,
+    },
+    /// Cancel a job (its processes get SIGTERM, then SIGKILL after the grace period).
+    Cancel {
+        id: u32,
+        #[command(flatten)]
+        client: crate::serve::ClientArgs,
+    },
+    /// Show the last log lines of a job's latest attempt.
+    Logs {
+        id: u32,
+        #[arg(long, default_value_t = 100)]
+        lines: usize,
+        #[arg(long, default_value_t = 0)]
+        rank: u32,
+        #[command(flatten)]
+        client: crate::serve::ClientArgs,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -90,6 +121,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Sweep(a) => crate::simulate::sweep(a),
         Cmd::Plan(a) => crate::plan::plan(a),
         Cmd::Bench(a) => crate::bench::bench(a),
+        Cmd::Serve(a) => crate::serve::serve(a),
+        Cmd::Submit { file, client } => crate::serve::submit(client, &file),
+        Cmd::Jobs { format, client } => crate::serve::jobs(client, format),
+        Cmd::Cancel { id, client } => crate::serve::cancel(client, id),
+        Cmd::Logs {
+            id,
+            lines,
+            rank,
+            client,
+        } => crate::serve::logs(client, id, lines, rank),
         Cmd::Policies => {
             for name in gpuplan_solve::registry::names() {
                 println!("{name}");

@@ -7,6 +7,7 @@ mod cli;
 mod models;
 mod plan;
 mod plots;
+mod serve;
 mod simulate;
 
 use std::process::ExitCode;

@@ -1,0 +1,389 @@
+//! The HTTP JSON API and the async loops around the [`Daemon`].
+//!
+//! Every call but `GET /v1/health` needs a token in `Authorization: Bearer`:
+//! the admin token (STATE/token) for everything, or a job's own token
+//! (given to its processes as GPUPLAN_JOB_TOKEN) for that job's report,
+//! state and logs only — so one job cannot read or signal another.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use gpuplan_core::JobId;
+use gpuplan_solve::run_planner;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::daemon::{Config, Daemon, Report};
+use crate::device::Fault;
+use crate::engine::LocalEngine;
+use crate::spec::JobSubmission;
+use crate::ExecError;
+
+/// What `gpuplan serve` passes in.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub daemon: Config,
+    /// `nvml` or `fake:NxG`.
+    pub devices: String,
+    pub listen: SocketAddr,
+    /// Admin token; `None` = read STATE/token, creating it (mode 0600) if absent.
+    pub token: Option<String>,
+}
+
+struct Shared {
+    daemon: Mutex<Daemon>,
+    token: String,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Daemon> {
+        // A panic while holding the lock is a bug; keep serving what state there is.
+        self.daemon.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<ExecError> for ApiError {
+    fn from(e: ExecError) -> Self {
+        let code = match &e {
+            ExecError::Spec(_) | ExecError::Request(_) => StatusCode::BAD_REQUEST,
+            ExecError::NotFound(_) => StatusCode::NOT_FOUND,
+            ExecError::Conflict(_) => StatusCode::CONFLICT,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(code, e.to_string())
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn bearer(h: &HeaderMap) -> Option<&str> {
+    h.get("authorization")?.to_str().ok()?.strip_prefix("Bearer ")
+}
+
+/// Constant-time comparison, so the token cannot be guessed byte by byte.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn unauthorized() -> ApiError {
+    ApiError(
+        StatusCode::UNAUTHORIZED,
+        "missing or wrong token: send `Authorization: Bearer TOKEN` (the CLI reads GPUPLAN_TOKEN; the daemon's token is in STATE/token)".into(),
+    )
+}
+
+fn admin(s: &Shared, h: &HeaderMap) -> Result<(), ApiError> {
+    match bearer(h) {
+        Some(t) if same(t, &s.token) => Ok(()),
+        _ => Err(unauthorized()),
+    }
+}
+
+/// The admin token, or the token of job `id`.
+fn admin_or_job(s: &Shared, h: &HeaderMap, id: JobId) -> Result<(), ApiError> {
+    let t = bearer(h).ok_or_else(unauthorized)?;
+    if same(t, &s.token) {
+        return Ok(());
+    }
+    match s.lock().job_token(id) {
+        Some(jt) if same(t, jt) => Ok(()),
+        _ => Err(unauthorized()),
+    }
+}
+
+fn parse_id(s: &str) -> Result<JobId, ApiError> {
+    s.parse::<u32>().map(JobId).map_err(|_| {
+        ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("job id must be a number, got '{s}'"),
+        )
+    })
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("{what}:{}:{}: {e}", e.line(), e.column()),
+        )
+    })
+}
+
+async fn health(State(s): State<Arc<Shared>>) -> ApiResult {
+    let d = s.lock();
+    Ok(Json(json!({ "ok": true, "devices": d.backend(), "rounds": d.rounds() })).into_response())
+}
+
+async fn status(State(s): State<Arc<Shared>>, h: HeaderMap) -> ApiResult {
+    admin(&s, &h)?;
+    let d = s.lock();
+    Ok(Json(json!({
+        "devices": d.backend(),
+        "planner": d.cfg.planner,
+        "interval_s": d.cfg.interval_s,
+        "rounds": d.rounds(),
+        "last_round": d.last_round(),
+        "gpus": d.gpus(),
+    }))
+    .into_response())
+}
+
+async fn list_jobs(State(s): State<Arc<Shared>>, h: HeaderMap) -> ApiResult {
+    admin(&s, &h)?;
+    Ok(Json(s.lock().views()).into_response())
+}
+
+async fn submit(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> ApiResult {
+    admin(&s, &h)?;
+    let spec: JobSubmission = parse_json(&body, "request")?;
+    let (id, _) = s.lock().submit(spec)?;
+    Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
+}
+
+async fn get_job(State(s): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<String>) -> ApiResult {
+    let id = parse_id(&id)?;
+    admin_or_job(&s, &h, id)?;
+    let v = s
+        .lock()
+        .view(id)
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no job {}", id.0)))?;
+    Ok(Json(v).into_response())
+}
+
+async fn cancel(State(s): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<String>) -> ApiResult {
+    let id = parse_id(&id)?;
+    admin(&s, &h)?;
+    let v = s.lock().cancel(id)?;
+    Ok(Json(v).into_response())
+}
+
+#[derive(Deserialize)]
+struct LogQuery {
+    lines: Option<usize>,
+    rank: Option<u32>,
+}
+
+async fn logs(
+    State(s): State<Arc<Shared>>,
+    h: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> ApiResult {
+    let id = parse_id(&id)?;
+    admin_or_job(&s, &h, id)?;
+    let lines = s
+        .lock()
+        .logs(id, q.rank.unwrap_or(0), q.lines.unwrap_or(100).min(10_000))?;
+    Ok(Json(json!({ "id": id, "lines": lines })).into_response())
+}
+
+async fn report(
+    State(s): State<Arc<Shared>>,
+    h: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let id = parse_id(&id)?;
+    admin_or_job(&s, &h, id)?;
+    let r: Report = parse_json(&body, "report")?;
+    s.lock().report(id, r)?;
+    Ok(Json(json!({ "ok": true })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultReq {
+    uuid: String,
+    fault: Fault,
+}
+
+async fn fault(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> ApiResult {
+    admin(&s, &h)?;
+    let f: FaultReq = parse_json(&body, "request")?;
+    s.lock().inject(&f.uuid, f.fault)?;
+    Ok(Json(json!({ "ok": true })).into_response())
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/status", get(status))
+        .route("/v1/jobs", get(list_jobs).post(submit))
+        .route("/v1/jobs/{id}", get(get_job))
+        .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/logs", get(logs))
+        .route("/v1/jobs/{id}/report", post(report))
+        .route("/v1/devices/fault", post(fault))
+        .with_state(shared)
+}
+
+/// The admin token: given, or read from / created in STATE/token (0600).
+pub fn load_or_create_token(state_dir: &std::path::Path, given: Option<String>) -> Result<String, ExecError> {
+    if let Some(t) = given.filter(|t| !t.is_empty()) {
+        return Ok(t);
+    }
+    let path = state_dir.join("token");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        if !t.trim().is_empty() {
+            return Ok(t.trim().to_string());
+        }
+    }
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let t = crate::daemon::random_token()?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|source| ExecError::Io {
+            context: format!("create {}", path.display()),
+            source,
+        })?;
+    writeln!(f, "{t}").map_err(|source| ExecError::Io {
+        context: format!("write {}", path.display()),
+        source,
+    })?;
+    Ok(t)
+}
+
+/// Run the daemon until SIGINT or SIGTERM. Jobs keep running when it stops
+/// and are re-adopted by the next start on the same state directory.
+pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
+    let devices = crate::device::open(&cfg.devices)?;
+    gpuplan_solve::registry::create(&cfg.daemon.planner)?;
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| ExecError::Io {
+            context: format!("listen on {}", cfg.listen),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ExecError::Io {
+        context: "local address".into(),
+        source,
+    })?;
+    let mut dcfg = cfg.daemon.clone();
+    std::fs::create_dir_all(&dcfg.state_dir).map_err(|source| ExecError::Io {
+        context: format!("create state directory {}", dcfg.state_dir.display()),
+        source,
+    })?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // Traversable but not listable: jobs run as other users reach their
+        // own attempt and checkpoint directories; the token and journal are 0600.
+        let _ = std::fs::set_permissions(&dcfg.state_dir, std::fs::Permissions::from_mode(0o711));
+    }
+    let token = load_or_create_token(&dcfg.state_dir, cfg.token.clone())?;
+    dcfg.report_base = format!("http://{addr}");
+    let interval = Duration::from_secs_f64(dcfg.interval_s.max(0.01));
+    let tick = (interval / 4).clamp(Duration::from_millis(20), Duration::from_millis(500));
+    let daemon = Daemon::open(dcfg, devices, Box::new(LocalEngine::default()))?;
+    let shared = Arc::new(Shared {
+        daemon: Mutex::new(daemon),
+        token,
+    });
+    std::fs::write(
+        shared.lock().cfg.state_dir.join("listen"),
+        format!("http://{addr}\n"),
+    )
+    .map_err(|source| ExecError::Io {
+        context: "write STATE/listen".into(),
+        source,
+    })?;
+    tracing::info!(%addr, "gpuplan daemon listening");
+
+    let ticker = {
+        let s = shared.clone();
+        tokio::spawn(async move {
+            let mut t = tokio::time::interval(tick);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                t.tick().await;
+                if let Err(e) = s.lock().tick() {
+                    tracing::error!("tick: {e}");
+                }
+            }
+        })
+    };
+    let rounds = {
+        let s = shared.clone();
+        let name = s.lock().cfg.planner.clone();
+        let limits = s.lock().cfg.limits;
+        let mut planner = gpuplan_solve::registry::create(&name)?;
+        tokio::spawn(async move {
+            let mut t = tokio::time::interval(interval);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                t.tick().await;
+                let prep = match s.lock().prepare() {
+                    Ok(Some(p)) => p,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::error!("round: {e}");
+                        continue;
+                    }
+                };
+                // Plan off the lock so the API and the ticker stay responsive.
+                let joined = tokio::task::spawn_blocking(move || {
+                    let plan = run_planner(planner.as_mut(), &prep.round, &limits).map_err(|e| e.to_string());
+                    (planner, prep, plan)
+                })
+                .await;
+                let Ok((p, prep, plan)) = joined else {
+                    tracing::error!("planner panicked; stopping rounds");
+                    return;
+                };
+                planner = p;
+                match s.lock().apply(prep, plan) {
+                    Ok(st) => tracing::debug!(?st, "round"),
+                    Err(e) => tracing::error!("apply: {e}"),
+                }
+            }
+        })
+    };
+    let app = router(shared.clone());
+    let res = axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+            }
+        })
+        .await;
+    ticker.abort();
+    rounds.abort();
+    res.map_err(|source| ExecError::Io {
+        context: "serve HTTP".into(),
+        source,
+    })
+}
+
+/// [`serve`] on its own multi-threaded runtime, for callers without one.
+pub fn serve_blocking(cfg: ServeConfig) -> Result<(), ExecError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| ExecError::Io {
+            context: "start the async runtime".into(),
+            source,
+        })?;
+    rt.block_on(serve(cfg))
+}

@@ -1,0 +1,172 @@
+//! The device layer: what GPUs exist, where, and whether they are healthy.
+//!
+//! The round loop only sees [`Gpu`] values through [`Devices`], so the real
+//! NVML path and the fake backend used by tests run the same code above it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ExecError;
+
+/// Whether a GPU may be given to jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum Health {
+    Ok,
+    Unhealthy { reason: String },
+}
+
+/// One GPU as the daemon sees it in one round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gpu {
+    /// Stable identity (NVML UUID); also the value put in `CUDA_VISIBLE_DEVICES`.
+    pub uuid: String,
+    /// Host (node) name; GPUs with the same node form one planner node.
+    pub node: String,
+    pub index: u32,
+    pub name: String,
+    pub memory_total_bytes: u64,
+    pub memory_used_bytes: u64,
+    pub utilization_pct: Option<u32>,
+    /// PIDs of processes using the GPU (NVML compute processes).
+    pub processes: Vec<u32>,
+    pub health: Health,
+    /// Interconnect to each other GPU of the node: (uuid, level), level one of
+    /// `internal`, `single-switch`, `multi-switch`, `host-bridge`, `numa`, `system`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology: Vec<(String, String)>,
+}
+
+/// A fault injected into the fake backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// The GPU vanishes from enumeration (fell off the bus).
+    Gone,
+    /// The GPU is listed but reports an uncorrectable error.
+    Unhealthy,
+    /// Clear any fault.
+    Ok,
+}
+
+/// A source of GPUs. `collect` is called once per round.
+pub trait Devices: Send {
+    /// `nvml` or `fake`.
+    fn backend(&self) -> &'static str;
+    fn collect(&mut self) -> Result<Vec<Gpu>, ExecError>;
+    /// Fault injection; only the fake backend supports it.
+    fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
+        let _ = (uuid, fault);
+        Err(ExecError::Request(format!(
+            "fault injection needs the fake device backend, this daemon uses {}",
+            self.backend()
+        )))
+    }
+}
+
+/// Open a backend from the `--devices` value: `nvml` or `fake:NODESxGPUS`.
+pub fn open(spec: &str) -> Result<Box<dyn Devices>, ExecError> {
+    if spec == "nvml" {
+        return Ok(Box::new(crate::nvml::NvmlDevices::open()?));
+    }
+    if let Some(shape) = spec.strip_prefix("fake:") {
+        return Ok(Box::new(FakeDevices::parse(shape)?));
+    }
+    Err(ExecError::Config(format!(
+        "--devices {spec}: expected `nvml` or `fake:NODESxGPUS` (e.g. fake:2x4)"
+    )))
+}
+
+/// Simulated GPUs: `nodes` × `gpus_per_node`, with injectable faults.
+#[derive(Debug, Clone)]
+pub struct FakeDevices {
+    gpus: Vec<(Gpu, Option<Fault>)>,
+}
+
+impl FakeDevices {
+    pub fn new(nodes: u32, gpus_per_node: u32) -> Self {
+        let mut gpus = Vec::new();
+        for n in 0..nodes {
+            for g in 0..gpus_per_node {
+                gpus.push((
+                    Gpu {
+                        uuid: format!("GPU-fake-{n}-{g}"),
+                        node: format!("fake{n}"),
+                        index: g,
+                        name: "Fake GPU".into(),
+                        memory_total_bytes: 16 << 30,
+                        memory_used_bytes: 0,
+                        utilization_pct: Some(0),
+                        processes: Vec::new(),
+                        health: Health::Ok,
+                        topology: Vec::new(),
+                    },
+                    None,
+                ));
+            }
+        }
+        FakeDevices { gpus }
+    }
+
+    /// `2x4` = 2 nodes with 4 GPUs each.
+    pub fn parse(shape: &str) -> Result<Self, ExecError> {
+        let c: gpuplan_core::Cluster = shape
+            .parse()
+            .map_err(|e| ExecError::Config(format!("--devices fake:{shape}: {e}")))?;
+        Ok(FakeDevices::new(c.num_nodes() as u32, c.max_gpus_per_node()))
+    }
+}
+
+impl Devices for FakeDevices {
+    fn backend(&self) -> &'static str {
+        "fake"
+    }
+
+    fn collect(&mut self) -> Result<Vec<Gpu>, ExecError> {
+        Ok(self
+            .gpus
+            .iter()
+            .filter(|(_, f)| *f != Some(Fault::Gone))
+            .map(|(g, f)| {
+                let mut g = g.clone();
+                if *f == Some(Fault::Unhealthy) {
+                    g.health = Health::Unhealthy {
+                        reason: "injected fault: uncorrectable ECC error".into(),
+                    };
+                }
+                g
+            })
+            .collect())
+    }
+
+    fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
+        let slot = self
+            .gpus
+            .iter_mut()
+            .find(|(g, _)| g.uuid == uuid)
+            .ok_or_else(|| ExecError::Request(format!("no fake GPU with uuid {uuid}")))?;
+        slot.1 = if fault == Fault::Ok { None } else { Some(fault) };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fake_faults() {
+        let mut d = FakeDevices::parse("2x4").unwrap();
+        assert_eq!(d.collect().unwrap().len(), 8);
+        d.inject("GPU-fake-1-2", Fault::Gone).unwrap();
+        d.inject("GPU-fake-0-0", Fault::Unhealthy).unwrap();
+        let g = d.collect().unwrap();
+        assert_eq!(g.len(), 7);
+        assert!(matches!(g[0].health, Health::Unhealthy { .. }));
+        d.inject("GPU-fake-1-2", Fault::Ok).unwrap();
+        assert_eq!(d.collect().unwrap().len(), 8);
+        assert!(d.inject("GPU-x", Fault::Gone).is_err());
+        assert!(open("fake:0x4").is_err());
+        assert!(open("nvml").is_err() || std::path::Path::new("/dev/nvidiactl").exists());
+        assert!(open("cuda").err().unwrap().to_string().contains("nvml"));
+    }
+}

@@ -1,0 +1,204 @@
+//! What a user submits: a job file (`JOB.toml`) or the same fields as JSON.
+//!
+//! Unknown keys are errors, so a typo (`max_gpu = 4`) is refused rather than
+//! silently ignored; every problem is reported at once, each as
+//! `FILE:LINE:FIELD: message`.
+
+use serde::{Deserialize, Serialize};
+
+/// A job submission. `name`, `command`, `min_gpus`, `max_gpus` and
+/// `batch_size` are required; the rest have defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSubmission {
+    pub name: String,
+    /// Run by `sh -c`, once per GPU (rank).
+    pub command: String,
+    pub min_gpus: u32,
+    pub max_gpus: u32,
+    /// Initial total batch size (M0 of the goodput model).
+    pub batch_size: u32,
+    /// Application hint (e.g. `cifar10`); informational.
+    #[serde(default)]
+    pub app: Option<String>,
+    /// Model hint; informational.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Largest total batch the job accepts; default `batch_size` (fixed batch).
+    #[serde(default)]
+    pub max_batch_size: Option<u32>,
+    /// Per-GPU batch bounds; default 1 and `batch_size`.
+    #[serde(default)]
+    pub min_local_bsz: Option<u32>,
+    #[serde(default)]
+    pub max_local_bsz: Option<u32>,
+    /// Seconds a restart costs the job (checkpoint + reload); recorded and
+    /// shown. The planner's restart penalty is cluster-wide (`--restart-penalty`).
+    #[serde(default)]
+    pub restart_cost_s: Option<f64>,
+    /// Seconds between SIGTERM and SIGKILL on re-allocation; default the daemon's `--grace`.
+    #[serde(default)]
+    pub grace_s: Option<f64>,
+    #[serde(default = "yes")]
+    pub preemptible: bool,
+    /// Crashes before the job is marked failed; default the daemon's `--max-crashes`.
+    #[serde(default)]
+    pub max_crashes: Option<u32>,
+    /// Unix user id to run as; `gpuplan submit` fills in the submitting
+    /// user's. Honoured when the daemon runs as root, else jobs run as the
+    /// daemon's user.
+    #[serde(default)]
+    pub uid: Option<u32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Most GPUs one job may ask for; a guard against typos like `max_gpus = 80000`.
+pub const MAX_GPUS_PER_JOB: u32 = 4096;
+
+impl JobSubmission {
+    /// Semantic checks: (field, message) for every problem.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut p = Vec::new();
+        if self.name.trim().is_empty() {
+            p.push(("name", "must not be empty".to_string()));
+        }
+        if self.name.len() > 128 || self.name.chars().any(char::is_control) {
+            p.push(("name", "must be at most 128 printable characters".to_string()));
+        }
+        if self.command.trim().is_empty() {
+            p.push(("command", "must not be empty".to_string()));
+        }
+        if self.min_gpus == 0 {
+            p.push(("min_gpus", "must be >= 1, got 0".to_string()));
+        }
+        if self.max_gpus < self.min_gpus {
+            p.push((
+                "max_gpus",
+                format!("must be >= min_gpus ({}), got {}", self.min_gpus, self.max_gpus),
+            ));
+        }
+        if self.max_gpus > MAX_GPUS_PER_JOB {
+            p.push((
+                "max_gpus",
+                format!("must be <= {MAX_GPUS_PER_JOB}, got {}", self.max_gpus),
+            ));
+        }
+        if self.batch_size == 0 {
+            p.push(("batch_size", "must be >= 1, got 0".to_string()));
+        }
+        if let Some(m) = self.max_batch_size {
+            if m < self.batch_size {
+                p.push((
+                    "max_batch_size",
+                    format!("must be >= batch_size ({}), got {m}", self.batch_size),
+                ));
+            }
+        }
+        if self.min_local_bsz == Some(0) {
+            p.push(("min_local_bsz", "must be >= 1, got 0".to_string()));
+        }
+        if let (Some(lo), Some(hi)) = (self.min_local_bsz, self.max_local_bsz) {
+            if hi < lo {
+                p.push((
+                    "max_local_bsz",
+                    format!("must be >= min_local_bsz ({lo}), got {hi}"),
+                ));
+            }
+        }
+        if self.max_local_bsz == Some(0) {
+            p.push(("max_local_bsz", "must be >= 1, got 0".to_string()));
+        }
+        for (f, v) in [("restart_cost_s", self.restart_cost_s), ("grace_s", self.grace_s)] {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 {
+                    p.push((f, format!("must be a finite number >= 0, got {v}")));
+                }
+            }
+        }
+        p
+    }
+
+    /// Check, naming each problem as `source:field: message` (no line: JSON requests).
+    pub fn check(&self, source: &str) -> Result<(), Vec<String>> {
+        let p = self.problems();
+        if p.is_empty() {
+            return Ok(());
+        }
+        Err(p.into_iter().map(|(f, m)| format!("{source}:{f}: {m}")).collect())
+    }
+
+    /// Parse and check a job file. `source` names it in errors.
+    pub fn from_toml(text: &str, source: &str) -> Result<Self, Vec<String>> {
+        let sub: JobSubmission = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(0, |s| line_of(text, s.start));
+            let msg = e.message().trim().to_string();
+            vec![format!("{source}:{line}: {msg}")]
+        })?;
+        let p = sub.problems();
+        if p.is_empty() {
+            return Ok(sub);
+        }
+        Err(p
+            .into_iter()
+            .map(|(f, m)| {
+                let line = field_line(text, f).unwrap_or(0);
+                format!("{source}:{line}:{f}: {m}")
+            })
+            .collect())
+    }
+}
+
+fn line_of(text: &str, byte: usize) -> usize {
+    text[..byte.min(text.len())].matches('\n').count() + 1
+}
+
+/// The line of `field = ...` in a flat TOML file.
+fn field_line(text: &str, field: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(field)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = "name = \"a\"\ncommand = \"true\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 64\n";
+
+    #[test]
+    fn minimal_spec_parses_with_defaults() {
+        let s = JobSubmission::from_toml(OK, "job.toml").unwrap();
+        assert!(s.preemptible);
+        assert_eq!(s.max_gpus, 4);
+        assert_eq!(s.max_batch_size, None);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let bad = "name = \"a\"\ncommand = \"true\"\nmin_gpus = 3\nmax_gpus = 2\nbatch_size = 0\n";
+        let e = JobSubmission::from_toml(bad, "job.toml").unwrap_err();
+        assert_eq!(
+            e,
+            vec![
+                "job.toml:4:max_gpus: must be >= min_gpus (3), got 2".to_string(),
+                "job.toml:5:batch_size: must be >= 1, got 0".to_string()
+            ]
+        );
+        let typo = format!("{OK}max_gpu = 3\n");
+        let e = JobSubmission::from_toml(&typo, "j.toml").unwrap_err();
+        assert!(e[0].starts_with("j.toml:6:") && e[0].contains("max_gpu"), "{e:?}");
+        let missing = "name = \"a\"\nmin_gpus = 1\nmax_gpus = 1\nbatch_size = 1\n";
+        let e = JobSubmission::from_toml(missing, "j.toml").unwrap_err();
+        assert!(e[0].contains("command"), "{e:?}");
+        let wrong_type = OK.replace("min_gpus = 1", "min_gpus = \"one\"");
+        let e = JobSubmission::from_toml(&wrong_type, "j.toml").unwrap_err();
+        assert!(e[0].starts_with("j.toml:3:"), "{e:?}");
+    }
+}

@@ -1,0 +1,247 @@
+//! `gpuplan serve` (the executor daemon) and its client commands `submit`,
+//! `jobs`, `cancel` and `logs`.
+//!
+//! The admin token: `serve` uses GPUPLAN_TOKEN when set, else STATE/token,
+//! which it creates (24 random bytes, hex, mode 0600) on first start. Client
+//! commands send GPUPLAN_TOKEN, else the token file of the default state
+//! directory, so a user on the daemon's machine needs no setup.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use gpuplan_exec::{JobSubmission, JobView};
+
+use crate::cli::Format;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7077";
+
+/// `60s`, `200ms`, `5m`, `1h`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (e.g. 60s, 200ms, 5m)"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("'{s}' must be a duration >= 0"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+/// `$XDG_STATE_HOME/gpuplan`, else `~/.local/state/gpuplan`.
+pub fn default_state_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("gpuplan");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+    PathBuf::from(home).join(".local/state/gpuplan")
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// `nvml` (this machine's GPUs) or `fake:NODESxGPUS` (simulated, e.g. fake:2x4).
+    #[arg(long, default_value = "nvml")]
+    pub devices: String,
+    /// Time between planning rounds.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Planner id (see `gpuplan policies`).
+    #[arg(long, default_value = "pollux-mip")]
+    pub planner: String,
+    /// State directory: journal, token, job logs and checkpoints.
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Address of the HTTP API; loopback by default.
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    pub listen: std::net::SocketAddr,
+    /// Time a job gets between SIGTERM and SIGKILL when it is moved or stopped.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub grace: Duration,
+    /// Restart delay after a job's first crash; doubles after each further one.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub backoff: Duration,
+    /// Crashes after which a job is marked failed.
+    #[arg(long, default_value_t = 3)]
+    pub max_crashes: u32,
+    /// Planner time limit per round.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub time_limit: Duration,
+    /// δ of the restart factor (seconds a restart is assumed to cost).
+    #[arg(long, default_value_t = 30.0)]
+    pub restart_penalty: f64,
+}
+
+pub fn serve(a: ServeArgs) -> Result<ExitCode> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("GPUPLAN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    if a.interval.is_zero() {
+        bail!("--interval must be > 0");
+    }
+    if !a.restart_penalty.is_finite() || a.restart_penalty < 0.0 {
+        bail!("--restart-penalty must be >= 0");
+    }
+    let state = a.state.unwrap_or_else(default_state_dir);
+    let mut cfg = gpuplan_exec::Config::new(state, &a.planner);
+    cfg.interval_s = a.interval.as_secs_f64();
+    cfg.grace_s = a.grace.as_secs_f64();
+    cfg.backoff_s = a.backoff.as_secs_f64();
+    cfg.max_crashes = a.max_crashes.max(1);
+    cfg.limits.time_limit_s = a.time_limit.as_secs_f64().max(0.01);
+    cfg.params.restart_penalty_s = a.restart_penalty;
+    let token = std::env::var("GPUPLAN_TOKEN").ok();
+    gpuplan_exec::serve_blocking(gpuplan_exec::ServeConfig {
+        daemon: cfg,
+        devices: a.devices,
+        listen: a.listen,
+        token,
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ClientArgs {
+    /// Daemon URL (default: GPUPLAN_SERVER, else http://127.0.0.1:7077).
+    #[arg(long)]
+    pub server: Option<String>,
+}
+
+struct Client {
+    base: String,
+    token: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    fn new(a: &ClientArgs) -> Result<Self> {
+        let base = a
+            .server
+            .clone()
+            .or_else(|| std::env::var("GPUPLAN_SERVER").ok())
+            .unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
+        let token = match std::env::var("GPUPLAN_TOKEN") {
+            Ok(t) if !t.is_empty() => t,
+            _ => {
+                let p = default_state_dir().join("token");
+                std::fs::read_to_string(&p)
+                    .map(|t| t.trim().to_string())
+                    .map_err(|_| {
+                        anyhow!("no token: set GPUPLAN_TOKEN to the daemon's token (its STATE/token file)")
+                    })?
+            }
+        };
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
+        Ok(Client {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            agent,
+        })
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<serde_json::Value>) -> Result<serde_json::Value> {
+        let url = format!("{}{path}", self.base);
+        let req = self
+            .agent
+            .request(method, &url)
+            .set("Authorization", &format!("Bearer {}", self.token));
+        let res = match body {
+            Some(b) => req.send_json(b),
+            None => req.call(),
+        };
+        match res {
+            Ok(r) => r
+                .into_json()
+                .with_context(|| format!("{method} {url}: reading the reply")),
+            Err(ureq::Error::Status(code, r)) => {
+                let text = r.into_string().unwrap_or_default();
+                let msg = serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(String::from))
+                    .unwrap_or(text);
+                bail!("{method} {url}: {code}: {msg}")
+            }
+            Err(e) => bail!("{method} {url}: {e} (is `gpuplan serve` running there?)"),
+        }
+    }
+}
+
+pub fn submit(client: ClientArgs, file: &Path) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
+    let mut spec = JobSubmission::from_toml(&text, &file.display().to_string())
+        .map_err(|e| anyhow!("invalid job spec:\n  {}", e.join("\n  ")))?;
+    // Jobs run as the submitting user where the daemon can (it runs as root).
+    if spec.uid.is_none() {
+        use std::os::unix::fs::MetadataExt;
+        spec.uid = std::fs::metadata("/proc/self").ok().map(|m| m.uid());
+    }
+    let c = Client::new(&client)?;
+    let v = c.call("POST", "/v1/jobs", Some(serde_json::to_value(&spec)?))?;
+    println!("{}", v["id"]);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn jobs(client: ClientArgs, format: Format) -> Result<ExitCode> {
+    let c = Client::new(&client)?;
+    let v = c.call("GET", "/v1/jobs", None)?;
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let jobs: Vec<JobView> = serde_json::from_value(v).context("unexpected reply from the daemon")?;
+    println!(
+        "{:>5}  {:<20} {:<10} {:>4} {:>8} {:>6} {:>8}  reason",
+        "id", "name", "phase", "gpus", "restarts", "crash", "step"
+    );
+    for j in jobs {
+        println!(
+            "{:>5}  {:<20} {:<10} {:>4} {:>8} {:>6} {:>8}  {}",
+            j.id.0,
+            j.name,
+            j.phase,
+            j.gpus.len(),
+            j.restarts,
+            j.crashes,
+            j.step,
+            j.reason.unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn cancel(client: ClientArgs, id: u32) -> Result<ExitCode> {
+    let c = Client::new(&client)?;
+    let v = c.call("POST", &format!("/v1/jobs/{id}/cancel"), None)?;
+    println!("job {id}: {}", v["phase"].as_str().unwrap_or("cancelled"));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn logs(client: ClientArgs, id: u32, lines: usize, rank: u32) -> Result<ExitCode> {
+    let c = Client::new(&client)?;
+    let v = c.call(
+        "GET",
+        &format!("/v1/jobs/{id}/logs?lines={lines}&rank={rank}"),
+        None,
+    )?;
+    for l in v["lines"].as_array().into_iter().flatten() {
+        println!("{}", l.as_str().unwrap_or_default());
+    }
+    Ok(ExitCode::SUCCESS)
+}

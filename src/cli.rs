@@ -40,6 +40,11 @@ pub enum Cmd {
     Bench(crate::bench::BenchArgs),
     /// List the registered policies (planners), one per line.
     Policies,
+    /// Read public traces: inspect, convert to the native format, sample.
+    Trace {
+        #[command(subcommand)]
+        cmd: crate::trace::TraceCmd,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -90,6 +95,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Sweep(a) => crate::simulate::sweep(a),
         Cmd::Plan(a) => crate::plan::plan(a),
         Cmd::Bench(a) => crate::bench::bench(a),
+        Cmd::Trace { cmd } => crate::trace::run(cmd),
         Cmd::Policies => {
             for name in gpuplan_solve::registry::names() {
                 println!("{name}");

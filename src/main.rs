@@ -8,6 +8,7 @@ mod models;
 mod plan;
 mod plots;
 mod simulate;
+mod trace;
 
 use std::process::ExitCode;
 

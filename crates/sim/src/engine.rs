@@ -686,3 +686,109 @@ mod tests {
         assert_eq!(fixed_batch_split(256, 1, 1024, 128), (128, 1));
     }
 }
+
+#[cfg(test)]
+mod scale_tests {
+    use super::*;
+    use gpuplan_core::JobId;
+
+    fn rigid(id: u32, submit_s: f64, gpus: u32, duration_s: f64) -> WorkloadJob {
+        WorkloadJob {
+            spec: JobSpec {
+                id: JobId(id),
+                name: format!("r{id}"),
+                app: "rigid".into(),
+                submit_s,
+                requested_gpus: gpus,
+                batch_size: 1,
+                min_gpus: gpus,
+                max_gpus: gpus,
+                preemptible: true,
+            },
+            work: Work::Rigid { duration_s },
+        }
+    }
+
+    fn profiled(id: u32, submit_s: f64, app: &str, gpus: u32, batch: u32) -> WorkloadJob {
+        WorkloadJob {
+            spec: JobSpec {
+                id: JobId(id),
+                name: format!("p{id}"),
+                app: app.into(),
+                submit_s,
+                requested_gpus: gpus,
+                batch_size: batch,
+                min_gpus: 1,
+                max_gpus: 16,
+                preemptible: true,
+            },
+            work: Work::Profiled,
+        }
+    }
+
+    fn run(cfg: &SimConfig, jobs: &[WorkloadJob], policy: &str) -> SimResult {
+        let profiles = crate::data::pollux_profiles().unwrap();
+        let mut p = gpuplan_solve::registry::create(policy).unwrap();
+        simulate_workload(cfg, &profiles, jobs, p.as_mut(), &mut |_, _| Control::Continue).unwrap()
+    }
+
+    /// A rigid job alone runs its duration after the restart delay.
+    #[test]
+    fn rigid_job_runs_its_duration() {
+        let cfg = SimConfig::default();
+        let r = run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo");
+        let j = &r.jobs[0];
+        // Starts at the first round (60 s), loses 30 s to the restart delay.
+        assert_eq!(j.completion_s, 60.0 + 30.0 + 1000.0);
+        assert_eq!(j.max_gpus_used, 4);
+    }
+
+    /// Skipping idle time gives the same jobs and segments as running every
+    /// round, for a workload with long gaps and both kinds of job.
+    #[test]
+    fn idle_skipping_equals_full_rounds() {
+        let jobs = vec![
+            rigid(0, 10.0, 2, 500.0),
+            profiled(1, 35.0, "bert", 2, 48),
+            rigid(2, 20_000.0, 8, 3000.0),
+            rigid(3, 20_030.0, 1, 100.0),
+            profiled(4, 40_000.5, "bert", 4, 96),
+            rigid(5, 40_000.5, 64, 900.0),
+        ];
+        for policy in ["tiresias", "greedy", "fifo"] {
+            let mut cfg = SimConfig {
+                interval_s: 37.5,
+                ..Default::default()
+            };
+            cfg.idle_rounds = IdleRounds::Run;
+            let full = run(&cfg, &jobs, policy);
+            cfg.idle_rounds = IdleRounds::Skip;
+            let skip = run(&cfg, &jobs, policy);
+            assert_eq!(full.jobs, skip.jobs, "{policy}");
+            assert_eq!(full.segments, skip.segments, "{policy}");
+            assert_eq!(full.summary.avg_jct_s, skip.summary.avg_jct_s, "{policy}");
+            // And skipping did skip: far fewer rounds were simulated.
+            assert!(
+                skip.rounds.len() * 2 < full.rounds.len(),
+                "{policy}: {} vs {}",
+                skip.rounds.len(),
+                full.rounds.len()
+            );
+        }
+    }
+
+    #[test]
+    fn jobs_larger_than_the_cluster_are_an_error() {
+        let profiles = crate::data::pollux_profiles().unwrap();
+        let mut p = gpuplan_solve::registry::create("fifo").unwrap();
+        let e = simulate_workload(
+            &SimConfig::default(),
+            &profiles,
+            &[rigid(0, 0.0, 128, 10.0)],
+            p.as_mut(),
+            &mut |_, _| Control::Continue,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("r0 (128 GPUs)"), "{e}");
+    }
+}

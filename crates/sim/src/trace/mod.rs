@@ -300,3 +300,6 @@ pub fn stats(trace: &Trace) -> TraceStats {
         skipped_rows: trace.skipped_rows,
     }
 }
+
+#[cfg(test)]
+mod tests;

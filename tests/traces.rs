@@ -49,7 +49,8 @@ fn slice(native: &Path, out: &Path, n: usize, max_s: f64, max_gpus: u32) {
                 Ok(d) => d <= max_s,
                 Err(_) => matches!(&r[app], "bert" | "ncf"),
             };
-            g <= max_gpus && short
+            // Powers of two: the packable sizes every planner can place.
+            g <= max_gpus && g.is_power_of_two() && short
         })
         .take(n)
         .collect();
@@ -115,7 +116,7 @@ fn every_trace_loads_inspects_and_simulates_under_every_policy() {
             native.to_str().unwrap(),
         ]));
         let s = dir.join(format!("slice-{i}.csv"));
-        slice(&native, &s, 4, 1800.0, 8);
+        slice(&native, &s, 3, 900.0, 8);
         slices.push(s);
     }
     // Every policy on every slice, in one sweep (all cores, progress bar).
@@ -126,7 +127,7 @@ fn every_trace_loads_inspects_and_simulates_under_every_policy() {
             "--policies",
             &policies.join(","),
             "--cluster",
-            "traces/clusters/hetero-64.csv",
+            "traces/clusters/pollux-16x4.csv",
             "--interval",
             "120",
             "--time-limit",
@@ -142,7 +143,7 @@ fn every_trace_loads_inspects_and_simulates_under_every_policy() {
         let per = &v["policies"][p]["per_workload"];
         assert_eq!(per.as_object().unwrap().len(), slices.len(), "{p}");
         for (w, s) in per.as_object().unwrap() {
-            assert_eq!(s["jobs"], 4, "{p} {w}");
+            assert_eq!(s["jobs"], 3, "{p} {w}");
             assert!(s["avg_jct_s"].as_f64().unwrap() > 0.0, "{p} {w}");
         }
     }
@@ -300,6 +301,20 @@ fn bad_rows_fail_with_positions_or_are_skipped() {
     let o = run(&["trace", "inspect", ps]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stdout).contains("bad.csv:3:num_gpu"));
+    // A heterogeneous cluster from a file.
+    let v: serde_json::Value = serde_json::from_str(&ok(&run(&[
+        "simulate",
+        "--workload",
+        "traces/tiresias/60_job.csv",
+        "--policy",
+        "tiresias",
+        "--cluster",
+        "traces/clusters/hetero-64.csv",
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    assert_eq!(v["jobs"], 60);
     // A cluster that is neither a shape nor a file.
     let o = run(&[
         "simulate",

@@ -64,30 +64,8 @@ pub enum ToFormat {
     Gpuplan,
 }
 
-/// The trace formats, as `--format` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum TraceFormatArg {
-    Gpuplan,
-    Pollux,
-    Philly,
-    Tiresias,
-    Gavel,
-    Shockwave,
-    Pal,
-}
-
-impl From<TraceFormatArg> for TraceFormat {
-    fn from(f: TraceFormatArg) -> Self {
-        match f {
-            TraceFormatArg::Gpuplan => TraceFormat::Gpuplan,
-            TraceFormatArg::Pollux => TraceFormat::Pollux,
-            TraceFormatArg::Philly => TraceFormat::Philly,
-            TraceFormatArg::Tiresias => TraceFormat::Tiresias,
-            TraceFormatArg::Gavel => TraceFormat::Gavel,
-            TraceFormatArg::Shockwave => TraceFormat::Shockwave,
-            TraceFormatArg::Pal => TraceFormat::Pal,
-        }
-    }
+fn parse_trace_format(s: &str) -> Result<TraceFormat, String> {
+    TraceFormat::from_name(s).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -100,8 +78,8 @@ pub enum DurationJobsArg {
 #[derive(Args, Debug, Clone, Default)]
 pub struct TraceOpts {
     /// Trace format; detected from the first line when not given.
-    #[arg(long = "trace-format", value_enum)]
-    pub trace_format: Option<TraceFormatArg>,
+    #[arg(long = "trace-format", value_parser = parse_trace_format)]
+    pub trace_format: Option<TraceFormat>,
     /// Skip and count malformed rows instead of failing.
     #[arg(long)]
     pub skip_bad_rows: bool,
@@ -118,7 +96,7 @@ impl TraceOpts {
         let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
         let source = path.display().to_string();
         let format = match self.trace_format {
-            Some(f) => Some(f.into()),
+            Some(f) => Some(f),
             None => trace::detect(&bytes),
         };
         let tputs = if format == Some(TraceFormat::Gavel) {

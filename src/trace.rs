@@ -145,7 +145,7 @@ pub fn load_workload(
         DurationJobsArg::Rigid => DurationJobs::Rigid,
         DurationJobsArg::Pollux => DurationJobs::Pollux,
     };
-    Ok(to_workload(&t, treatment, profiles, seed).with_context(|| format!("{}", path.display()))?)
+    to_workload(&t, treatment, profiles, seed).with_context(|| format!("{}", path.display()))
 }
 
 /// `--cluster`: a shape `NxG[:type]`, a cluster file (`name,gpus,gpu_type[,count]`)

@@ -343,6 +343,22 @@ fn print_inspect(i: &Inspect) {
     );
     let hist: Vec<String> = s.gpu_histogram.iter().map(|(g, n)| format!("{g}:{n}")).collect();
     println!("GPUs per job    {}", hist.join(" "));
+    if s.duration_jobs + s.profiled_jobs > 0 && s.total_gpu_s == 0.0 {
+        println!("load            unknown: no job gives a duration (profiled jobs run until trained)");
+    } else {
+        print_load(i);
+    }
+    println!("bad rows        {}", s.skipped_rows);
+    for p in &i.problems {
+        println!("  {p}");
+    }
+    if i.problem_count > i.problems.len() {
+        println!("  ... and {} more", i.problem_count - i.problems.len());
+    }
+}
+
+fn print_load(i: &Inspect) {
+    let s = &i.stats;
     println!(
         "load            {:.0} GPU-h in total, {:.1} GPUs busy on average{}",
         s.total_gpu_s / 3600.0,
@@ -352,11 +368,4 @@ fn print_inspect(i: &Inspect) {
             _ => String::new(),
         }
     );
-    println!("bad rows        {}", s.skipped_rows);
-    for p in &i.problems {
-        println!("  {p}");
-    }
-    if i.problem_count > i.problems.len() {
-        println!("  ... and {} more", i.problem_count - i.problems.len());
-    }
 }

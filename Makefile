@@ -33,3 +33,9 @@ deps-check: setup
 
 test: fmt-check clippy deps-check unit
 	@echo "make test: all checks passed"
+
+# Fuzz every trace loader (not part of `make test`): make fuzz FUZZ_SECONDS=60
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)

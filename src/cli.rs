@@ -71,6 +71,11 @@ pub enum Cmd {
         #[command(flatten)]
         client: crate::serve::ClientArgs,
     },
+    /// Read public traces: inspect, convert to the native format, sample.
+    Trace {
+        #[command(subcommand)]
+        cmd: crate::trace::TraceCmd,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -131,6 +136,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             rank,
             client,
         } => crate::serve::logs(client, id, lines, rank),
+        Cmd::Trace { cmd } => crate::trace::run(cmd),
         Cmd::Policies => {
             for name in gpuplan_solve::registry::names() {
                 println!("{name}");

@@ -9,6 +9,7 @@ mod plan;
 mod plots;
 mod serve;
 mod simulate;
+mod trace;
 
 use std::process::ExitCode;
 

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpuplan_core::{Cluster, Interference, JobSpec};
+use gpuplan_core::{Cluster, Interference};
 use gpuplan_sim::data::Profiles;
-use gpuplan_sim::{simulate as run_sim, workload, Control, SimConfig, SimResult};
+use gpuplan_sim::{simulate_workload as run_sim, Control, SimConfig, SimResult, WorkloadJob};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -17,7 +17,7 @@ use crate::cli::Format;
 
 #[derive(Args, Debug, Clone)]
 pub struct SimOpts {
-    /// Cluster shape NODESxGPUS (e.g. 16x4).
+    /// Cluster: shape NODESxGPUS (e.g. 16x4), a cluster file (traces/clusters/*.csv) or an Alibaba PAI machine spec.
     #[arg(long, default_value = "16x4")]
     pub cluster: String,
     /// Seconds between scheduling rounds.
@@ -43,6 +43,17 @@ pub struct SimOpts {
     /// Read application profiles from this directory instead of the bundled ones.
     #[arg(long)]
     pub traces: Option<PathBuf>,
+    #[command(flatten)]
+    pub trace: crate::trace::TraceOpts,
+    /// Jobs with a duration and no application: rigid fixed-throughput jobs, or the Pollux mapping to an application.
+    #[arg(long, value_enum, default_value = "rigid")]
+    pub duration_jobs: crate::trace::DurationJobsArg,
+    /// Fail if jobs are still running this many simulated days after the last arrival.
+    #[arg(long, default_value_t = 60.0)]
+    pub max_sim_days: f64,
+    /// Simulate rounds with no job in the system instead of skipping them (same results, slower).
+    #[arg(long)]
+    pub run_idle_rounds: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -77,6 +88,9 @@ pub struct SweepArgs {
     /// Comma-separated policy names.
     #[arg(long, value_delimiter = ',', required = true)]
     pub policies: Vec<String>,
+    /// Comma-separated seeds to sweep over (default: --seed alone).
+    #[arg(long, value_delimiter = ',')]
+    pub seeds: Vec<u64>,
     #[command(flatten)]
     pub opts: SimOpts,
     #[arg(long)]
@@ -87,7 +101,7 @@ pub struct SweepArgs {
 
 impl SimOpts {
     pub fn config(&self) -> Result<SimConfig> {
-        let cluster: Cluster = self.cluster.parse().context("--cluster")?;
+        let cluster: Cluster = crate::trace::load_cluster(&self.cluster)?;
         if !(self.interval > 0.0 && self.interval.is_finite()) {
             bail!("--interval must be > 0, got {}", self.interval);
         }
@@ -100,6 +114,9 @@ impl SimOpts {
                 self.interference_slowdown
             );
         }
+        if !(self.max_sim_days > 0.0 && self.max_sim_days.is_finite()) {
+            bail!("--max-sim-days must be > 0, got {}", self.max_sim_days);
+        }
         if self.p.is_nan() {
             bail!("--p must be a number");
         }
@@ -110,6 +127,10 @@ impl SimOpts {
             ..Default::default()
         };
         cfg.seed = self.seed;
+        cfg.max_sim_s = self.max_sim_days * 86400.0;
+        if self.run_idle_rounds {
+            cfg.idle_rounds = gpuplan_sim::IdleRounds::Run;
+        }
         cfg.interference_slowdown = self.interference_slowdown;
         cfg.time_limit_s = self.time_limit;
         cfg.params.p = self.p;
@@ -122,14 +143,8 @@ impl SimOpts {
     }
 }
 
-fn load_workload(path: &Path, profiles: &Profiles) -> Result<Vec<JobSpec>> {
-    let f = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    let name = path.display().to_string();
-    Ok(workload::parse_pollux_workload(
-        &name,
-        std::io::BufReader::new(f),
-        profiles,
-    )?)
+fn load_workload(path: &Path, opts: &SimOpts, profiles: &Profiles) -> Result<Vec<WorkloadJob>> {
+    crate::trace::load_workload(path, &opts.trace, opts.duration_jobs, opts.seed, profiles)
 }
 
 fn workload_name(path: &Path) -> String {
@@ -144,18 +159,14 @@ fn check_policy(name: &str) -> Result<()> {
 }
 
 /// Run one simulation; the shared path of `simulate` and `sweep`.
-pub fn run_one(cfg: &SimConfig, profiles: &Profiles, path: &Path, policy: &str) -> Result<SimResult> {
-    run_one_dumping(cfg, profiles, path, policy, None)
-}
-
 fn run_one_dumping(
     cfg: &SimConfig,
     profiles: &Profiles,
     path: &Path,
+    jobs: &[WorkloadJob],
     policy: &str,
     dump: Option<&Path>,
 ) -> Result<SimResult> {
-    let jobs = load_workload(path, profiles)?;
     let mut planner = gpuplan_solve::registry::create(policy)?;
     if let Some(d) = dump {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -178,7 +189,7 @@ fn run_one_dumping(
         }
         Control::Continue
     };
-    let result = run_sim(cfg, profiles, &jobs, planner.as_mut(), &mut observer);
+    let result = run_sim(cfg, profiles, jobs, planner.as_mut(), &mut observer);
     if let Some(e) = dump_err {
         return Err(e);
     }
@@ -227,7 +238,15 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
     check_policy(&a.policy)?;
     let cfg = a.opts.config()?;
     let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
-    let r = run_one_dumping(&cfg, &profiles, &a.workload, &a.policy, a.dump_rounds.as_deref())?;
+    let jobs = load_workload(&a.workload, &a.opts, &profiles)?;
+    let r = run_one_dumping(
+        &cfg,
+        &profiles,
+        &a.workload,
+        &jobs,
+        &a.policy,
+        a.dump_rounds.as_deref(),
+    )?;
     if let Some(out) = &a.out {
         write_outputs(out, &r, &cfg)?;
     }
@@ -309,7 +328,7 @@ fn expand_workloads(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
                 .with_context(|| format!("{}: cannot list", p.display()))?
                 .flatten()
                 .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+                .filter(|p| p.extension().is_some_and(|e| e == "csv" || e == "trace"))
                 .collect();
             v.sort_by_key(|p| natural_key(p));
             out.extend(v);
@@ -348,6 +367,25 @@ struct SweepOut {
     policies: BTreeMap<String, PolicyAgg>,
 }
 
+/// One simulation of a sweep: where its finished result lives on disk.
+struct SweepTask {
+    path: PathBuf,
+    workload: String,
+    policy: String,
+    seed: u64,
+}
+
+fn result_file(dir: &Path, t: &SweepTask) -> PathBuf {
+    dir.join(&t.policy).join(&t.workload).join("result.json")
+}
+
+/// Written next to the results, so a resumed sweep cannot mix settings.
+#[derive(Serialize, serde::Deserialize, PartialEq)]
+struct SweepSettings {
+    config: SimConfig,
+    duration_jobs: String,
+}
+
 pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     for p in &a.policies {
         check_policy(p)?;
@@ -358,32 +396,118 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     if workloads.is_empty() {
         bail!("no workload files found in {:?}", a.workloads);
     }
+    let seeds = if a.seeds.is_empty() {
+        vec![a.opts.seed]
+    } else {
+        a.seeds.clone()
+    };
     // Parse everything first, so bad input fails before hours of simulation.
+    let mut loaded = BTreeMap::new();
     for w in &workloads {
-        load_workload(w, &profiles)?;
+        for &seed in &seeds {
+            let opts = SimOpts {
+                seed,
+                ..a.opts.clone()
+            };
+            loaded.insert((w.clone(), seed), load_workload(w, &opts, &profiles)?);
+        }
     }
-    let pairs: Vec<(PathBuf, String)> = a
-        .policies
-        .iter()
-        .flat_map(|p| workloads.iter().map(move |w| (w.clone(), p.clone())))
-        .collect();
-    let bar = ProgressBar::new(pairs.len() as u64);
+    let mut tasks = Vec::new();
+    for p in &a.policies {
+        for w in &workloads {
+            for &seed in &seeds {
+                let name = workload_name(w);
+                tasks.push(SweepTask {
+                    path: w.clone(),
+                    workload: if seeds.len() > 1 {
+                        format!("{name}-seed{seed}")
+                    } else {
+                        name
+                    },
+                    policy: p.clone(),
+                    seed,
+                });
+            }
+        }
+    }
+    // Resume: results already in the output folder are read, not re-run.
+    let mut done: BTreeMap<usize, SimResult> = BTreeMap::new();
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let settings = SweepSettings {
+            config: cfg.clone(),
+            duration_jobs: format!("{:?}", a.opts.duration_jobs),
+        };
+        let file = dir.join("sweep-settings.json");
+        if file.exists() {
+            let old: SweepSettings = serde_json::from_slice(&std::fs::read(&file)?)
+                .with_context(|| format!("{}: unreadable", file.display()))?;
+            if old != settings {
+                bail!(
+                    "{} holds a sweep with other settings (cluster, interval, seed, ...); use another --out",
+                    dir.display()
+                );
+            }
+        } else {
+            std::fs::write(&file, serde_json::to_string_pretty(&settings)?)?;
+        }
+        for (i, t) in tasks.iter().enumerate() {
+            let f = result_file(dir, t);
+            if let Ok(bytes) = std::fs::read(&f) {
+                let r: SimResult =
+                    serde_json::from_slice(&bytes).with_context(|| format!("{}: unreadable", f.display()))?;
+                done.insert(i, r);
+            }
+        }
+        if !done.is_empty() {
+            eprintln!(
+                "resuming: {} of {} simulations already in {}",
+                done.len(),
+                tasks.len(),
+                dir.display()
+            );
+        }
+    }
+    let bar = ProgressBar::new(tasks.len() as u64);
     bar.set_style(ProgressStyle::with_template(
         "{bar:40} {pos}/{len} simulations  {elapsed_precise} {msg}",
     )?);
-    let results: Vec<Result<SimResult>> = pairs
+    bar.inc(done.len() as u64);
+    let todo: Vec<usize> = (0..tasks.len()).filter(|i| !done.contains_key(i)).collect();
+    let fresh: Vec<(usize, Result<SimResult>)> = todo
         .par_iter()
-        .map(|(w, p)| {
-            let r = run_one(&cfg, &profiles, w, p);
+        .map(|&i| {
+            let t = &tasks[i];
+            let cfg = SimConfig {
+                seed: t.seed,
+                ..cfg.clone()
+            };
+            let jobs = &loaded[&(t.path.clone(), t.seed)];
+            let r = run_one_dumping(&cfg, &profiles, &t.path, jobs, &t.policy, None).and_then(|mut r| {
+                r.summary.workload = t.workload.clone();
+                if let Some(dir) = &a.out {
+                    // Written atomically, so an interruption never leaves a half result.
+                    let f = result_file(dir, t);
+                    let parent = f.parent().expect("result file has a parent");
+                    std::fs::create_dir_all(parent)?;
+                    let tmp = parent.join("result.json.tmp");
+                    std::fs::write(&tmp, serde_json::to_vec(&r)?)?;
+                    std::fs::rename(&tmp, &f)?;
+                }
+                Ok(r)
+            });
             bar.inc(1);
-            r
+            (i, r)
         })
         .collect();
     bar.finish_and_clear();
+    for (i, r) in fresh {
+        done.insert(i, r?);
+    }
+    let results: Vec<SimResult> = done.into_values().collect();
     let mut out = SweepOut {
         policies: BTreeMap::new(),
     };
-    let results: Vec<SimResult> = results.into_iter().collect::<Result<_>>()?;
     for r in &results {
         if let Some(dir) = &a.out {
             write_outputs(&dir.join(&r.summary.policy).join(&r.summary.workload), r, &cfg)?;

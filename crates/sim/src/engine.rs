@@ -34,8 +34,43 @@ pub struct SimConfig {
     pub seed: u64,
     pub time_limit_s: f64,
     pub gap: f64,
-    /// Stop (with an error) if jobs are still running after this much simulated time.
+    /// Stop (with an error) if jobs are still running this much simulated
+    /// time after the last arrival.
     pub max_sim_s: f64,
+    /// Whether rounds with no job in the system are simulated or skipped.
+    #[serde(default)]
+    pub idle_rounds: IdleRounds,
+}
+
+/// Rounds in which no job has arrived yet or all arrived jobs are done.
+///
+/// Nothing can progress in them, so skipping them gives the same jobs and
+/// segments as running them (a test checks this); only the per-round
+/// records and planner-time statistics differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdleRounds {
+    #[default]
+    Skip,
+    Run,
+}
+
+/// What a job needs to finish: the simulator's ground truth for it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Work {
+    /// Train its application to completion, as the measured profile says.
+    Profiled,
+    /// Run `duration_s` on exactly its requested GPUs (a trace job with a
+    /// duration and no model: fixed throughput, rigid size).
+    Rigid { duration_s: f64 },
+}
+
+/// One job of a workload: what a user submits plus its ground truth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadJob {
+    pub spec: JobSpec,
+    pub work: Work,
 }
 
 impl Default for SimConfig {
@@ -50,6 +85,7 @@ impl Default for SimConfig {
             time_limit_s: 10.0,
             gap: 1e-4,
             max_sim_s: 60.0 * 86400.0,
+            idle_rounds: IdleRounds::Skip,
         }
     }
 }
@@ -65,7 +101,10 @@ pub enum Control {
 /// agent has measured.
 struct SimJob<'a> {
     spec: JobSpec,
-    profile: &'a AppProfile,
+    /// `None` for rigid jobs, which progress by wall-clock time instead.
+    profile: Option<&'a AppProfile>,
+    /// Seconds of work at the requested GPUs (rigid jobs only).
+    rigid_s: f64,
     /// Fixed total batch (fixed-batch policies, and NCF as in the artifact).
     target_batch: Option<u32>,
     max_gpus: u32,
@@ -104,12 +143,13 @@ impl SimJob<'_> {
     }
 
     fn model(&mut self) -> Option<GoodputModel> {
+        let limits = self.profile?.limits;
         let perf = self.fitted()?;
         let grad = self.grad?;
         Some(GoodputModel {
             perf,
             grad,
-            limits: self.profile.limits,
+            limits,
             accumulation: true,
         })
     }
@@ -118,10 +158,13 @@ impl SimJob<'_> {
     /// the artifact's `update_local_bsz` does.
     fn update_local_bsz(&mut self) {
         let r = self.alloc.num_gpus();
+        let Some(profile) = self.profile else {
+            return;
+        };
         if r == 0 {
             return;
         }
-        let lim = self.profile.limits;
+        let lim = profile.limits;
         let fixed = match self.target_batch {
             Some(b) => Some(b),
             None if self.perf.is_none() && !self.perf_dirty => Some(lim.init_batch.max(lim.min_local * r)),
@@ -158,11 +201,26 @@ impl SimJob<'_> {
         self.attained_gpu_s += delay * gpus;
         self.rescale_left_s -= delay;
         seconds -= delay;
+        let Some(profile) = self.profile else {
+            // Rigid: work is seconds at the requested GPUs; other sizes scale linearly.
+            let rate = gpus / self.spec.requested_gpus.max(1) as f64 * (1.0 - slowdown);
+            let left = self.rigid_s - self.progress;
+            if rate > 0.0 && left <= rate * seconds {
+                let delta = left / rate;
+                self.progress = self.rigid_s;
+                self.attained_gpu_s += delta * gpus;
+                self.completion_s = Some(t + delta);
+            } else {
+                self.progress += rate * seconds;
+                self.attained_gpu_s += seconds * gpus;
+            }
+            return;
+        };
         let nodes = self.alloc.num_nodes();
         while seconds > 0.0 && self.completion_s.is_none() {
             let r = self.alloc.num_gpus();
             let batch = self.batch() as f64;
-            let st = self.profile.step_time(&self.shape, self.local_bsz as f64);
+            let st = profile.step_time(&self.shape, self.local_bsz as f64);
             let accum_time = (st.step_s - st.sync_s).max(1e-9);
             let key = (nodes, r, self.local_bsz);
             if !self.observations.contains_key(&key) {
@@ -178,11 +236,11 @@ impl SimJob<'_> {
                 );
                 self.perf_dirty = true;
             }
-            self.grad = Some(self.profile.grad_params(self.epoch, batch));
-            let gain = self.profile.gain(self.epoch, batch);
+            self.grad = Some(profile.grad_params(self.epoch, batch));
+            let gain = profile.gain(self.epoch, batch);
             let total = st.step_s + accum_time * self.accum_steps as f64;
             let rate = gain / total * (1.0 - slowdown);
-            let next = self.profile.progress_at_epoch(self.epoch + 1);
+            let next = profile.progress_at_epoch(self.epoch + 1);
             if self.progress + rate * seconds < next {
                 self.progress += rate * seconds;
                 self.attained_gpu_s += seconds * gpus;
@@ -191,7 +249,7 @@ impl SimJob<'_> {
             } else {
                 self.epoch += 1;
                 let delta = ((next - self.progress) / rate).round().clamp(0.0, seconds);
-                if self.epoch >= self.profile.max_epochs {
+                if self.epoch >= profile.max_epochs {
                     self.completion_s = Some(t + delta);
                 }
                 self.progress = next;
@@ -205,7 +263,15 @@ impl SimJob<'_> {
 
     /// True seconds per optimizer step on k packed GPUs at the fixed batch.
     fn oracle(&mut self, cluster: &Cluster) -> Oracle {
-        let lim = self.profile.limits;
+        let Some(profile) = self.profile else {
+            // One "iteration" is one second at the requested size.
+            let g = self.spec.requested_gpus.max(1);
+            return Oracle {
+                remaining_iters: (self.rigid_s - self.progress).max(0.0),
+                step_time_s: (1..=g).map(|k| g as f64 / k as f64).collect(),
+            };
+        };
+        let lim = profile.limits;
         let batch = self.target_batch.unwrap_or(self.spec.batch_size);
         if self.oracle_steps.is_none() {
             let g = cluster.max_gpus_per_node().max(1);
@@ -218,17 +284,17 @@ impl SimJob<'_> {
                         shape.push(k % g);
                     }
                     let (atomic, accum) = fixed_batch_split(batch, k, lim.max_local, lim.init_batch);
-                    let st = self.profile.step_time(&shape, atomic as f64);
+                    let st = profile.step_time(&shape, atomic as f64);
                     st.step_s + (st.step_s - st.sync_s) * accum as f64
                 })
                 .collect();
             self.oracle_steps = Some(steps);
         }
         let mut iters = 0.0;
-        for e in self.epoch..self.profile.max_epochs {
-            let start = self.profile.progress_at_epoch(e).max(self.progress);
-            let need = (self.profile.progress_at_epoch(e + 1) - start).max(0.0);
-            iters += need / self.profile.gain(e, batch as f64).max(1e-12);
+        for e in self.epoch..profile.max_epochs {
+            let start = profile.progress_at_epoch(e).max(self.progress);
+            let need = (profile.progress_at_epoch(e + 1) - start).max(0.0);
+            iters += need / profile.gain(e, batch as f64).max(1e-12);
         }
         Oracle {
             remaining_iters: iters,
@@ -249,7 +315,7 @@ pub fn fixed_batch_split(batch: u32, r: u32, max_local: u32, init_batch: u32) ->
     (local.div_ceil(accum + 1), accum)
 }
 
-/// Run one workload under one planner.
+/// Run one workload of profile-driven jobs under one planner.
 pub fn simulate(
     cfg: &SimConfig,
     profiles: &Profiles,
@@ -257,24 +323,72 @@ pub fn simulate(
     planner: &mut dyn Planner,
     observer: &mut dyn FnMut(&Round, &Plan) -> Control,
 ) -> Result<SimResult, SimError> {
+    let jobs: Vec<WorkloadJob> = specs
+        .iter()
+        .map(|s| WorkloadJob {
+            spec: s.clone(),
+            work: Work::Profiled,
+        })
+        .collect();
+    simulate_workload(cfg, profiles, &jobs, planner, observer)
+}
+
+/// Run one workload (profile-driven and rigid jobs) under one planner.
+///
+/// Per-round cost is proportional to the jobs in the system: jobs that have
+/// not arrived or have finished are not touched, and with
+/// [`IdleRounds::Skip`] rounds with no job in the system are jumped over.
+pub fn simulate_workload(
+    cfg: &SimConfig,
+    profiles: &Profiles,
+    specs: &[WorkloadJob],
+    planner: &mut dyn Planner,
+    observer: &mut dyn FnMut(&Round, &Plan) -> Control,
+) -> Result<SimResult, SimError> {
     let wall = web_time::Instant::now();
     let traits = planner.traits();
     let adaptive = traits.batch == BatchPolicy::Adaptive;
+    let total_gpus = cfg.cluster.total_gpus();
     let mut jobs: Vec<SimJob> = Vec::with_capacity(specs.len());
-    for spec in specs {
-        let profile = profiles.get(&spec.app).ok_or_else(|| {
-            SimError::Invalid(format!(
-                "job {}: unknown application '{}'; valid: {}",
-                spec.name,
-                spec.app,
-                profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-            ))
-        })?;
+    let mut too_big = Vec::new();
+    for WorkloadJob { spec, work } in specs {
+        if !(spec.submit_s.is_finite() && spec.submit_s >= 0.0) {
+            return Err(SimError::Invalid(format!(
+                "job {}: submit time must be finite and >= 0, got {}",
+                spec.name, spec.submit_s
+            )));
+        }
+        let (profile, rigid_s, min_gpus) = match work {
+            Work::Profiled => {
+                let p = profiles.get(&spec.app).ok_or_else(|| {
+                    SimError::Invalid(format!(
+                        "job {}: unknown application '{}'; valid: {}",
+                        spec.name,
+                        spec.app,
+                        profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ))
+                })?;
+                (Some(p), 0.0, spec.min_gpus)
+            }
+            Work::Rigid { duration_s } => {
+                if !(duration_s.is_finite() && *duration_s > 0.0) {
+                    return Err(SimError::Invalid(format!(
+                        "job {}: duration must be finite and > 0, got {duration_s}",
+                        spec.name
+                    )));
+                }
+                (None, *duration_s, spec.min_gpus.max(spec.requested_gpus))
+            }
+        };
+        if min_gpus > total_gpus {
+            too_big.push(format!("{} ({min_gpus} GPUs)", spec.name));
+        }
         // The artifact pins NCF to its tuned batch and one GPU for adaptive policies.
-        let ncf_pin = adaptive && spec.app == "ncf";
+        let ncf_pin = adaptive && spec.app == "ncf" && profile.is_some();
         jobs.push(SimJob {
             spec: spec.clone(),
             profile,
+            rigid_s,
             target_batch: if !adaptive || ncf_pin {
                 Some(spec.batch_size)
             } else {
@@ -300,6 +414,15 @@ pub fn simulate(
             oracle_steps: None,
         });
     }
+    if !too_big.is_empty() {
+        let n = too_big.len();
+        too_big.truncate(10);
+        return Err(SimError::Invalid(format!(
+            "{n} job(s) need more GPUs than the cluster's {total_gpus}: {}{}",
+            too_big.join(", "),
+            if n > 10 { ", ..." } else { "" }
+        )));
+    }
     let validate_params = PolicyParams {
         interference: if traits.honours_interference {
             cfg.params.interference
@@ -308,20 +431,36 @@ pub fn simulate(
         },
         ..cfg.params
     };
+    // Arrival order; ties keep workload order.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| jobs[a].spec.submit_s.total_cmp(&jobs[b].spec.submit_s));
+    let last_submit_s = order.last().map_or(0.0, |&i| jobs[i].spec.submit_s);
+    let mut next_arrival = 0usize;
+    // Arrived, unfinished jobs, by workload index (the order planners see).
+    let mut active: Vec<usize> = Vec::new();
+    let mut finished = 0usize;
     let mut rounds = Vec::new();
     let mut segments = Vec::new();
     let mut planner_ms = Vec::new();
-    let mut now = 0.0f64;
+    // Time is ticks × interval (not a running sum), so skipping ticks lands
+    // on exactly the times full rounds reach.
+    let mut tick = 0u64;
     let mut round_index = 0u64;
-    loop {
-        // 1. Advance every job by one interval with the current allocations.
-        let slow = slowdowns(&jobs, &cfg.cluster, cfg.interference_slowdown);
-        for (j, s) in jobs.iter_mut().zip(&slow) {
-            j.step(now, cfg.interval_s, *s);
+    while finished < jobs.len() {
+        let now = tick as f64 * cfg.interval_s;
+        // 1. Advance every job in the system by one interval.
+        let slow = slowdowns(&jobs, &active, &cfg.cluster, cfg.interference_slowdown);
+        for (&i, s) in active.iter().zip(&slow) {
+            jobs[i].step(now, cfg.interval_s, *s);
         }
-        now += cfg.interval_s;
-        for j in jobs.iter_mut() {
-            if let (Some(c), false) = (j.completion_s, j.alloc.is_empty()) {
+        tick += 1;
+        let mut now = tick as f64 * cfg.interval_s;
+        active.retain(|&i| {
+            let j = &mut jobs[i];
+            let Some(c) = j.completion_s else {
+                return true;
+            };
+            if !j.alloc.is_empty() {
                 segments.push(Segment {
                     job: j.spec.id,
                     start_s: j.segment_start_s,
@@ -330,20 +469,37 @@ pub fn simulate(
                 });
                 j.alloc = Allocation::default();
             }
-        }
-        if jobs.iter().all(|j| j.completion_s.is_some()) {
+            finished += 1;
+            false
+        });
+        if finished == jobs.len() {
             break;
         }
-        if now > cfg.max_sim_s {
+        if now > last_submit_s + cfg.max_sim_s {
             return Err(SimError::Invalid(format!(
-                "jobs still running after {} simulated seconds; is the cluster too small for the workload?",
+                "jobs still running {} simulated seconds after the last arrival; is the cluster too small for the workload?",
                 cfg.max_sim_s
             )));
         }
-        // 2. Build what the planner may see.
-        let active: Vec<usize> = (0..jobs.len())
-            .filter(|&i| jobs[i].spec.submit_s <= now && jobs[i].completion_s.is_none())
-            .collect();
+        if active.is_empty() && cfg.idle_rounds == IdleRounds::Skip {
+            // Nothing can progress until the next arrival: jump to the
+            // first round boundary at or after it, as full rounds would.
+            let t = jobs[order[next_arrival]].spec.submit_s;
+            let target = ((t / cfg.interval_s).ceil() as u64).max(tick);
+            round_index += target - tick;
+            tick = target;
+            now = tick as f64 * cfg.interval_s;
+        }
+        // 2. Admit arrivals.
+        let before = active.len();
+        while next_arrival < order.len() && jobs[order[next_arrival]].spec.submit_s <= now {
+            active.push(order[next_arrival]);
+            next_arrival += 1;
+        }
+        if active.len() > before {
+            active.sort_unstable();
+        }
+        // 3. Build what the planner may see.
         let mut round_jobs = Vec::with_capacity(active.len());
         for &i in &active {
             let j = &mut jobs[i];
@@ -360,7 +516,11 @@ pub fn simulate(
                 submit_s: j.spec.submit_s,
                 requested_gpus: j.spec.requested_gpus,
                 batch_size: j.target_batch.unwrap_or(j.spec.batch_size),
-                min_gpus: j.spec.min_gpus,
+                min_gpus: if j.profile.is_some() {
+                    j.spec.min_gpus
+                } else {
+                    j.spec.min_gpus.max(j.spec.requested_gpus)
+                },
                 max_gpus: j.max_gpus,
                 preemptible: j.spec.preemptible,
                 state: JobState {
@@ -379,7 +539,7 @@ pub fn simulate(
                 oracle,
             });
         }
-        let round = Round {
+        let mut round = Round {
             now_s: now,
             cluster: cfg.cluster.clone(),
             jobs: round_jobs,
@@ -396,11 +556,10 @@ pub fn simulate(
         };
         round_index += 1;
         let plan = run_planner(planner, &round, &limits)?;
-        let check_round = Round {
-            params: validate_params,
-            ..round.clone()
-        };
-        if let Err(v) = validate(&check_round, &plan) {
+        round.params = validate_params;
+        let checked = validate(&round, &plan);
+        round.params = cfg.params;
+        if let Err(v) = checked {
             let msgs: Vec<String> = v.iter().map(|e| e.to_string()).collect();
             return Err(SimError::Invalid(format!(
                 "planner {} returned an invalid plan at t={now}: {}",
@@ -409,7 +568,7 @@ pub fn simulate(
             )));
         }
         planner_ms.push(plan.solve_ms);
-        // 3. Apply: changed allocations restart after a delay.
+        // 4. Apply: changed allocations restart after a delay.
         let mut restarts_now = 0;
         for &i in &active {
             let j = &mut jobs[i];
@@ -442,8 +601,8 @@ pub fn simulate(
             j.rescale_left_s = cfg.restart_delay_s;
             j.update_local_bsz();
         }
-        let running = jobs.iter().filter(|j| !j.alloc.is_empty()).count();
-        let gpus: u32 = jobs.iter().map(|j| j.alloc.num_gpus()).sum();
+        let running = active.iter().filter(|&&i| !jobs[i].alloc.is_empty()).count();
+        let gpus: u32 = active.iter().map(|&i| jobs[i].alloc.num_gpus()).sum();
         rounds.push(RoundRecord {
             time_s: now,
             active: active.len(),
@@ -482,19 +641,26 @@ pub fn simulate(
     ))
 }
 
-/// Per-job slowdown: multi-node jobs on a node shared by several of them.
-fn slowdowns(jobs: &[SimJob], cluster: &Cluster, slowdown: f64) -> Vec<f64> {
+/// Per-job slowdown (aligned with `active`): multi-node jobs on a node
+/// shared by several of them.
+fn slowdowns(jobs: &[SimJob], active: &[usize], cluster: &Cluster, slowdown: f64) -> Vec<f64> {
     if slowdown <= 0.0 {
-        return vec![0.0; jobs.len()];
+        return vec![0.0; active.len()];
     }
     let mut multi = vec![0u32; cluster.num_nodes()];
-    for j in jobs.iter().filter(|j| j.alloc.num_nodes() > 1) {
+    for j in active
+        .iter()
+        .map(|&i| &jobs[i])
+        .filter(|j| j.alloc.num_nodes() > 1)
+    {
         for (n, _) in j.alloc.per_node() {
             multi[n.0 as usize] += 1;
         }
     }
-    jobs.iter()
-        .map(|j| {
+    active
+        .iter()
+        .map(|&i| {
+            let j = &jobs[i];
             let hit =
                 j.alloc.num_nodes() > 1 && j.alloc.per_node().iter().any(|(n, _)| multi[n.0 as usize] > 1);
             if hit {
@@ -518,5 +684,111 @@ mod tests {
         assert_eq!(fixed_batch_split(384, 6, 12, 12), (11, 5));
         // One GPU above M0 always accumulates.
         assert_eq!(fixed_batch_split(256, 1, 1024, 128), (128, 1));
+    }
+}
+
+#[cfg(test)]
+mod scale_tests {
+    use super::*;
+    use gpuplan_core::JobId;
+
+    fn rigid(id: u32, submit_s: f64, gpus: u32, duration_s: f64) -> WorkloadJob {
+        WorkloadJob {
+            spec: JobSpec {
+                id: JobId(id),
+                name: format!("r{id}"),
+                app: "rigid".into(),
+                submit_s,
+                requested_gpus: gpus,
+                batch_size: 1,
+                min_gpus: gpus,
+                max_gpus: gpus,
+                preemptible: true,
+            },
+            work: Work::Rigid { duration_s },
+        }
+    }
+
+    fn profiled(id: u32, submit_s: f64, app: &str, gpus: u32, batch: u32) -> WorkloadJob {
+        WorkloadJob {
+            spec: JobSpec {
+                id: JobId(id),
+                name: format!("p{id}"),
+                app: app.into(),
+                submit_s,
+                requested_gpus: gpus,
+                batch_size: batch,
+                min_gpus: 1,
+                max_gpus: 16,
+                preemptible: true,
+            },
+            work: Work::Profiled,
+        }
+    }
+
+    fn run(cfg: &SimConfig, jobs: &[WorkloadJob], policy: &str) -> SimResult {
+        let profiles = crate::data::pollux_profiles().unwrap();
+        let mut p = gpuplan_solve::registry::create(policy).unwrap();
+        simulate_workload(cfg, &profiles, jobs, p.as_mut(), &mut |_, _| Control::Continue).unwrap()
+    }
+
+    /// A rigid job alone runs its duration after the restart delay.
+    #[test]
+    fn rigid_job_runs_its_duration() {
+        let cfg = SimConfig::default();
+        let r = run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo");
+        let j = &r.jobs[0];
+        // Starts at the first round (60 s), loses 30 s to the restart delay.
+        assert_eq!(j.completion_s, 60.0 + 30.0 + 1000.0);
+        assert_eq!(j.max_gpus_used, 4);
+    }
+
+    /// Skipping idle time gives the same jobs and segments as running every
+    /// round, for a workload with long gaps and both kinds of job.
+    #[test]
+    fn idle_skipping_equals_full_rounds() {
+        let jobs = vec![
+            rigid(0, 10.0, 2, 500.0),
+            profiled(1, 35.0, "bert", 2, 48),
+            rigid(2, 20_000.0, 8, 3000.0),
+            rigid(3, 20_030.0, 1, 100.0),
+            profiled(4, 40_000.5, "bert", 4, 96),
+            rigid(5, 40_000.5, 64, 900.0),
+        ];
+        for policy in ["tiresias", "greedy", "fifo"] {
+            let mut cfg = SimConfig {
+                interval_s: 37.5,
+                ..Default::default()
+            };
+            cfg.idle_rounds = IdleRounds::Run;
+            let full = run(&cfg, &jobs, policy);
+            cfg.idle_rounds = IdleRounds::Skip;
+            let skip = run(&cfg, &jobs, policy);
+            assert_eq!(full.jobs, skip.jobs, "{policy}");
+            assert_eq!(full.segments, skip.segments, "{policy}");
+            assert_eq!(full.summary.avg_jct_s, skip.summary.avg_jct_s, "{policy}");
+            // And skipping did skip: far fewer rounds were simulated.
+            assert!(
+                skip.rounds.len() * 2 < full.rounds.len(),
+                "{policy}: {} vs {}",
+                skip.rounds.len(),
+                full.rounds.len()
+            );
+        }
+    }
+
+    #[test]
+    fn jobs_larger_than_the_cluster_are_an_error() {
+        let profiles = crate::data::pollux_profiles().unwrap();
+        let mut p = gpuplan_solve::registry::create("fifo").unwrap();
+        let e = simulate_workload(
+            &SimConfig::default(),
+            &profiles,
+            &[rigid(0, 0.0, 128, 10.0)],
+            p.as_mut(),
+            &mut |_, _| Control::Continue,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("r0 (128 GPUs)"), "{e}");
     }
 }

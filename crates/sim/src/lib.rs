@@ -19,8 +19,9 @@ pub mod engine;
 pub mod error;
 pub mod instances;
 pub mod metrics;
+pub mod trace;
 pub mod workload;
 
-pub use engine::{simulate, Control, SimConfig};
+pub use engine::{simulate, simulate_workload, Control, IdleRounds, SimConfig, Work, WorkloadJob};
 pub use error::SimError;
 pub use metrics::{SimResult, Summary};

@@ -1,0 +1,371 @@
+//! `gpuplan trace inspect|convert|sample`, and the one place the binary
+//! turns a workload path or a `--cluster` value into library types.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use gpuplan_core::Cluster;
+use gpuplan_sim::data::Profiles;
+use gpuplan_sim::trace::workload::{parse_duration_s, sample, to_workload, DurationJobs};
+use gpuplan_sim::trace::{self, alibaba, cluster_file, gavel, native, BadRows, Format as TraceFormat, Trace};
+use gpuplan_sim::WorkloadJob;
+use serde::Serialize;
+
+use crate::cli::Format;
+
+/// Gavel's throughput table, bundled so Gavel traces load from anywhere.
+const GAVEL_THROUGHPUTS: &[u8] = include_bytes!("../traces/gavel/simulation_throughputs.json");
+
+#[derive(Subcommand, Debug)]
+pub enum TraceCmd {
+    /// Format, job count, time span, GPU histogram, load and the first problems of a trace.
+    Inspect {
+        path: PathBuf,
+        #[command(flatten)]
+        load: TraceOpts,
+        /// Also give the load relative to this cluster (NxG or a cluster file).
+        #[arg(long)]
+        cluster: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Convert a trace to gpuplan's native workload CSV (docs/workload-format.md).
+    Convert {
+        path: PathBuf,
+        #[command(flatten)]
+        load: TraceOpts,
+        /// Target format; only `gpuplan` is written.
+        #[arg(long, value_enum, default_value = "gpuplan")]
+        to: ToFormat,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Sample N jobs from a window of a trace by the Pollux method, as a native workload.
+    Sample {
+        path: PathBuf,
+        #[command(flatten)]
+        load: TraceOpts,
+        #[arg(long)]
+        jobs: usize,
+        /// Window length: 8h, 30m, 3600s, 1d or seconds.
+        #[arg(long, default_value = "8h")]
+        window: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ToFormat {
+    Gpuplan,
+}
+
+fn parse_trace_format(s: &str) -> Result<TraceFormat, String> {
+    TraceFormat::from_name(s).map_err(|e| e.to_string())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DurationJobsArg {
+    Rigid,
+    Pollux,
+}
+
+/// How to read a trace (shared by `trace`, `simulate` and `sweep`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TraceOpts {
+    /// Trace format; detected from the first line when not given.
+    #[arg(long = "trace-format", value_parser = parse_trace_format)]
+    pub trace_format: Option<TraceFormat>,
+    /// Skip and count malformed rows instead of failing.
+    #[arg(long)]
+    pub skip_bad_rows: bool,
+    /// GPU type whose Gavel throughput turns a job's steps into a duration.
+    #[arg(long, default_value = gavel::DEFAULT_GPU_TYPE)]
+    pub gavel_gpu_type: String,
+    /// Gavel throughput table (default: the bundled simulation_throughputs.json).
+    #[arg(long)]
+    pub gavel_throughputs: Option<PathBuf>,
+}
+
+impl TraceOpts {
+    pub fn load(&self, path: &Path) -> Result<Trace> {
+        let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let source = path.display().to_string();
+        let format = match self.trace_format {
+            Some(f) => Some(f),
+            None => trace::detect(&bytes),
+        };
+        let tputs = if format == Some(TraceFormat::Gavel) {
+            Some(match &self.gavel_throughputs {
+                Some(p) => {
+                    let b = std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()))?;
+                    gavel::Throughputs::parse(&p.display().to_string(), &b)?
+                }
+                None => gavel::Throughputs::parse("simulation_throughputs.json", GAVEL_THROUGHPUTS)?,
+            })
+        } else {
+            None
+        };
+        let opts = trace::LoadOptions {
+            bad_rows: if self.skip_bad_rows {
+                BadRows::Skip
+            } else {
+                BadRows::Fail
+            },
+            gavel_throughputs: tputs.as_ref(),
+            gavel_gpu_type: Some(&self.gavel_gpu_type),
+        };
+        let t = trace::load_auto(format, &source, &bytes, &opts)?;
+        if t.skipped_rows > 0 {
+            eprintln!(
+                "warning: {}: skipped {} bad row(s); first: {}",
+                source,
+                t.skipped_rows,
+                t.problems.first().map(|p| p.to_string()).unwrap_or_default()
+            );
+        }
+        Ok(t)
+    }
+}
+
+/// Simulator jobs from a workload file of any supported format.
+pub fn load_workload(
+    path: &Path,
+    opts: &TraceOpts,
+    treatment: DurationJobsArg,
+    seed: u64,
+    profiles: &Profiles,
+) -> Result<Vec<WorkloadJob>> {
+    let t = opts.load(path)?;
+    let treatment = match treatment {
+        DurationJobsArg::Rigid => DurationJobs::Rigid,
+        DurationJobsArg::Pollux => DurationJobs::Pollux,
+    };
+    to_workload(&t, treatment, profiles, seed).with_context(|| format!("{}", path.display()))
+}
+
+/// `--cluster`: a shape `NxG[:type]`, a cluster file (`name,gpus,gpu_type[,count]`)
+/// or an Alibaba PAI machine spec.
+pub fn load_cluster(arg: &str) -> Result<Cluster> {
+    let path = Path::new(arg);
+    if path.is_file() {
+        let bytes = std::fs::read(path).with_context(|| format!("{arg}: cannot read"))?;
+        let first = String::from_utf8_lossy(&bytes[..bytes.len().min(256)])
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        if first.starts_with("name,") {
+            return Ok(cluster_file::parse(arg, &bytes)?);
+        }
+        let (c, _cpu_only) = alibaba::parse(arg, &bytes)?;
+        return Ok(c);
+    }
+    match arg.parse::<Cluster>() {
+        Ok(c) => Ok(c),
+        Err(e) if arg.contains('/') || arg.ends_with(".csv") => {
+            bail!("--cluster {arg}: no such file (and not a NODESxGPUS shape: {e})")
+        }
+        Err(e) => Err(e).context("--cluster"),
+    }
+}
+
+#[derive(Serialize)]
+struct Inspect {
+    path: String,
+    #[serde(flatten)]
+    stats: trace::TraceStats,
+    /// mean_gpus_demanded / cluster GPUs, when --cluster is given.
+    load_vs_cluster: Option<f64>,
+    cluster_gpus: Option<u32>,
+    /// The first problems found (rows that fail validation), at most 10.
+    problems: Vec<String>,
+    problem_count: usize,
+}
+
+pub fn run(cmd: TraceCmd) -> Result<ExitCode> {
+    match cmd {
+        TraceCmd::Inspect {
+            path,
+            mut load,
+            cluster,
+            format,
+        } => {
+            // Inspect reports problems rather than stopping at them.
+            load.skip_bad_rows = true;
+            if let Some(c) = cluster_description(&path, &load)? {
+                return inspect_cluster(&path, &c, format);
+            }
+            let t = load.load(&path)?;
+            let stats = trace::stats(&t);
+            let cluster = cluster.as_deref().map(load_cluster).transpose()?;
+            let out = Inspect {
+                path: path.display().to_string(),
+                load_vs_cluster: cluster
+                    .as_ref()
+                    .map(|c| stats.mean_gpus_demanded / c.total_gpus() as f64),
+                cluster_gpus: cluster.as_ref().map(Cluster::total_gpus),
+                problems: t.problems.iter().take(10).map(|p| p.to_string()).collect(),
+                problem_count: t.problems.len(),
+                stats,
+            };
+            match format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+                Format::Table => print_inspect(&out),
+            }
+            Ok(if out.problem_count > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        TraceCmd::Convert { path, load, to, out } => {
+            let ToFormat::Gpuplan = to;
+            let t = load.load(&path)?;
+            write_native(&out, &t.jobs)?;
+            eprintln!(
+                "wrote {} jobs ({} format) to {}",
+                t.jobs.len(),
+                t.format.name(),
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        TraceCmd::Sample {
+            path,
+            load,
+            jobs,
+            window,
+            seed,
+            out,
+        } => {
+            if jobs == 0 {
+                bail!("--jobs must be > 0");
+            }
+            let window_s = parse_duration_s(&window).context("--window")?;
+            let t = load.load(&path)?;
+            let profiles = gpuplan_sim::data::pollux_profiles()?;
+            let picked = sample(&t, jobs, window_s, seed, &profiles)
+                .with_context(|| format!("sampling {}", path.display()))?;
+            write_native(&out, &picked)?;
+            eprintln!("wrote {} jobs to {}", picked.len(), out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// A file that is a cluster description rather than a trace (a cluster file
+/// or an Alibaba machine spec), unless a trace format was forced.
+fn cluster_description(path: &Path, load: &TraceOpts) -> Result<Option<Cluster>> {
+    if load.trace_format.is_some() {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    if trace::detect(&bytes).is_some() {
+        return Ok(None);
+    }
+    let first = String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    if first.starts_with("name,") || first.split(',').count() == alibaba::FIELDS.len() {
+        return load_cluster(&path.display().to_string()).map(Some);
+    }
+    Ok(None)
+}
+
+#[derive(Serialize)]
+struct ClusterInspect {
+    path: String,
+    format: &'static str,
+    nodes: usize,
+    gpus: u32,
+    /// GPU type → (nodes, GPUs).
+    by_gpu_type: std::collections::BTreeMap<String, (usize, u32)>,
+}
+
+fn inspect_cluster(path: &Path, c: &Cluster, format: Format) -> Result<ExitCode> {
+    let mut by = std::collections::BTreeMap::new();
+    for n in &c.nodes {
+        let e = by.entry(n.gpu_type.clone()).or_insert((0usize, 0u32));
+        e.0 += 1;
+        e.1 += n.gpus;
+    }
+    let out = ClusterInspect {
+        path: path.display().to_string(),
+        format: "cluster",
+        nodes: c.num_nodes(),
+        gpus: c.total_gpus(),
+        by_gpu_type: by,
+    };
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Table => {
+            println!("path            {}", out.path);
+            println!("format          cluster");
+            println!("nodes           {} ({} GPUs)", out.nodes, out.gpus);
+            for (t, (n, g)) in &out.by_gpu_type {
+                println!("  {t:<12}  {n} nodes, {g} GPUs");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_native(out: &Path, jobs: &[trace::TraceJob]) -> Result<()> {
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let f = std::fs::File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    native::write(std::io::BufWriter::new(f), jobs).with_context(|| format!("writing {}", out.display()))?;
+    Ok(())
+}
+
+fn print_inspect(i: &Inspect) {
+    let s = &i.stats;
+    println!("path            {}", i.path);
+    println!("format          {}", s.format.name());
+    println!(
+        "jobs            {} ({} profiled, {} duration-only)",
+        s.jobs, s.profiled_jobs, s.duration_jobs
+    );
+    println!(
+        "time span       {:.0} s ({:.2} h), submissions {:.0} .. {:.0} s",
+        s.span_s,
+        s.span_s / 3600.0,
+        s.first_submit_s,
+        s.last_submit_s
+    );
+    let hist: Vec<String> = s.gpu_histogram.iter().map(|(g, n)| format!("{g}:{n}")).collect();
+    println!("GPUs per job    {}", hist.join(" "));
+    if s.duration_jobs + s.profiled_jobs > 0 && s.total_gpu_s == 0.0 {
+        println!("load            unknown: no job gives a duration (profiled jobs run until trained)");
+    } else {
+        print_load(i);
+    }
+    println!("bad rows        {}", s.skipped_rows);
+    for p in &i.problems {
+        println!("  {p}");
+    }
+    if i.problem_count > i.problems.len() {
+        println!("  ... and {} more", i.problem_count - i.problems.len());
+    }
+}
+
+fn print_load(i: &Inspect) {
+    let s = &i.stats;
+    println!(
+        "load            {:.0} GPU-h in total, {:.1} GPUs busy on average{}",
+        s.total_gpu_s / 3600.0,
+        s.mean_gpus_demanded,
+        match (i.load_vs_cluster, i.cluster_gpus) {
+            (Some(l), Some(g)) => format!(" ({:.2} of {g} GPUs)", l),
+            _ => String::new(),
+        }
+    );
+}

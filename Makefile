@@ -16,8 +16,9 @@ setup:
 build-release: setup
 	$(CARGO) build --release --locked --bin gpuplan
 
-demo: build-release
+demo: build-release web
 	@bash scripts/demo.sh "$(GPUPLAN)" "$(REPORT)"
+	@echo "explorer: http://localhost:$(WEB_PORT)/  (serve it with: make serve)"
 
 fmt-check: setup
 	$(CARGO) fmt --all -- --check
@@ -31,5 +32,21 @@ unit: setup
 deps-check: setup
 	bash scripts/check-deps.sh
 
-test: fmt-check clippy deps-check unit
+test: fmt-check clippy deps-check unit test-web
 	@echo "make test: all checks passed"
+
+# The browser explorer (crates/wasm + web/): wasm via Debian's rustc-web, site via esbuild.
+WEB_PORT ?= 8066
+.PHONY: setup-web web serve test-web
+
+setup-web:
+	@bash scripts/setup.sh web
+
+web: setup-web
+	bash scripts/build-web.sh
+
+serve: web
+	cd web && PORT=$(WEB_PORT) node serve.mjs
+
+test-web: web build-release
+	cd web && GPUPLAN_BIN="$(GPUPLAN)" node --test --test-concurrency=1 tests/explorer.test.mjs

@@ -37,7 +37,7 @@ test: fmt-check clippy deps-check unit test-web
 
 # The browser explorer (crates/wasm + web/): wasm via Debian's rustc-web, site via esbuild.
 WEB_PORT ?= 8066
-.PHONY: setup-web web serve test-web
+.PHONY: setup-web web serve test-web bench-web
 
 setup-web:
 	@bash scripts/setup.sh web
@@ -50,3 +50,7 @@ serve: web
 
 test-web: web build-release
 	cd web && GPUPLAN_BIN="$(GPUPLAN)" node --test --test-concurrency=1 tests/explorer.test.mjs
+
+# Measurements for the README's explorer table (not part of make test).
+bench-web: web
+	cd web && node tests/bench.mjs pollux-mip

@@ -3,7 +3,7 @@
 //   in:  {type: 'run', id, scenario, cancel?: SharedArrayBuffer}   {type: 'inspect', id, runId, index}
 //   out: {type: 'ready', catalog} {type: 'progress', id, ...} {type: 'done', id, result}
 //        {type: 'inspected', id, round} {type: 'error', id, message}
-import init, { catalog, run_scenario, inspect_round } from '../pkg/gpuplan_wasm.js';
+import init, { catalog, inspect_round, run_scenario, warm_up } from '../pkg/gpuplan_wasm.js';
 
 const PROGRESS_EVERY_MS = 100;
 
@@ -13,6 +13,7 @@ async function start() {
     await init({ module_or_path: new URL('gpuplan_wasm_bg.wasm', import.meta.url) });
     const cat = JSON.parse(catalog());
     postMessage({ type: 'ready', catalog: cat, init_ms: performance.now() - t0 });
+    warm_up(); // messages queue meanwhile; the page is already drawn
   } catch (e) {
     postMessage({ type: 'error', id: null, message: `could not load the engine: ${e.message ?? e}` });
   }

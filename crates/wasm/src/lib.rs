@@ -34,6 +34,12 @@ pub fn catalog() -> Result<String, JsError> {
     api::catalog().map_err(js_err)
 }
 
+/// Parse the bundled application profiles ahead of the first run.
+#[wasm_bindgen]
+pub fn warm_up() -> Result<(), JsError> {
+    api::warm_up().map_err(js_err)
+}
+
 /// Run a scenario (JSON, see `api::Scenario`) and return the result (JSON).
 /// `progress(round, now_s, done_jobs, total_jobs)` is called after every
 /// round; if it returns `false` the run stops with the error "cancelled".

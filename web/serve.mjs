@@ -14,8 +14,9 @@ const TYPES = {
   '.json': 'application/json',
 };
 
-/** Serve `root` on 127.0.0.1:`port` (0 = any free port); resolves to the server. */
-export function serve(root, port) {
+/** Serve `root` on 127.0.0.1:`port` (0 = any free port); resolves to the server.
+ * `isolate: false` leaves out the isolation headers, as a plain static host would. */
+export function serve(root, port, { isolate = true } = {}) {
   const base = resolve(root);
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
@@ -26,12 +27,12 @@ export function serve(root, port) {
     }
     try {
       const body = await readFile(file);
-      res.writeHead(200, {
-        'Content-Type': TYPES[extname(file)] ?? 'application/octet-stream',
-        'Cross-Origin-Opener-Policy': 'same-origin',
-        'Cross-Origin-Embedder-Policy': 'require-corp',
-        'Cache-Control': 'no-cache',
-      });
+      const headers = { 'Content-Type': TYPES[extname(file)] ?? 'application/octet-stream', 'Cache-Control': 'no-cache' };
+      if (isolate) {
+        headers['Cross-Origin-Opener-Policy'] = 'same-origin';
+        headers['Cross-Origin-Embedder-Policy'] = 'require-corp';
+      }
+      res.writeHead(200, headers);
       res.end(body);
     } catch {
       res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found');

@@ -38,12 +38,12 @@ after(async () => {
   writeFileSync(join(ARTIFACTS, 'metrics.json'), JSON.stringify(metrics, null, 2) + '\n');
 });
 
-async function openPage(hash = '') {
+async function openPage(hash = '', base = url) {
   const context = await browser.newContext({ viewport: { width: 1400, height: 1000 }, acceptDownloads: true });
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(url + hash);
+  await page.goto(base + hash);
   await page.waitForSelector('body[data-ready="1"]', { timeout: 30_000 });
   return { page, context, errors };
 }
@@ -180,8 +180,9 @@ test('a malformed uploaded workload shows the CLI message and the page keeps wor
   await context.close();
 });
 
-test('Cancel stops a long run and the page stays usable', async () => {
-  const { page, context, errors } = await openPage();
+async function cancelTest(base, isolated) {
+  const { page, context, errors } = await openPage('', base);
+  assert.equal(await page.evaluate(() => globalThis.crossOriginIsolated), isolated);
   await setField(page, 0, 'policy', 'pollux-mip');
   await page.click('#run');
   await page.waitForFunction(() => document.querySelector('#progress').value > 0, null, { timeout: 60_000 });
@@ -192,4 +193,15 @@ test('Cancel stops a long run and the page stays usable', async () => {
   assert.match(await runAndWait(page), /^Done/);
   assert.deepEqual(errors, []);
   await context.close();
+}
+
+test('Cancel stops a long run and the page stays usable (shared-memory flag)', () => cancelTest(url, true));
+
+test('Cancel without cross-origin isolation restarts the worker', async () => {
+  const plain = await serve(join(WEB, 'dist'), 0, { isolate: false });
+  try {
+    await cancelTest(`http://localhost:${plain.address().port}/`, false);
+  } finally {
+    plain.close();
+  }
 });

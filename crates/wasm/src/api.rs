@@ -301,9 +301,12 @@ pub struct Progress {
 /// Runs kept for the inspector (each holds every round's input and plan).
 const KEPT_RUNS: usize = 4;
 
+/// Every round's input and plan of one run, for the inspector.
+type KeptRounds = Vec<(Round, Plan)>;
+
 thread_local! {
     static PROFILES: RefCell<Option<Profiles>> = const { RefCell::new(None) };
-    static RUNS: RefCell<VecDeque<(u32, Vec<(Round, Plan)>)>> = const { RefCell::new(VecDeque::new()) };
+    static RUNS: RefCell<VecDeque<(u32, KeptRounds)>> = const { RefCell::new(VecDeque::new()) };
     static NEXT_ID: RefCell<u32> = const { RefCell::new(1) };
 }
 
@@ -370,7 +373,7 @@ pub fn run_scenario(
         let mut submits: Vec<f64> = jobs.iter().map(|j| j.submit_s).collect();
         submits.sort_by(f64::total_cmp);
         let total = jobs.len();
-        let mut kept: Vec<(Round, Plan)> = Vec::new();
+        let mut kept: KeptRounds = Vec::new();
         let mut cancelled = false;
         let mut observer = |round: &Round, plan: &Plan| {
             let submitted = submits.partition_point(|&s| s <= round.now_s);
@@ -416,7 +419,7 @@ pub fn run_scenario(
     })
 }
 
-fn keep_run(rounds: Vec<(Round, Plan)>) -> u32 {
+fn keep_run(rounds: KeptRounds) -> u32 {
     let id = NEXT_ID.with(|n| {
         let mut n = n.borrow_mut();
         let id = *n;

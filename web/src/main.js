@@ -66,11 +66,12 @@ function runInWorker(scenario, onProgress) {
   });
 }
 
-function inspectInWorker(runId, index) {
+function inspectInWorker(runId, index, options = null) {
   return new Promise((resolve, reject) => {
     const id = state.nextId++;
     state.pending.set(id, { resolve, reject });
-    state.worker.postMessage({ type: 'inspect', id, runId, index });
+    const type = options ? 'resolve' : 'inspect';
+    state.worker.postMessage({ type, id, runId, index, options });
   });
 }
 
@@ -391,7 +392,28 @@ async function inspect() {
   }
 }
 
+async function resolveRound() {
+  const r = state.runs[Number($('#inspect-run').value) || 0];
+  if (!r || !state.inspected) return;
+  const planner = $('#resolve-planner').value;
+  const out = $('#resolve-out');
+  out.textContent = `Solving round ${state.inspected.index} with ${planner}…`;
+  try {
+    const d = await inspectInWorker(r.run_id, state.inspected.index,
+      { planner, time_limit_s: r.scenario.time_limit_s || 10, seed: r.scenario.seed });
+    const diff = d.objective - state.inspected.objective;
+    out.innerHTML = `${esc(planner)}: objective <b class="resolved-objective">${d.objective.toFixed(4)}</b> ` +
+      `(${diff >= 0 ? '+' : ''}${diff.toFixed(4)} vs ${esc(state.inspected.planner)}), status ${d.status}, ` +
+      `gap ${d.gap == null ? '–' : d.gap.toExponential(2)}, ${d.solve_ms.toFixed(1)} ms; GPUs: ` +
+      d.jobs.map((j) => `${esc(j.name)} ${j.chosen_gpus}`).join(', ');
+  } catch (e) {
+    out.textContent = e.message;
+  }
+}
+
 function renderInspector(d) {
+  state.inspected = d;
+  $('#resolve-out').textContent = '';
   const gap = d.gap == null ? '–' : d.gap.toExponential(2);
   const bound = d.bound == null ? '–' : fmt(d.bound);
   $('#inspect-head').innerHTML =
@@ -494,6 +516,9 @@ async function main() {
     renderGantt();
   });
   $('#inspect-run').addEventListener('change', inspect);
+  for (const p of state.catalog.policies) $('#resolve-planner').add(new Option(p, p));
+  $('#resolve-planner').value = 'pollux-mip';
+  $('#resolve').addEventListener('click', resolveRound);
   $('#inspect-index').addEventListener('change', inspect);
   $('#inspect-slider').addEventListener('input', () => {
     $('#inspect-index').value = $('#inspect-slider').value;

@@ -1,9 +1,10 @@
 // The simulation runs here, off the page's thread, so the page never freezes.
 // Protocol (all messages are plain objects):
 //   in:  {type: 'run', id, scenario, cancel?: SharedArrayBuffer}   {type: 'inspect', id, runId, index}
+//        {type: 'resolve', id, runId, index, options}
 //   out: {type: 'ready', catalog} {type: 'progress', id, ...} {type: 'done', id, result}
 //        {type: 'inspected', id, round} {type: 'error', id, message}
-import init, { catalog, inspect_round, run_scenario, warm_up } from '../pkg/gpuplan_wasm.js';
+import init, { catalog, inspect_round, resolve_round, run_scenario, warm_up } from '../pkg/gpuplan_wasm.js';
 
 const PROGRESS_EVERY_MS = 100;
 
@@ -44,9 +45,12 @@ function run(msg) {
 onmessage = (ev) => {
   const msg = ev.data;
   if (msg.type === 'run') run(msg);
-  else if (msg.type === 'inspect') {
+  else if (msg.type === 'inspect' || msg.type === 'resolve') {
     try {
-      postMessage({ type: 'inspected', id: msg.id, round: JSON.parse(inspect_round(msg.runId, msg.index)) });
+      const json = msg.type === 'inspect'
+        ? inspect_round(msg.runId, msg.index)
+        : resolve_round(msg.runId, msg.index, JSON.stringify(msg.options));
+      postMessage({ type: 'inspected', id: msg.id, round: JSON.parse(json) });
     } catch (e) {
       postMessage({ type: 'error', id: msg.id, message: String(e.message ?? e) });
     }

@@ -136,6 +136,11 @@ test('two scenarios side by side, shared through the URL, and the round inspecto
   assert.ok(objective > 0, `objective ${objective}`);
   assert.ok(await page.locator('#inspect-jobs tr').count() > 1);
   assert.ok((await page.textContent('#inspect-jobs')).includes('1:'), 'speedup tables shown');
+  // The same round solved again by the MIP (microlp in the browser).
+  await page.selectOption('#resolve-planner', 'pollux-mip');
+  await page.click('#resolve');
+  await page.waitForSelector('#resolve-out .resolved-objective', { timeout: 60_000 });
+  assert.ok(Number(await page.textContent('#resolve-out .resolved-objective')) > 0);
   await page.locator('#inspector').screenshot({ path: join(ARTIFACTS, 'round-inspector.png') });
 
   // The URL carries both scenarios.

@@ -544,22 +544,8 @@ fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> Insp
 
 /// Round `index` of a kept run: speedup tables, chosen configurations, objective and gap.
 pub fn inspect(run_id: u32, index: usize) -> Result<String, ApiError> {
-    let out = RUNS.with(|runs| {
-        let runs = runs.borrow();
-        let (_, rounds) = runs.iter().find(|(id, _)| *id == run_id).ok_or_else(|| {
-            invalid(format!(
-                "run {run_id} is no longer kept (the last {KEPT_RUNS} runs are); run it again"
-            ))
-        })?;
-        let (round, plan) = rounds.get(index).ok_or_else(|| {
-            invalid(format!(
-                "round {index} out of range: the run has {} rounds",
-                rounds.len()
-            ))
-        })?;
-        Ok::<_, ApiError>(inspect_round(index, rounds.len(), round, plan))
-    })?;
-    to_json(&out)
+    let (round, plan, total) = kept_round(run_id, index)?;
+    to_json(&inspect_round(index, total, &round, &plan))
 }
 
 /// Solver settings for [`solve_round`]; defaults equal `gpuplan plan`'s flags.
@@ -591,6 +577,11 @@ pub fn solve_round(round_json: &str, opts_json: &str) -> Result<String, ApiError
     if let Err(errs) = round.check() {
         return Err(invalid(format!("round: invalid round:\n  {}", errs.join("\n  "))));
     }
+    to_json(&solve_with(&round, opts_json)?)
+}
+
+/// Solve `round` afresh with the planner and limits of `opts_json`.
+fn solve_with(round: &Round, opts_json: &str) -> Result<InspectOut, ApiError> {
     let opts: SolveOpts = serde_json::from_str(opts_json)
         .map_err(|e| invalid(format!("options:{}:{}: {e}", e.line(), e.column())))?;
     if !(opts.time_limit_s > 0.0 && opts.gap >= 0.0) {
@@ -603,7 +594,7 @@ pub fn solve_round(round_json: &str, opts_json: &str) -> Result<String, ApiError
         threads: 1,
         seed: opts.seed,
     };
-    let plan = run_planner(planner.as_mut(), &round, &limits)?;
+    let plan = run_planner(planner.as_mut(), round, &limits)?;
     let mut check = round.clone();
     if !planner.traits().honours_interference {
         check.params.interference = Interference::Allow;
@@ -616,7 +607,35 @@ pub fn solve_round(round_json: &str, opts_json: &str) -> Result<String, ApiError
             msgs.join("; ")
         )));
     }
-    to_json(&inspect_round(0, 1, &round, &plan))
+    Ok(inspect_round(0, 1, round, &plan))
+}
+
+/// Round `index` of a kept run solved again by another planner (a fresh one:
+/// no cross-round state), to compare with what the run's planner chose.
+pub fn resolve(run_id: u32, index: usize, opts_json: &str) -> Result<String, ApiError> {
+    let (round, _, total) = kept_round(run_id, index)?;
+    let mut out = solve_with(&round, opts_json)?;
+    out.index = index;
+    out.rounds = total;
+    to_json(&out)
+}
+
+fn kept_round(run_id: u32, index: usize) -> Result<(Round, Plan, usize), ApiError> {
+    RUNS.with(|runs| {
+        let runs = runs.borrow();
+        let (_, rounds) = runs.iter().find(|(id, _)| *id == run_id).ok_or_else(|| {
+            invalid(format!(
+                "run {run_id} is no longer kept (the last {KEPT_RUNS} runs are); run it again"
+            ))
+        })?;
+        let (round, plan) = rounds.get(index).ok_or_else(|| {
+            invalid(format!(
+                "round {index} out of range: the run has {} rounds",
+                rounds.len()
+            ))
+        })?;
+        Ok((round.clone(), plan.clone(), rounds.len()))
+    })
 }
 
 #[cfg(test)]

@@ -69,6 +69,13 @@ pub fn inspect_round(run_id: u32, index: usize) -> Result<String, JsError> {
     api::inspect(run_id, index).map_err(js_err)
 }
 
+/// Round `index` of a recent run solved again by the planner named in
+/// `options` (`{planner, time_limit_s, gap, seed}`); same shape as `inspect_round`.
+#[wasm_bindgen]
+pub fn resolve_round(run_id: u32, index: usize, options_json: &str) -> Result<String, JsError> {
+    api::resolve(run_id, index, options_json).map_err(js_err)
+}
+
 /// Solve one round (the `gpuplan plan --input` JSON) with options
 /// `{planner, time_limit_s, gap, seed}`; returns the plan and its stats (JSON).
 #[wasm_bindgen]

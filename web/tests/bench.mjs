@@ -1,6 +1,6 @@
 // Measurements for the README (not a test: nothing here is asserted).
 //   node tests/bench.mjs   (after `make web`; `make bench-web` does both)
-// Prints and writes test-artifacts/bench.json:
+// Prints and writes test-artifacts/bench-<policy>-<time limit>s.json:
 //   - first render from localhost: first contentful paint and editor ready (ms), median of 5 cold loads;
 //   - the wasm module's size, raw and gzipped (level 9);
 //   - workload-6 under a policy (default pollux-mip) in the page's worker: wall time,
@@ -44,6 +44,8 @@ const page = await ctx.newPage();
 await page.goto(url);
 await page.waitForSelector('body[data-ready="1"]');
 await page.selectOption('[name=policy]', POLICY);
+// BENCH_TIME_LIMIT sets the per-round solver limit (s); the default is the CLI's 10 s.
+if (process.env.BENCH_TIME_LIMIT) await page.fill('[name=time_limit_s]', process.env.BENCH_TIME_LIMIT);
 await page.evaluate(() => {
   window.__lag = 0;
   let last = performance.now();
@@ -77,6 +79,7 @@ while (!/^(Done|Failed|Cancelled)/.test(await page.textContent('#status'))) {
   clicks.push(performance.now() - t0);
 }
 out.policy = POLICY;
+out.time_limit_s = Number(await page.inputValue('[name=time_limit_s]'));
 // The machine is shared: the 1-minute load average says how contended the run was.
 out.load_average_1m_at_end = loadavg()[0];
 out.status = await page.textContent('#status');
@@ -86,5 +89,5 @@ out.summary = await page.evaluate(() => document.querySelector('#summary')?.inne
 await browser.close();
 server.close();
 mkdirSync(join(WEB, 'test-artifacts'), { recursive: true });
-writeFileSync(join(WEB, 'test-artifacts', 'bench.json'), JSON.stringify(out, null, 2) + '\n');
+writeFileSync(join(WEB, 'test-artifacts', `bench-${POLICY}-${out.time_limit_s}s.json`), JSON.stringify(out, null, 2) + '\n');
 console.log(JSON.stringify(out, null, 2));

@@ -16,8 +16,9 @@ setup:
 build-release: setup
 	$(CARGO) build --release --locked --bin gpuplan
 
-demo: build-release
+demo: build-release web
 	@bash scripts/demo.sh "$(GPUPLAN)" "$(REPORT)"
+	@echo "explorer: http://localhost:$(WEB_PORT)/  (serve it with: make serve)"
 
 fmt-check: setup
 	$(CARGO) fmt --all -- --check
@@ -31,7 +32,7 @@ unit: setup
 deps-check: setup
 	bash scripts/check-deps.sh
 
-test: fmt-check clippy deps-check unit
+test: fmt-check clippy deps-check unit test-web
 	@echo "make test: all checks passed"
 
 # Fuzz every trace loader (not part of `make test`): make fuzz FUZZ_SECONDS=60
@@ -39,3 +40,22 @@ FUZZ_SECONDS ?= 60
 .PHONY: fuzz
 fuzz:
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+# The browser explorer (crates/wasm + web/): wasm via Debian's rustc-web, site via esbuild.
+WEB_PORT ?= 8066
+.PHONY: setup-web web serve test-web bench-web
+
+setup-web:
+	@bash scripts/setup.sh web
+
+web: setup-web
+	bash scripts/build-web.sh
+
+serve: web
+	cd web && PORT=$(WEB_PORT) node serve.mjs
+
+test-web: web build-release
+	cd web && GPUPLAN_BIN="$(GPUPLAN)" node --test --test-concurrency=1 tests/explorer.test.mjs
+
+# Measurements for the README's explorer table (not part of make test).
+bench-web: web
+	cd web && node tests/bench.mjs pollux-mip

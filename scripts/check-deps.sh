@@ -17,4 +17,11 @@ check gpuplan-core
 check gpuplan-solve gpuplan-core
 check gpuplan-sim gpuplan-core gpuplan-solve
 check gpuplan-exec gpuplan-core gpuplan-solve
+check gpuplan-wasm gpuplan-core gpuplan-solve gpuplan-sim
+# The wasm crate alone must not reach HiGHS (C++, no wasm32 build) or rayon.
+for bad in highs-sys rayon; do
+  if cargo tree -p gpuplan-wasm -e normal --prefix none --locked --target wasm32-unknown-unknown 2>/dev/null | grep -q "^$bad "; then
+    echo "check-deps: gpuplan-wasm must not depend on $bad" >&2; exit 1
+  fi
+done
 echo "check-deps: crate graph ok"

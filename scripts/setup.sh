@@ -2,6 +2,8 @@
 # Installs what gpuplan needs on a fresh Debian machine, idempotently:
 # nothing is installed twice, and nothing at all if everything is present.
 #   setup.sh native   cargo + rustfmt/clippy, cmake and clang (HiGHS builds from C++)
+#   setup.sh web      native + Debian's rustc-web (wasm32 std source), wasm-ld-16,
+#                     chromium (browser tests), node/npm, wasm-bindgen-cli, npm ci in web/
 set -euo pipefail
 what="${1:-native}"
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -14,6 +16,13 @@ case "$what" in
     need_apt cmake; need_apt clang; need_apt pkg-config
     # The executor's end-to-end tests run examples/sleep_train.py.
     need_apt python3
+    ;;
+  web)
+    need_apt cmake; need_apt clang; need_apt pkg-config
+    need_apt rustc-web; need_apt cargo-web; need_apt rust-web-src; need_apt lld-16
+    need_apt chromium
+    command -v node >/dev/null 2>&1 || need_apt nodejs
+    command -v npm >/dev/null 2>&1 || need_apt npm
     ;;
   *) echo "setup.sh: unknown target '$what'" >&2; exit 2 ;;
 esac
@@ -31,4 +40,21 @@ fi
 if command -v rustup >/dev/null 2>&1; then
   rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
   rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+fi
+
+if [ "$what" = web ]; then
+  # The CLI must equal the wasm-bindgen crate version pinned (with =) in Cargo.lock.
+  here="$(cd "$(dirname "$0")/.." && pwd)"
+  want="$(awk '/^name = "wasm-bindgen"$/ {getline; gsub(/version = |"/, ""); print; exit}' "$here/Cargo.lock")"
+  have="$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)"
+  if [ "$have" != "$want" ]; then
+    echo "setup: installing wasm-bindgen-cli $want (cargo install, a few minutes)"
+    cargo install wasm-bindgen-cli --version "$want"
+  fi
+  lock="$here/web/package-lock.json"
+  stamp="$here/web/node_modules/.package-lock.json"
+  if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
+    echo "setup: npm ci in web/"
+    (cd "$here/web" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
 fi

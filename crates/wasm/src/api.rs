@@ -1,0 +1,818 @@
+//! The explorer's API in plain Rust (JSON strings in and out), so it is
+//! tested natively; `lib.rs` only wraps it for wasm-bindgen.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
+use gpuplan_core::{objective, validate, Cluster, Interference, JobSpec, Plan, PlanStatus, Round};
+use gpuplan_sim::data::{self, Profiles};
+use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
+use gpuplan_sim::{simulate, workload, Control, SimConfig};
+use gpuplan_solve::{registry, run_planner, speedup, Limits};
+use serde::{Deserialize, Serialize};
+
+/// Everything that can go wrong at the boundary; the message is what the page shows.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Core(#[from] gpuplan_core::CoreError),
+    #[error(transparent)]
+    Sim(#[from] gpuplan_sim::SimError),
+    #[error(transparent)]
+    Plan(#[from] gpuplan_solve::PlanError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+fn invalid(msg: impl Into<String>) -> ApiError {
+    ApiError::Invalid(msg.into())
+}
+
+/// The eight workload files of one bundled set.
+macro_rules! files {
+    ($dir:literal) => {
+        [
+            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-1.csv")),
+            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-2.csv")),
+            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-3.csv")),
+            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-4.csv")),
+            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-5.csv")),
+            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-6.csv")),
+            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-7.csv")),
+            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-8.csv")),
+        ]
+    };
+}
+
+/// Bundled workload sets: (id prefix, label). The files are the artifact's.
+const SETS: &[(&str, &str, [&str; 8])] = &[
+    (
+        "workloads-0.5",
+        "Pollux load 0.5 (80 jobs)",
+        files!("workloads-0.5"),
+    ),
+    (
+        "workloads-1.5",
+        "Pollux load 1.5 (240 jobs)",
+        files!("workloads-1.5"),
+    ),
+    (
+        "workloads-2.0",
+        "Pollux load 2.0 (320 jobs)",
+        files!("workloads-2.0"),
+    ),
+    (
+        "workloads-realistic",
+        "Philly sample: GPUs as in the trace",
+        files!("workloads-realistic"),
+    ),
+];
+
+/// One bundled workload as the page lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadInfo {
+    /// `workloads/workload-6`: the trace path without `.csv`.
+    pub id: String,
+    pub label: String,
+    pub jobs: usize,
+}
+
+/// What the page needs to draw its editor.
+#[derive(Debug, Serialize)]
+pub struct Catalog {
+    pub workloads: Vec<WorkloadInfo>,
+    pub policies: Vec<&'static str>,
+    pub defaults: Scenario,
+}
+
+/// Text of a bundled workload by id.
+fn bundled(id: &str) -> Option<&'static str> {
+    if let Some((_, text)) = data::WORKLOADS
+        .iter()
+        .find(|(path, _)| path.strip_suffix(".csv") == Some(id))
+    {
+        return Some(text);
+    }
+    let (dir, file) = id.split_once('/')?;
+    let (_, _, texts) = SETS.iter().find(|(d, _, _)| *d == dir)?;
+    let k: usize = file.strip_prefix("workload-")?.parse().ok()?;
+    texts.get(k.checked_sub(1)?).copied()
+}
+
+fn all_workloads() -> Vec<(String, String, &'static str)> {
+    let mut out: Vec<(String, String, &'static str)> = data::WORKLOADS
+        .iter()
+        .map(|(path, text)| {
+            let id = path.trim_end_matches(".csv").to_string();
+            let label = format!("Pollux load 1.0: {}", id.trim_start_matches("workloads/"));
+            (id, label, *text)
+        })
+        .collect();
+    for (dir, label, texts) in SETS {
+        for (i, text) in texts.iter().enumerate() {
+            out.push((
+                format!("{dir}/workload-{}", i + 1),
+                format!("{label}: workload-{}", i + 1),
+                text,
+            ));
+        }
+    }
+    out
+}
+
+/// A user's workload file, uploaded in the page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Upload {
+    /// File name; parse errors name it as the CLI names its `--workload` path.
+    pub name: String,
+    pub text: String,
+}
+
+/// One what-if scenario: the editor's state, and what the URL carries.
+/// Defaults equal `gpuplan simulate`'s flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Scenario {
+    pub label: String,
+    /// `16x4`, `16x4:t4`, or groups joined by `+`: `12x4:t4+4x8:a100`.
+    pub cluster: String,
+    /// A bundled workload id (see [`Catalog::workloads`]) or `upload`.
+    pub workload: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upload: Option<Upload>,
+    /// Arrival-rate multiplier: submit times are divided by it (1 = as in the file).
+    pub load: f64,
+    pub policy: String,
+    pub p: f64,
+    pub restart_delay_s: f64,
+    pub interval_s: f64,
+    /// `avoid` or `allow`, as `--interference`.
+    pub interference: String,
+    pub interference_slowdown: f64,
+    pub time_limit_s: f64,
+    pub seed: u64,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            label: String::new(),
+            cluster: "16x4".into(),
+            workload: "workloads/workload-6".into(),
+            upload: None,
+            load: 1.0,
+            policy: "tiresias".into(),
+            p: -1.0,
+            restart_delay_s: 30.0,
+            interval_s: 60.0,
+            interference: "avoid".into(),
+            interference_slowdown: 0.0,
+            time_limit_s: 10.0,
+            seed: 0,
+        }
+    }
+}
+
+/// Parse a cluster spec: `+`-joined `NODESxGPUS[:type]` groups.
+pub fn parse_cluster(spec: &str) -> Result<Cluster, ApiError> {
+    let mut nodes = Vec::new();
+    for group in spec.split('+') {
+        let c: Cluster = group.trim().parse()?;
+        nodes.extend(c.nodes);
+    }
+    for (i, n) in nodes.iter_mut().enumerate() {
+        n.name = format!("node{i}");
+    }
+    Ok(Cluster { nodes })
+}
+
+impl Scenario {
+    /// The simulator settings, checked as the CLI checks its flags.
+    pub fn config(&self) -> Result<SimConfig, ApiError> {
+        let finite_at_least = |v: f64, min: f64, name: &str| {
+            if v.is_finite() && v >= min {
+                Ok(())
+            } else {
+                Err(invalid(format!("{name} must be a number >= {min}, got {v}")))
+            }
+        };
+        finite_at_least(self.restart_delay_s, 0.0, "restart delay")?;
+        finite_at_least(self.time_limit_s, 0.0, "time limit")?;
+        if !(self.interval_s.is_finite() && self.interval_s > 0.0) {
+            return Err(invalid(format!("interval must be > 0, got {}", self.interval_s)));
+        }
+        if !(0.0..1.0).contains(&self.interference_slowdown) {
+            return Err(invalid(format!(
+                "interference slowdown must be in [0, 1), got {}",
+                self.interference_slowdown
+            )));
+        }
+        if self.p.is_nan() {
+            return Err(invalid("p must be a number"));
+        }
+        let interference = match self.interference.as_str() {
+            "avoid" => Interference::Avoid,
+            "allow" => Interference::Allow,
+            other => {
+                return Err(invalid(format!(
+                    "interference must be avoid or allow, got '{other}'"
+                )))
+            }
+        };
+        let mut cfg = SimConfig {
+            cluster: parse_cluster(&self.cluster)?,
+            interval_s: self.interval_s,
+            restart_delay_s: self.restart_delay_s,
+            interference_slowdown: self.interference_slowdown,
+            seed: self.seed,
+            time_limit_s: self.time_limit_s,
+            ..Default::default()
+        };
+        cfg.params.p = self.p;
+        cfg.params.restart_penalty_s = self.restart_delay_s;
+        cfg.params.interference = interference;
+        Ok(cfg)
+    }
+
+    /// The jobs and the workload's name (the file stem, as the CLI reports it).
+    pub fn jobs(&self, profiles: &Profiles) -> Result<(Vec<JobSpec>, String), ApiError> {
+        if !(self.load.is_finite() && self.load > 0.0) {
+            return Err(invalid(format!("load multiplier must be > 0, got {}", self.load)));
+        }
+        let (source, text) = match (self.workload.as_str(), &self.upload) {
+            ("upload", Some(u)) => (u.name.clone(), u.text.as_str()),
+            ("upload", None) => return Err(invalid("no workload file uploaded")),
+            (id, _) => {
+                let text = bundled(id).ok_or_else(|| {
+                    let valid: Vec<String> = all_workloads().into_iter().map(|w| w.0).collect();
+                    invalid(format!("unknown workload '{id}'; valid: {}", valid.join(", ")))
+                })?;
+                (format!("{id}.csv"), text)
+            }
+        };
+        let mut jobs = workload::parse_pollux_workload(&source, text.as_bytes(), profiles)?;
+        if self.load != 1.0 {
+            for j in &mut jobs {
+                j.submit_s /= self.load;
+            }
+        }
+        let stem = source.rsplit('/').next().unwrap_or(&source);
+        let stem = stem.strip_suffix(".csv").unwrap_or(stem).to_string();
+        Ok((jobs, stem))
+    }
+}
+
+/// Per-round facts beyond the simulator's record: the solver's own numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundInfo {
+    #[serde(flatten)]
+    pub record: RoundRecord,
+    pub bound: Option<f64>,
+    pub gap: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A finished run, as the page draws it.
+#[derive(Debug, Serialize)]
+pub struct RunOut {
+    /// Handle for [`inspect`]; rounds of the last few runs are kept.
+    pub run_id: u32,
+    pub scenario: Scenario,
+    pub summary: Summary,
+    pub total_gpus: u32,
+    pub cluster: Cluster,
+    pub jobs: Vec<JobResult>,
+    pub rounds: Vec<RoundInfo>,
+    pub segments: Vec<Segment>,
+}
+
+/// Progress after a round, as the progress callback receives it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    pub round: usize,
+    pub now_s: f64,
+    pub done_jobs: usize,
+    pub total_jobs: usize,
+}
+
+/// Runs kept for the inspector (each holds every round's input and plan).
+const KEPT_RUNS: usize = 4;
+
+/// Every round's input and plan of one run, for the inspector.
+type KeptRounds = Vec<(Round, Plan)>;
+
+thread_local! {
+    static PROFILES: RefCell<Option<Profiles>> = const { RefCell::new(None) };
+    static RUNS: RefCell<VecDeque<(u32, KeptRounds)>> = const { RefCell::new(VecDeque::new()) };
+    static NEXT_ID: RefCell<u32> = const { RefCell::new(1) };
+}
+
+fn with_profiles<T>(f: impl FnOnce(&Profiles) -> Result<T, ApiError>) -> Result<T, ApiError> {
+    PROFILES.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(data::pollux_profiles()?);
+        }
+        f(slot.as_ref().expect("filled above"))
+    })
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<String, ApiError> {
+    serde_json::to_string(v).map_err(|e| invalid(format!("serialising: {e}")))
+}
+
+/// Bundled workloads, planners and the default scenario. Cheap (no profile
+/// parsing), so the page can draw its editor as soon as the module loads.
+pub fn catalog() -> Result<String, ApiError> {
+    let workloads = all_workloads()
+        .into_iter()
+        .map(|(id, label, text)| WorkloadInfo {
+            id,
+            label,
+            // Bundled files are well-formed: one job a line after the header.
+            jobs: text.lines().skip(1).filter(|l| !l.trim().is_empty()).count(),
+        })
+        .collect();
+    to_json(&Catalog {
+        workloads,
+        policies: registry::names(),
+        defaults: Scenario::default(),
+    })
+}
+
+/// Parse the bundled profiles now (the first run would otherwise pay for it).
+pub fn warm_up() -> Result<(), ApiError> {
+    with_profiles(|_| Ok(()))
+}
+
+/// Parse a scenario, reporting a bad key or value by line and column.
+pub fn parse_scenario(json: &str) -> Result<Scenario, ApiError> {
+    serde_json::from_str(json).map_err(|e| invalid(format!("scenario:{}:{}: {e}", e.line(), e.column())))
+}
+
+/// Run a scenario. `progress` is called after every round; returning
+/// [`Control::Cancel`] stops the run with [`ApiError::Cancelled`].
+pub fn run(scenario_json: &str, progress: &mut dyn FnMut(Progress) -> Control) -> Result<String, ApiError> {
+    let scenario = parse_scenario(scenario_json)?;
+    let out = run_scenario(&scenario, progress)?;
+    to_json(&out)
+}
+
+/// [`run`] without the JSON step (native tests compare it with the CLI path).
+pub fn run_scenario(
+    scenario: &Scenario,
+    progress: &mut dyn FnMut(Progress) -> Control,
+) -> Result<RunOut, ApiError> {
+    let cfg = scenario.config()?;
+    let mut planner = registry::create(&scenario.policy)?;
+    with_profiles(|profiles| {
+        let (jobs, workload_name) = scenario.jobs(profiles)?;
+        let mut submits: Vec<f64> = jobs.iter().map(|j| j.submit_s).collect();
+        submits.sort_by(f64::total_cmp);
+        let total = jobs.len();
+        let mut kept: KeptRounds = Vec::new();
+        let mut cancelled = false;
+        let mut observer = |round: &Round, plan: &Plan| {
+            let submitted = submits.partition_point(|&s| s <= round.now_s);
+            let p = Progress {
+                round: kept.len(),
+                now_s: round.now_s,
+                done_jobs: submitted.saturating_sub(round.jobs.len()),
+                total_jobs: total,
+            };
+            kept.push((round.clone(), plan.clone()));
+            let c = progress(p);
+            cancelled = c == Control::Cancel;
+            c
+        };
+        let result = simulate(&cfg, profiles, &jobs, planner.as_mut(), &mut observer);
+        if cancelled {
+            return Err(ApiError::Cancelled);
+        }
+        let mut r = result?;
+        r.summary.workload = workload_name;
+        let rounds = r
+            .rounds
+            .into_iter()
+            .zip(&kept)
+            .map(|(record, (_, plan))| RoundInfo {
+                record,
+                bound: plan.bound,
+                gap: plan.gap,
+                reason: plan.reason.clone(),
+            })
+            .collect();
+        let run_id = keep_run(kept);
+        Ok(RunOut {
+            run_id,
+            scenario: scenario.clone(),
+            summary: r.summary,
+            total_gpus: cfg.cluster.total_gpus(),
+            cluster: cfg.cluster.clone(),
+            jobs: r.jobs,
+            rounds,
+            segments: r.segments,
+        })
+    })
+}
+
+fn keep_run(rounds: KeptRounds) -> u32 {
+    let id = NEXT_ID.with(|n| {
+        let mut n = n.borrow_mut();
+        let id = *n;
+        *n += 1;
+        id
+    });
+    RUNS.with(|runs| {
+        let mut runs = runs.borrow_mut();
+        runs.push_back((id, rounds));
+        while runs.len() > KEPT_RUNS {
+            runs.pop_front();
+        }
+    });
+    id
+}
+
+/// One GPU count of a job's speedup table (most compact placement).
+#[derive(Debug, Serialize)]
+pub struct SpeedupRow {
+    pub gpus: u32,
+    pub nodes: u32,
+    pub speedup: f64,
+}
+
+/// One job in the round inspector.
+#[derive(Debug, Serialize)]
+pub struct InspectJob {
+    pub name: String,
+    pub app: String,
+    pub age_s: f64,
+    pub attained_gpu_s: f64,
+    pub restarts: u32,
+    pub epoch: u32,
+    pub has_model: bool,
+    pub before_gpus: u32,
+    pub before_nodes: u32,
+    pub chosen_gpus: u32,
+    pub chosen_nodes: u32,
+    /// (node index, GPUs) of the chosen allocation.
+    pub chosen: Vec<(u32, u32)>,
+    pub chosen_speedup: f64,
+    /// The job's contribution to the objective (speedup × restart factor if moved).
+    pub value: f64,
+    pub speedups: Vec<SpeedupRow>,
+}
+
+/// A round as the inspector shows it.
+#[derive(Debug, Serialize)]
+pub struct InspectOut {
+    pub index: usize,
+    pub rounds: usize,
+    pub now_s: f64,
+    pub planner: String,
+    pub status: PlanStatus,
+    /// Power mean of job values, evaluated the same way for every planner.
+    pub objective: f64,
+    pub bound: Option<f64>,
+    pub gap: Option<f64>,
+    pub solve_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub p: f64,
+    /// Pollux's fair share (nodes, GPUs) that speedups are relative to.
+    pub fair_share: (u32, u32),
+    pub jobs: Vec<InspectJob>,
+}
+
+fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> InspectOut {
+    let fair = objective::fair_share(round);
+    let per_node = round.cluster.max_gpus_per_node().max(1);
+    let jobs = round
+        .jobs
+        .iter()
+        .map(|j| {
+            let alloc = plan.get(j.id);
+            let most = speedup::max_gpus(j, round).max(alloc.num_gpus());
+            let speedups = (1..=most)
+                .map(|g| {
+                    let nodes = g.div_ceil(per_node);
+                    SpeedupRow {
+                        gpus: g,
+                        nodes,
+                        speedup: objective::speedup(j, nodes, g, fair),
+                    }
+                })
+                .collect();
+            InspectJob {
+                name: j.name.clone(),
+                app: j.app.clone(),
+                age_s: j.state.age_s,
+                attained_gpu_s: j.state.attained_gpu_s,
+                restarts: j.state.restarts,
+                epoch: j.state.epoch,
+                has_model: j.model.is_some(),
+                before_gpus: j.state.allocation.num_gpus(),
+                before_nodes: j.state.allocation.num_nodes(),
+                chosen_gpus: alloc.num_gpus(),
+                chosen_nodes: alloc.num_nodes(),
+                chosen: alloc.per_node().into_iter().map(|(n, k)| (n.0, k)).collect(),
+                chosen_speedup: objective::speedup(j, alloc.num_nodes(), alloc.num_gpus(), fair),
+                value: objective::job_value(j, &alloc, fair, round.params.restart_penalty_s),
+                speedups,
+            }
+        })
+        .collect();
+    InspectOut {
+        index,
+        rounds: total,
+        now_s: round.now_s,
+        planner: plan.planner.clone(),
+        status: plan.status,
+        objective: objective::evaluate(round, plan),
+        bound: plan.bound,
+        gap: plan.gap,
+        solve_ms: plan.solve_ms,
+        reason: plan.reason.clone(),
+        p: round.params.p,
+        fair_share: fair,
+        jobs,
+    }
+}
+
+/// Round `index` of a kept run: speedup tables, chosen configurations, objective and gap.
+pub fn inspect(run_id: u32, index: usize) -> Result<String, ApiError> {
+    let (round, plan, total) = kept_round(run_id, index)?;
+    to_json(&inspect_round(index, total, &round, &plan))
+}
+
+/// Solver settings for [`solve_round`]; defaults equal `gpuplan plan`'s flags.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SolveOpts {
+    pub planner: String,
+    pub time_limit_s: f64,
+    pub gap: f64,
+    pub seed: u64,
+}
+
+impl Default for SolveOpts {
+    fn default() -> Self {
+        SolveOpts {
+            planner: "pollux-mip".into(),
+            time_limit_s: 10.0,
+            gap: 1e-4,
+            seed: 0,
+        }
+    }
+}
+
+/// Solve one round (the `gpuplan plan --input` format) and return the
+/// inspector's view of the plan: allocations, objective, gap and stats.
+pub fn solve_round(round_json: &str, opts_json: &str) -> Result<String, ApiError> {
+    let round: Round = serde_json::from_str(round_json)
+        .map_err(|e| invalid(format!("round:{}:{}: {e}", e.line(), e.column())))?;
+    if let Err(errs) = round.check() {
+        return Err(invalid(format!("round: invalid round:\n  {}", errs.join("\n  "))));
+    }
+    to_json(&solve_with(&round, opts_json)?)
+}
+
+/// Solve `round` afresh with the planner and limits of `opts_json`.
+fn solve_with(round: &Round, opts_json: &str) -> Result<InspectOut, ApiError> {
+    let opts: SolveOpts = serde_json::from_str(opts_json)
+        .map_err(|e| invalid(format!("options:{}:{}: {e}", e.line(), e.column())))?;
+    if !(opts.time_limit_s > 0.0 && opts.gap >= 0.0) {
+        return Err(invalid("time limit must be > 0 and gap >= 0"));
+    }
+    let mut planner = registry::create(&opts.planner)?;
+    let limits = Limits {
+        time_limit_s: opts.time_limit_s,
+        gap: opts.gap,
+        threads: 1,
+        seed: opts.seed,
+    };
+    let plan = run_planner(planner.as_mut(), round, &limits)?;
+    let mut check = round.clone();
+    if !planner.traits().honours_interference {
+        check.params.interference = Interference::Allow;
+    }
+    if let Err(v) = validate(&check, &plan) {
+        let msgs: Vec<String> = v.iter().map(|e| e.to_string()).collect();
+        return Err(invalid(format!(
+            "planner {} produced an invalid plan (a bug): {}",
+            opts.planner,
+            msgs.join("; ")
+        )));
+    }
+    Ok(inspect_round(0, 1, round, &plan))
+}
+
+/// Round `index` of a kept run solved again by another planner (a fresh one:
+/// no cross-round state), to compare with what the run's planner chose.
+pub fn resolve(run_id: u32, index: usize, opts_json: &str) -> Result<String, ApiError> {
+    let (round, _, total) = kept_round(run_id, index)?;
+    let mut out = solve_with(&round, opts_json)?;
+    out.index = index;
+    out.rounds = total;
+    to_json(&out)
+}
+
+fn kept_round(run_id: u32, index: usize) -> Result<(Round, Plan, usize), ApiError> {
+    RUNS.with(|runs| {
+        let runs = runs.borrow();
+        let (_, rounds) = runs.iter().find(|(id, _)| *id == run_id).ok_or_else(|| {
+            invalid(format!(
+                "run {run_id} is no longer kept (the last {KEPT_RUNS} runs are); run it again"
+            ))
+        })?;
+        let (round, plan) = rounds.get(index).ok_or_else(|| {
+            invalid(format!(
+                "round {index} out of range: the run has {} rounds",
+                rounds.len()
+            ))
+        })?;
+        Ok((round.clone(), plan.clone(), rounds.len()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quiet(_: Progress) -> Control {
+        Control::Continue
+    }
+
+    #[test]
+    fn catalog_lists_every_bundled_workload_and_planner() {
+        let c: serde_json::Value = serde_json::from_str(&catalog().unwrap()).unwrap();
+        let ids: Vec<&str> = c["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), 40);
+        assert!(ids.contains(&"workloads/workload-6"));
+        assert!(ids.contains(&"workloads-realistic/workload-8"));
+        let profiles = data::pollux_profiles().unwrap();
+        for w in c["workloads"].as_array().unwrap() {
+            let id = w["id"].as_str().unwrap();
+            let jobs =
+                workload::parse_pollux_workload(id, bundled(id).unwrap().as_bytes(), &profiles).unwrap();
+            assert_eq!(w["jobs"], jobs.len(), "{id}");
+        }
+        assert!(c["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "pollux-mip"));
+        assert_eq!(c["defaults"]["policy"], "tiresias");
+    }
+
+    #[test]
+    fn run_equals_the_simulator_called_directly() {
+        let s = Scenario {
+            workload: "workloads-0.5/workload-2".into(),
+            policy: "fifo".into(),
+            ..Default::default()
+        };
+        let mut calls = 0;
+        let out = run_scenario(&s, &mut |p| {
+            calls += 1;
+            assert!(p.done_jobs <= p.total_jobs);
+            Control::Continue
+        })
+        .unwrap();
+        let profiles = data::pollux_profiles().unwrap();
+        let (jobs, _) = s.jobs(&profiles).unwrap();
+        let mut planner = registry::create("fifo").unwrap();
+        let direct = simulate(
+            &SimConfig::default(),
+            &profiles,
+            &jobs,
+            planner.as_mut(),
+            &mut |_, _| Control::Continue,
+        )
+        .unwrap();
+        assert_eq!(out.summary.avg_jct_s, direct.summary.avg_jct_s);
+        assert_eq!(out.summary.makespan_s, direct.summary.makespan_s);
+        assert_eq!(out.jobs, direct.jobs);
+        assert_eq!(out.summary.workload, "workload-2");
+        assert_eq!(calls, out.rounds.len());
+        let busiest = busiest_round(&out);
+        let insp: serde_json::Value = serde_json::from_str(&inspect(out.run_id, busiest).unwrap()).unwrap();
+        assert_eq!(insp["index"], busiest);
+        assert!(insp["objective"].as_f64().unwrap() > 0.0);
+        assert_eq!(
+            insp["jobs"].as_array().unwrap().len(),
+            out.rounds[busiest].record.active
+        );
+        assert!(inspect(out.run_id, out.rounds.len()).is_err());
+    }
+
+    fn busiest_round(out: &RunOut) -> usize {
+        (0..out.rounds.len())
+            .max_by_key(|&i| out.rounds[i].record.active)
+            .unwrap()
+    }
+
+    #[test]
+    fn cancel_stops_the_run() {
+        let s = Scenario {
+            workload: "workloads-0.5/workload-1".into(),
+            policy: "fifo".into(),
+            ..Default::default()
+        };
+        let mut n = 0;
+        let err = run_scenario(&s, &mut |_| {
+            n += 1;
+            if n == 5 {
+                Control::Cancel
+            } else {
+                Control::Continue
+            }
+        })
+        .unwrap_err();
+        assert!(matches!(err, ApiError::Cancelled));
+        assert_eq!(n, 5);
+    }
+
+    #[test]
+    fn bad_upload_names_file_line_and_field() {
+        let s = Scenario {
+            workload: "upload".into(),
+            upload: Some(Upload {
+                name: "bad.csv".into(),
+                text: "name,time,application,num_replicas,batch_size\na,1,cifar10,2,128\nb,-4,cifar10,2,128\nc,5,nope,1,64\n"
+                    .into(),
+            }),
+            ..Default::default()
+        };
+        let msg = run_scenario(&s, &mut quiet).unwrap_err().to_string();
+        assert!(
+            msg.contains("bad.csv:3:time: must be a finite number >= 0, got -4"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("bad.csv:4:application: unknown application 'nope'"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn load_multiplier_compresses_arrivals_and_bad_values_are_errors() {
+        let profiles = data::pollux_profiles().unwrap();
+        let base = Scenario::default();
+        let twice = Scenario {
+            load: 2.0,
+            ..Default::default()
+        };
+        let (a, _) = base.jobs(&profiles).unwrap();
+        let (b, _) = twice.jobs(&profiles).unwrap();
+        assert_eq!(a.len(), b.len());
+        assert!(a.iter().zip(&b).all(|(x, y)| y.submit_s == x.submit_s / 2.0));
+        let bad = Scenario {
+            load: 0.0,
+            ..Default::default()
+        };
+        assert!(bad.jobs(&profiles).is_err());
+        assert!(parse_scenario(r#"{"polcy": "fifo"}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("polcy"));
+        let c = parse_cluster("2x4 + 1x8:a100").unwrap();
+        assert_eq!(c.total_gpus(), 16);
+        assert_eq!(c.nodes[2].gpu_type, "a100");
+        assert_eq!(c.nodes[2].name, "node2");
+        assert!(parse_cluster("2x").is_err());
+    }
+
+    #[test]
+    fn solve_round_returns_a_valid_plan_with_objective() {
+        let s = Scenario {
+            workload: "workloads-0.5/workload-3".into(),
+            policy: "fifo".into(),
+            ..Default::default()
+        };
+        let out = run_scenario(&s, &mut quiet).unwrap();
+        let round = RUNS.with(|r| {
+            let r = r.borrow();
+            r.iter().find(|(id, _)| *id == out.run_id).unwrap().1[busiest_round(&out)]
+                .0
+                .clone()
+        });
+        let json = serde_json::to_string(&round).unwrap();
+        let plan: serde_json::Value =
+            serde_json::from_str(&solve_round(&json, r#"{"planner": "greedy"}"#).unwrap()).unwrap();
+        assert_eq!(plan["planner"], "greedy");
+        assert!(plan["objective"].as_f64().unwrap() > 0.0);
+        assert!(solve_round("{", "{}")
+            .unwrap_err()
+            .to_string()
+            .starts_with("round:1:"));
+    }
+}

@@ -1,0 +1,533 @@
+// The explorer page: scenario editor, results, comparison, round inspector.
+// All simulation happens in worker.js; this thread only draws.
+import uPlot from 'uplot';
+
+const $ = (sel) => document.querySelector(sel);
+const COLORS = ['#1f6feb', '#d1242f', '#1a7f37', '#8250df', '#bf8700', '#0a7ea4', '#cf222e', '#57606a'];
+const HOUR = 3600;
+
+const state = {
+  catalog: null,
+  worker: null,
+  nextId: 1,
+  running: null, // {id, cancel: Int32Array|null, resolve, reject}
+  pending: new Map(), // inspect requests by id
+  runs: [], // results of the last Run, one per scenario
+  charts: [],
+};
+
+// ---------- the worker ----------
+
+function startWorker() {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(new URL('worker.js', import.meta.url), { type: 'module' });
+    w.onmessage = (ev) => {
+      const m = ev.data;
+      if (m.type === 'ready') {
+        resolve(m.catalog);
+        return;
+      }
+      if (m.type === 'error' && m.id === null) {
+        reject(new Error(m.message));
+        return;
+      }
+      onWorkerMessage(m);
+    };
+    w.onerror = (e) => reject(new Error(e.message || 'worker failed to start'));
+    state.worker = w;
+  });
+}
+
+function onWorkerMessage(m) {
+  const r = state.running;
+  if (m.type === 'progress' && r && m.id === r.id) {
+    r.onProgress(m);
+  } else if (m.type === 'done' && r && m.id === r.id) {
+    state.running = null;
+    r.resolve({ result: JSON.parse(m.result), elapsed_ms: m.elapsed_ms });
+  } else if (m.type === 'error' && r && m.id === r.id) {
+    state.running = null;
+    r.reject(new Error(m.message));
+  } else if (m.type === 'inspected' || m.type === 'error') {
+    const p = state.pending.get(m.id);
+    if (!p) return;
+    state.pending.delete(m.id);
+    if (m.type === 'inspected') p.resolve(m.round);
+    else p.reject(new Error(m.message));
+  }
+}
+
+function runInWorker(scenario, onProgress) {
+  return new Promise((resolve, reject) => {
+    const id = state.nextId++;
+    const sab = globalThis.crossOriginIsolated ? new SharedArrayBuffer(4) : null;
+    state.running = { id, cancel: sab ? new Int32Array(sab) : null, resolve, reject, onProgress };
+    state.worker.postMessage({ type: 'run', id, scenario, cancel: sab });
+  });
+}
+
+function inspectInWorker(runId, index, options = null) {
+  return new Promise((resolve, reject) => {
+    const id = state.nextId++;
+    state.pending.set(id, { resolve, reject });
+    const type = options ? 'resolve' : 'inspect';
+    state.worker.postMessage({ type, id, runId, index, options });
+  });
+}
+
+async function cancelRun() {
+  const r = state.running;
+  if (!r) return;
+  if (r.cancel) {
+    Atomics.store(r.cancel, 0, 1); // the worker stops after the current round
+    return;
+  }
+  // No shared memory here: stop the worker outright and start a fresh one.
+  state.running = null;
+  state.worker.terminate();
+  r.reject(new Error('cancelled'));
+  await startWorker();
+}
+
+// ---------- scenario editor and the URL ----------
+
+const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
+  'interference', 'interference_slowdown', 'time_limit_s', 'seed'];
+const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed']);
+
+function scenarioElements() {
+  return [...document.querySelectorAll('#scenarios .scenario')];
+}
+
+function addScenario(values) {
+  const node = $('#scenario-template').content.firstElementChild.cloneNode(true);
+  const wl = node.querySelector('[name=workload]');
+  for (const w of state.catalog.workloads) wl.add(new Option(`${w.label} (${w.jobs} jobs)`, w.id));
+  wl.add(new Option('Uploaded file', 'upload'));
+  const pol = node.querySelector('[name=policy]');
+  for (const p of state.catalog.policies) pol.add(new Option(p, p));
+  const s = { ...state.catalog.defaults, ...values };
+  if (!s.label) s.label = String.fromCharCode(65 + scenarioElements().length);
+  for (const f of FIELDS) node.querySelector(`[name=${f}]`).value = s[f];
+  node.upload = null;
+  node.querySelector('[name=upload]').addEventListener('change', async (ev) => {
+    const file = ev.target.files[0];
+    if (!file) return;
+    node.upload = { name: file.name, text: await file.text() };
+    wl.value = 'upload';
+    onEdit();
+  });
+  node.querySelector('.remove').addEventListener('click', () => {
+    if (scenarioElements().length > 1) node.remove();
+    onEdit();
+  });
+  node.addEventListener('input', onEdit);
+  $('#scenarios').append(node);
+  onEdit();
+}
+
+function readScenario(node) {
+  const s = {};
+  for (const f of FIELDS) {
+    const v = node.querySelector(`[name=${f}]`).value;
+    s[f] = NUMERIC.has(f) ? Number(v) : v;
+  }
+  if (s.workload === 'upload' && node.upload) s.upload = node.upload;
+  return s;
+}
+
+function scenarios() {
+  return scenarioElements().map(readScenario);
+}
+
+function encodeState() {
+  // Uploaded files stay out of links: they may be large and private.
+  const list = scenarios().map(({ upload, ...rest }) => rest);
+  return '#s=' + encodeURIComponent(JSON.stringify(list));
+}
+
+function decodeState() {
+  const m = location.hash.match(/^#s=(.*)$/);
+  if (!m) return null;
+  try {
+    const list = JSON.parse(decodeURIComponent(m[1]));
+    return Array.isArray(list) && list.length ? list : null;
+  } catch {
+    return null;
+  }
+}
+
+function onEdit() {
+  history.replaceState(null, '', encodeState());
+  // What-if view: mark each field that differs from the first scenario.
+  const els = scenarioElements();
+  const base = els.length ? readScenario(els[0]) : {};
+  for (const el of els.slice(1)) {
+    const s = readScenario(el);
+    for (const f of FIELDS) {
+      if (f === 'label') continue;
+      el.querySelector(`[name=${f}]`).classList.toggle('changed', s[f] !== base[f]);
+    }
+  }
+}
+
+// ---------- running ----------
+
+function setStatus(text) {
+  $('#status').textContent = text;
+}
+
+function showError(text) {
+  const e = $('#error');
+  e.textContent = text;
+  e.hidden = !text;
+}
+
+async function runAll() {
+  showError('');
+  const list = scenarios();
+  $('#run').disabled = true;
+  $('#cancel').disabled = false;
+  const runs = [];
+  try {
+    for (let i = 0; i < list.length; i++) {
+      const s = list[i];
+      const label = s.label || `#${i + 1}`;
+      setStatus(`Running ${label} (${i + 1}/${list.length})…`);
+      $('#progress').value = 0;
+      const { result, elapsed_ms } = await runInWorker(s, (p) => {
+        $('#progress').value = (i + p.done / Math.max(1, p.total)) / list.length;
+        setStatus(`Running ${label}: round ${p.round}, t = ${(p.now_s / HOUR).toFixed(1)} h, ` +
+          `${p.done}/${p.total} jobs done, ${(p.elapsed_ms / 1000).toFixed(1)} s`);
+      });
+      result.elapsed_ms = elapsed_ms;
+      runs.push(result);
+    }
+    $('#progress').value = 1;
+    state.runs = runs;
+    setStatus(`Done: ${runs.map((r) => `${r.scenario.label} in ${(r.elapsed_ms / 1000).toFixed(1)} s`).join(', ')}`);
+    renderResults();
+  } catch (e) {
+    $('#progress').value = 0;
+    if (e.message === 'cancelled') setStatus('Cancelled.');
+    else {
+      setStatus('Failed.');
+      showError(e.message);
+    }
+  } finally {
+    $('#run').disabled = false;
+    $('#cancel').disabled = true;
+  }
+}
+
+// ---------- results ----------
+
+const METRICS = [
+  ['avg_jct_s', 'avg JCT (h)', (v) => v / HOUR, true],
+  ['p50_jct_s', 'p50 JCT (h)', (v) => v / HOUR, true],
+  ['p99_jct_s', 'p99 JCT (h)', (v) => v / HOUR, true],
+  ['imagenet_mean_jct_s', 'imagenet mean JCT (h)', (v) => (v == null ? null : v / HOUR), true],
+  ['makespan_s', 'makespan (h)', (v) => v / HOUR, true],
+  ['gpu_utilization', 'GPU utilization', (v) => v, false],
+  ['restarts', 'restarts', (v) => v, true],
+  ['rounds', 'rounds', (v) => v, null],
+  ['planner_ms', 'planner ms (mean)', (v) => v.mean, true],
+];
+
+function fmt(v) {
+  if (v == null || Number.isNaN(v)) return '–';
+  return Math.abs(v) >= 100 || Number.isInteger(v) ? String(Math.round(v * 100) / 100) : v.toFixed(3);
+}
+
+function renderSummary() {
+  const t = $('#summary');
+  const runs = state.runs;
+  const head = `<tr><th>metric</th>${runs.map((r, i) =>
+    `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small></th>`).join('')}</tr>`;
+  const rows = METRICS.map(([key, name, get, lowerBetter]) => {
+    const base = get(runs[0].summary[key]);
+    const cells = runs.map((r, i) => {
+      const v = get(r.summary[key]);
+      let cls = '';
+      let delta = '';
+      if (i > 0 && v != null && base != null && base !== 0 && lowerBetter !== null) {
+        const d = (v - base) / Math.abs(base);
+        delta = `<span class="delta">${d >= 0 ? '+' : ''}${(d * 100).toFixed(1)}% vs ${esc(runs[0].scenario.label)}</span>`;
+        if (Math.abs(d) > 1e-9) cls = (d < 0) === lowerBetter ? 'better' : 'worse';
+      }
+      return `<td class="${cls}" data-key="${key}">${fmt(v)}${delta}</td>`;
+    });
+    return `<tr><th>${name}</th>${cells.join('')}</tr>`;
+  });
+  t.innerHTML = head + rows.join('');
+}
+
+function esc(s) {
+  return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+}
+
+function chartWidth(el) {
+  return Math.max(480, el.clientWidth - 12);
+}
+
+function mkChart(el, opts, data) {
+  el.innerHTML = '';
+  const c = new uPlot({ width: chartWidth(el), height: 260, ...opts }, data, el);
+  state.charts.push(c);
+  return c;
+}
+
+/// Series on a shared x axis: the union of every run's x values, null where a run has none.
+function aligned(perRun) {
+  const xs = [...new Set(perRun.flatMap((pts) => pts.map((p) => p[0])))].sort((a, b) => a - b);
+  const index = new Map(xs.map((x, i) => [x, i]));
+  const ys = perRun.map((pts) => {
+    const y = new Array(xs.length).fill(null);
+    for (const [x, v] of pts) y[index.get(x)] = v;
+    return y;
+  });
+  return [xs, ...ys];
+}
+
+function runSeries(extra = {}) {
+  return state.runs.map((r, i) => ({ label: r.scenario.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true, ...extra }));
+}
+
+function renderCharts() {
+  for (const c of state.charts) c.destroy();
+  state.charts = [];
+  // JCT CDF: a step function per run, on the union of all JCTs.
+  const cdf = state.runs.map((r) => {
+    const j = r.jobs.map((x) => x.jct_s / HOUR).sort((a, b) => a - b);
+    return j.map((x, k) => [x, (k + 1) / j.length]);
+  });
+  mkChart($('#chart-cdf'), {
+    scales: { x: { time: false }, y: { range: [0, 1] } },
+    axes: [{ label: 'JCT (h)' }, { label: 'fraction of jobs' }],
+    series: [{ label: 'JCT h' }, ...runSeries({ paths: uPlot.paths.stepped({ align: 1 }) })],
+  }, aligned(cdf));
+  mkChart($('#chart-util'), {
+    scales: { x: { time: false }, y: { range: [0, 1] } },
+    axes: [{ label: 'time (h)' }, { label: 'GPUs allocated / total' }],
+    series: [{ label: 'h' }, ...runSeries()],
+  }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, x.gpus_allocated / r.total_gpus]))));
+  mkChart($('#chart-planner'), {
+    scales: { x: { time: false }, y: { distr: 3 } },
+    axes: [{ label: 'time (h)' }, { label: 'ms' }],
+    series: [{ label: 'h' }, ...runSeries({ width: 1 })],
+  }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, Math.max(1e-3, x.planner_ms)]))));
+  renderGantt();
+}
+
+function jobColor(id) {
+  return `hsl(${(id * 137.508) % 360}, 60%, 55%)`;
+}
+
+function renderGantt() {
+  const r = state.runs[Number($('#gantt-run').value) || 0];
+  if (!r) return;
+  const nodes = r.cluster.nodes.length;
+  const end = Math.max(...r.segments.map((s) => s.end_s), 1) / HOUR;
+  const el = $('#chart-gantt');
+  mkChart(el, {
+    height: Math.max(220, 16 * nodes + 60),
+    scales: { x: { time: false, range: [0, end] }, y: { range: [0, nodes] } },
+    axes: [{ label: 'time (h)' }, { label: 'node', values: (u, ticks) => ticks.map((t) => (Number.isInteger(t) ? `node${t}` : '')) }],
+    series: [{}, { label: 'allocations', stroke: 'transparent' }],
+    legend: { show: false },
+    hooks: {
+      draw: [(u) => {
+        const ctx = u.ctx;
+        ctx.save();
+        for (const s of r.segments) {
+          const x0 = u.valToPos(s.start_s / HOUR, 'x', true);
+          const x1 = u.valToPos(s.end_s / HOUR, 'x', true);
+          for (const [node, gpus] of s.nodes) {
+            const cap = r.cluster.nodes[node].gpus;
+            const y0 = u.valToPos(node + 1, 'y', true);
+            const y1 = u.valToPos(node + 1 - gpus / cap * 0.9, 'y', true);
+            ctx.fillStyle = jobColor(s.job);
+            ctx.fillRect(x0, y0, Math.max(1, x1 - x0), y1 - y0);
+          }
+        }
+        ctx.restore();
+      }],
+    },
+  }, [[0, end], [null, null]]);
+}
+
+function fillRunSelects() {
+  for (const sel of [$('#gantt-run'), $('#inspect-run')]) {
+    sel.innerHTML = '';
+    state.runs.forEach((r, i) => sel.add(new Option(`${r.scenario.label}: ${r.summary.policy}`, String(i))));
+  }
+}
+
+function renderResults() {
+  $('#results').hidden = false;
+  $('#inspector').hidden = false;
+  fillRunSelects();
+  renderSummary();
+  renderCharts();
+  const r = state.runs[0];
+  $('#inspect-index').value = Math.floor(r.rounds.length / 2);
+  inspect();
+}
+
+// ---------- round inspector ----------
+
+async function inspect() {
+  const r = state.runs[Number($('#inspect-run').value) || 0];
+  if (!r) return;
+  const max = Math.max(0, r.rounds.length - 1);
+  $('#inspect-index').max = max;
+  $('#inspect-slider').max = max;
+  const index = Math.min(max, Math.max(0, Number($('#inspect-index').value) || 0));
+  $('#inspect-slider').value = index;
+  try {
+    const d = await inspectInWorker(r.run_id, index);
+    renderInspector(d);
+  } catch (e) {
+    showError(e.message);
+  }
+}
+
+async function resolveRound() {
+  const r = state.runs[Number($('#inspect-run').value) || 0];
+  if (!r || !state.inspected) return;
+  const planner = $('#resolve-planner').value;
+  const out = $('#resolve-out');
+  out.textContent = `Solving round ${state.inspected.index} with ${planner}…`;
+  try {
+    const d = await inspectInWorker(r.run_id, state.inspected.index,
+      { planner, time_limit_s: r.scenario.time_limit_s || 10, seed: r.scenario.seed });
+    const diff = d.objective - state.inspected.objective;
+    out.innerHTML = `${esc(planner)}: objective <b class="resolved-objective">${d.objective.toFixed(4)}</b> ` +
+      `(${diff >= 0 ? '+' : ''}${diff.toFixed(4)} vs ${esc(state.inspected.planner)}), status ${d.status}, ` +
+      `gap ${d.gap == null ? '–' : d.gap.toExponential(2)}, ${d.solve_ms.toFixed(1)} ms; GPUs: ` +
+      d.jobs.map((j) => `${esc(j.name)} ${j.chosen_gpus}`).join(', ');
+  } catch (e) {
+    out.textContent = e.message;
+  }
+}
+
+function renderInspector(d) {
+  state.inspected = d;
+  $('#resolve-out').textContent = '';
+  const gap = d.gap == null ? '–' : d.gap.toExponential(2);
+  const bound = d.bound == null ? '–' : fmt(d.bound);
+  $('#inspect-head').innerHTML =
+    `<span>round <b>${d.index}</b> of ${d.rounds}</span><span>t = ${(d.now_s / HOUR).toFixed(2)} h</span>` +
+    `<span>planner <b>${esc(d.planner)}</b></span><span>status <b class="status">${d.status}</b></span>` +
+    `<span>objective <b class="objective">${d.objective.toFixed(4)}</b></span><span>bound ${bound}</span>` +
+    `<span>gap ${gap}</span><span>solve ${d.solve_ms.toFixed(2)} ms</span><span>p = ${d.p}</span>` +
+    `<span>fair share ${d.fair_share[1]} GPU</span>` + (d.reason ? `<div>note: ${esc(d.reason)}</div>` : '');
+  const rows = d.jobs.map((j) => {
+    const table = j.speedups
+      .filter((s) => s.gpus === j.chosen_gpus || (s.gpus & (s.gpus - 1)) === 0)
+      .map((s) => (s.gpus === j.chosen_gpus ? `<b>[${s.gpus}:${s.speedup.toFixed(2)}]</b>` : `${s.gpus}:${s.speedup.toFixed(2)}`))
+      .join(' ');
+    const chosen = j.chosen_gpus ? `${j.chosen_gpus} GPUs on ${j.chosen_nodes} node(s) ` +
+      `<small>${j.chosen.map(([n, k]) => `n${n}×${k}`).join(' ')}</small>` : '–';
+    return `<tr><td>${esc(j.name)}</td><td>${j.app}</td><td>${(j.age_s / HOUR).toFixed(2)}</td><td>${j.epoch}</td>` +
+      `<td>${j.restarts}</td><td>${j.before_gpus}</td><td class="${j.chosen_gpus !== j.before_gpus ? 'chosen' : ''}">${chosen}</td>` +
+      `<td>${j.chosen_speedup.toFixed(3)}</td><td>${j.value.toFixed(3)}</td>` +
+      `<td class="speedups" title="speedup over the fair share by GPUs (packed); ${j.has_model ? 'fitted model' : 'no model yet: linear'}">${table}</td></tr>`;
+  });
+  $('#inspect-jobs').innerHTML = '<tr><th>job</th><th>app</th><th>age (h)</th><th>epoch</th><th>restarts</th>' +
+    '<th>GPUs before</th><th>chosen</th><th>speedup</th><th>value</th><th>speedup by GPUs</th></tr>' + rows.join('');
+}
+
+// ---------- export ----------
+
+function download(name, text, type) {
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([text], { type }));
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+}
+
+function csv(rows) {
+  return rows.map((r) => r.map((v) => {
+    const s = v == null ? '' : String(v);
+    return /[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  }).join(',')).join('\n') + '\n';
+}
+
+function exportJson() {
+  const out = state.runs.map(({ run_id, elapsed_ms, ...r }) => r);
+  download('gpuplan-results.json', JSON.stringify(out, null, 2), 'application/json');
+}
+
+function exportJobsCsv() {
+  const rows = [['scenario', 'policy', 'workload', 'name', 'app', 'submit_s', 'completion_s', 'jct_s', 'restarts', 'attained_gpu_s', 'max_gpus_used']];
+  for (const r of state.runs) {
+    for (const j of r.jobs) {
+      rows.push([r.scenario.label, r.summary.policy, r.summary.workload, j.name, j.app, j.submit_s, j.completion_s, j.jct_s, j.restarts, j.attained_gpu_s, j.max_gpus_used]);
+    }
+  }
+  download('gpuplan-jobs.csv', csv(rows), 'text/csv');
+}
+
+function exportRoundsCsv() {
+  const rows = [['scenario', 'policy', 'time_s', 'active', 'running', 'gpus_allocated', 'restarts', 'planner_ms', 'status', 'bound', 'gap']];
+  for (const r of state.runs) {
+    for (const x of r.rounds) {
+      rows.push([r.scenario.label, r.summary.policy, x.time_s, x.active, x.running, x.gpus_allocated, x.restarts, x.planner_ms, x.status, x.bound, x.gap]);
+    }
+  }
+  download('gpuplan-rounds.csv', csv(rows), 'text/csv');
+}
+
+// ---------- start ----------
+
+async function main() {
+  try {
+    state.catalog = await startWorker();
+  } catch (e) {
+    setStatus('The engine did not load.');
+    showError(e.message);
+    return;
+  }
+  const saved = decodeState();
+  for (const s of saved ?? [{}]) addScenario(s);
+  $('#add-scenario').addEventListener('click', () => {
+    const list = scenarios();
+    addScenario({ ...list[list.length - 1], label: '' });
+  });
+  $('#run').addEventListener('click', runAll);
+  $('#cancel').addEventListener('click', cancelRun);
+  $('#share').addEventListener('click', async () => {
+    const url = location.href.split('#')[0] + encodeState();
+    try {
+      await navigator.clipboard.writeText(url);
+      setStatus('Link copied.');
+    } catch {
+      setStatus(url);
+    }
+  });
+  $('#export-json').addEventListener('click', exportJson);
+  $('#export-jobs-csv').addEventListener('click', exportJobsCsv);
+  $('#export-rounds-csv').addEventListener('click', exportRoundsCsv);
+  $('#gantt-run').addEventListener('change', () => {
+    const c = state.charts.pop();
+    if (c) c.destroy();
+    renderGantt();
+  });
+  $('#inspect-run').addEventListener('change', inspect);
+  for (const p of state.catalog.policies) $('#resolve-planner').add(new Option(p, p));
+  $('#resolve-planner').value = 'pollux-mip';
+  $('#resolve').addEventListener('click', resolveRound);
+  $('#inspect-index').addEventListener('change', inspect);
+  $('#inspect-slider').addEventListener('input', () => {
+    $('#inspect-index').value = $('#inspect-slider').value;
+    inspect();
+  });
+  $('#run').disabled = false;
+  setStatus('Ready.');
+  performance.mark('explorer-ready');
+  document.body.dataset.ready = '1';
+}
+
+main();

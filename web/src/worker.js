@@ -1,0 +1,60 @@
+// The simulation runs here, off the page's thread, so the page never freezes.
+// Protocol (all messages are plain objects):
+//   in:  {type: 'run', id, scenario, cancel?: SharedArrayBuffer}   {type: 'inspect', id, runId, index}
+//        {type: 'resolve', id, runId, index, options}
+//   out: {type: 'ready', catalog} {type: 'progress', id, ...} {type: 'done', id, result}
+//        {type: 'inspected', id, round} {type: 'error', id, message}
+import init, { catalog, inspect_round, resolve_round, run_scenario, warm_up } from '../pkg/gpuplan_wasm.js';
+
+const PROGRESS_EVERY_MS = 100;
+
+async function start() {
+  try {
+    const t0 = performance.now();
+    await init({ module_or_path: new URL('gpuplan_wasm_bg.wasm', import.meta.url) });
+    const cat = JSON.parse(catalog());
+    postMessage({ type: 'ready', catalog: cat, init_ms: performance.now() - t0 });
+    warm_up(); // messages queue meanwhile; the page is already drawn
+  } catch (e) {
+    postMessage({ type: 'error', id: null, message: `could not load the engine: ${e.message ?? e}` });
+  }
+}
+
+function run(msg) {
+  // With cross-origin isolation the page can flip this flag while we run;
+  // otherwise it cancels by terminating this worker.
+  const flag = msg.cancel ? new Int32Array(msg.cancel) : null;
+  let last = 0;
+  const t0 = performance.now();
+  const progress = (round, nowS, done, total) => {
+    const t = performance.now();
+    if (t - last >= PROGRESS_EVERY_MS) {
+      last = t;
+      postMessage({ type: 'progress', id: msg.id, round, now_s: nowS, done, total, elapsed_ms: t - t0 });
+    }
+    return !(flag && Atomics.load(flag, 0) === 1);
+  };
+  try {
+    const json = run_scenario(JSON.stringify(msg.scenario), progress);
+    postMessage({ type: 'done', id: msg.id, result: json, elapsed_ms: performance.now() - t0 });
+  } catch (e) {
+    postMessage({ type: 'error', id: msg.id, message: String(e.message ?? e) });
+  }
+}
+
+onmessage = (ev) => {
+  const msg = ev.data;
+  if (msg.type === 'run') run(msg);
+  else if (msg.type === 'inspect' || msg.type === 'resolve') {
+    try {
+      const json = msg.type === 'inspect'
+        ? inspect_round(msg.runId, msg.index)
+        : resolve_round(msg.runId, msg.index, JSON.stringify(msg.options));
+      postMessage({ type: 'inspected', id: msg.id, round: JSON.parse(json) });
+    } catch (e) {
+      postMessage({ type: 'error', id: msg.id, message: String(e.message ?? e) });
+    }
+  }
+};
+
+start();

@@ -1017,8 +1017,14 @@ impl Daemon {
         if running == 0 {
             let a = j.attempt.take().expect("checked");
             let all_ok = st.iter().all(|s| *s == RankStatus::Exited(Some(0)));
+            // Rank 0 exiting 0 after our SIGTERM means training had already
+            // finished when the stop came (the protocol asks for a non-zero
+            // exit on SIGTERM); the other ranks' 143 must not relaunch it.
+            let finished_under_term = a.term_sent_unix_s.is_some()
+                && !a.crashed
+                && st.first() == Some(&RankStatus::Exited(Some(0)));
             let crashed = a.crashed || (failed && a.term_sent_unix_s.is_none());
-            if all_ok && j.status != JobStatus::Cancelled {
+            if (all_ok || finished_under_term) && j.status != JobStatus::Cancelled {
                 j.status = JobStatus::Completed;
                 j.finished_unix_s = Some(now);
                 j.gpus.clear();

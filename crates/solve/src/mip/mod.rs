@@ -294,6 +294,15 @@ impl Model {
         }
     }
 
+    /// An empty model in the direction of `sense`, with the max-min level
+    /// variable τ when p = −∞.
+    pub fn for_sense(sense: Sense) -> (Self, Option<Variable>) {
+        let mut m = Model::new();
+        m.minimise = matches!(sense, Sense::MinPower(_));
+        let t = (sense == Sense::MaxMin).then(|| m.continuous(0.0, 1e9));
+        (m, t)
+    }
+
     pub fn binary(&mut self) -> Variable {
         let v = self.vars.add(variable().binary());
         self.watched.push(v);

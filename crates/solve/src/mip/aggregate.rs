@@ -24,12 +24,14 @@ impl MipAggregate {
 }
 
 /// Chosen (job index, choice, GPU type) triples, the model's status, its
-/// bound on the generalized mean, and per-job notes.
+/// bound on the generalized mean, per-job notes, and the speedup tables
+/// (reused to evaluate the plan).
 pub type AggregateSolution = (
     Vec<(usize, Choice, Option<String>)>,
     PlanStatus,
     Option<f64>,
     Vec<String>,
+    Vec<SpeedupCache>,
 );
 
 /// (choice, GPU type, value) candidates of one job; "nothing" is implicit.
@@ -56,7 +58,7 @@ enum Slot {
     Free(Vec<usize>, bool),
 }
 
-fn prepare(round: &Round) -> (Prep, Vec<String>) {
+fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     let mut caches: Vec<SpeedupCache> = round
         .jobs
         .iter()
@@ -146,7 +148,7 @@ fn prepare(round: &Round) -> (Prep, Vec<String>) {
         cands: all,
         sense,
     };
-    (prep, notes)
+    (prep, notes, caches)
 }
 
 /// Build the model over the slots; `start` is a starting choice per job
@@ -555,7 +557,7 @@ pub fn solve_aggregate_with(
     limits: &Limits,
     pricing: Pricing,
 ) -> Result<AggregateSolution, String> {
-    let (prep, notes) = prepare(round);
+    let (prep, notes, caches) = prepare(round);
     let sense = prep.sense;
     let n = prep.cands.len();
     let full: Vec<Slot> = (0..n)
@@ -614,7 +616,7 @@ pub fn solve_aggregate_with(
         None => solved.bound,
     };
     let bound = bound.and_then(|b| super::bound_to_mean(sense, b, round.jobs.len()));
-    Ok((choices, status, bound, notes))
+    Ok((choices, status, bound, notes, caches))
 }
 
 /// Price out the one-type model: returns the slots (most jobs fixed), a
@@ -685,7 +687,7 @@ impl Planner for MipAggregate {
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         match solve_aggregate(round, self.solver, limits) {
-            Ok((choices, status, bound, notes)) => {
+            Ok((choices, status, bound, notes, mut caches)) => {
                 let typed: Vec<(usize, Choice, Option<&str>)> =
                     choices.iter().map(|(j, c, t)| (*j, *c, t.as_deref())).collect();
                 let packed = pack_typed(round, &typed);
@@ -699,7 +701,7 @@ impl Planner for MipAggregate {
                 // The bound is over packable shapes only: a bound for this
                 // model, not for the exact problem (docs/formulation.md).
                 plan.bound = bound;
-                super::set_gap(round, &mut plan);
+                super::set_gap_cached(round, &mut plan, &mut caches);
                 if plan.reason.is_some() && plan.status == PlanStatus::Optimal {
                     // The packer had to change something: no longer the model's optimum.
                     plan.status = PlanStatus::Feasible;

@@ -3,7 +3,7 @@
 //! optimisation.
 
 use gpuplan_core::objective;
-use gpuplan_core::{Round, RoundJob};
+use gpuplan_core::{Plan, Round, RoundJob};
 
 /// Lazily filled speedup table of one job for one round.
 #[derive(Debug, Clone)]
@@ -75,6 +75,27 @@ pub fn max_gpus(job: &RoundJob, round: &Round) -> u32 {
         .min(round.cluster.total_gpus())
 }
 
+/// [`objective::evaluate`] through the planner's own speedup tables (one
+/// per job, in round order): the same values, without recomputing the batch
+/// searches the planner already did.
+pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) -> f64 {
+    let values: Vec<f64> = round
+        .jobs
+        .iter()
+        .zip(caches.iter_mut())
+        .map(|(j, c)| {
+            let a = plan.get(j.id);
+            let s = c.get(j, a.num_nodes(), a.num_gpus());
+            if a == j.state.allocation {
+                s
+            } else {
+                s * objective::restart_factor(j, round.params.restart_penalty_s)
+            }
+        })
+        .collect();
+    objective::power_mean(&values, round.params.p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +115,40 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn cached_evaluation_matches_the_common_one() {
+        use crate::testutil::{job, model, round, running};
+        use gpuplan_core::{Allocation, NodeId, PlanStatus};
+        let mut jobs = vec![running(job(0, 2, 0.0), &[(0, 2)]), job(1, 4, 1.0), job(2, 1, 2.0)];
+        jobs[0].state.restarts = 1;
+        jobs[1].model = Some(model());
+        let round = round("2x4", jobs, gpuplan_core::Interference::Avoid);
+        let mut plan = Plan::new("t", PlanStatus::Optimal);
+        plan.allocations
+            .insert(round.jobs[0].id, Allocation::from_counts(&[(NodeId(0), 2)]));
+        plan.allocations.insert(
+            round.jobs[1].id,
+            Allocation::from_counts(&[(NodeId(0), 1), (NodeId(1), 4)]),
+        );
+        let mut caches: Vec<SpeedupCache> = round
+            .jobs
+            .iter()
+            .map(|_| SpeedupCache::new(&round, 2, 8))
+            .collect();
+        let want = objective::evaluate(&round, &plan);
+        assert_eq!(
+            evaluate_cached(&round, &plan, &mut caches).to_bits(),
+            want.to_bits()
+        );
+        // A moved job pays the restart factor in both.
+        plan.allocations
+            .insert(round.jobs[0].id, Allocation::from_counts(&[(NodeId(1), 2)]));
+        let want = objective::evaluate(&round, &plan);
+        assert_eq!(
+            evaluate_cached(&round, &plan, &mut caches).to_bits(),
+            want.to_bits()
+        );
     }
 }

@@ -24,17 +24,41 @@ impl MipAggregate {
 }
 
 /// Chosen (job index, choice, GPU type) triples, the model's status, its
-/// bound on the generalized mean, and per-job notes.
+/// bound on the generalized mean, per-job notes, and the speedup tables
+/// (reused to evaluate the plan).
 pub type AggregateSolution = (
     Vec<(usize, Choice, Option<String>)>,
     PlanStatus,
     Option<f64>,
     Vec<String>,
+    Vec<SpeedupCache>,
 );
 
-/// Build, solve and decode the aggregate model. `Err` carries the reason
-/// for a fallback.
-pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result<AggregateSolution, String> {
+/// (choice, GPU type, value) candidates of one job; "nothing" is implicit.
+type Cands = Vec<(Choice, Option<usize>, f64)>;
+
+/// Everything the model is built from: GPU types in order of first
+/// appearance (name, nodes, GPUs, largest node), each node's type, and per
+/// job its candidates, its "nothing" term and whether it is pinned.
+struct Prep {
+    types: Vec<(String, u32, u32, u32)>,
+    node_type: Vec<usize>,
+    cands: Vec<Cands>,
+    none_term: Vec<f64>,
+    pinned: Vec<bool>,
+    sense: Sense,
+}
+
+/// How one job enters the model: fixed to one option (`None` = nothing),
+/// or free over the allowed candidates (indices into its list, and
+/// whether "nothing" is allowed).
+#[derive(Debug, Clone)]
+enum Slot {
+    Fixed(Option<usize>),
+    Free(Vec<usize>, bool),
+}
+
+fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     let mut caches: Vec<SpeedupCache> = round
         .jobs
         .iter()
@@ -57,7 +81,6 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
     let sense = Sense::of(round.params.p);
     let n_nodes = round.cluster.num_nodes();
     let maxn = round.params.max_nodes_per_job.min(n_nodes as u32);
-    // GPU types in order of first appearance: (name, nodes, GPUs, largest node).
     let mut types: Vec<(String, u32, u32, u32)> = Vec::new();
     let mut node_type = Vec::with_capacity(n_nodes);
     for n in &round.cluster.nodes {
@@ -73,22 +96,10 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
         types[i].3 = types[i].3.max(n.gpus);
         node_type.push(i);
     }
-    let mut m = Model::new();
-    m.minimise = matches!(sense, Sense::MinPower(_));
-    let t = if sense == Sense::MaxMin {
-        Some(m.continuous(0.0, 1e9))
-    } else {
-        None
-    };
-    let mut z: Vec<Vec<(good_lp::Variable, Choice, Option<usize>)>> = Vec::with_capacity(opts.len());
-    let mut gpu_sum: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); types.len()];
-    let mut whole_nodes: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); types.len()];
-    let mut node_kept: Vec<Vec<good_lp::Variable>> = vec![Vec::new(); n_nodes];
-    let mut objective = good_lp::Expression::from(0.0);
-    for (j, o) in opts.iter().enumerate() {
-        let job = &round.jobs[j];
+    let mut all = Vec::with_capacity(opts.len());
+    for o in &opts {
         // (choice, type, value): keep, then packable shapes per type.
-        let mut cands: Vec<(Choice, Option<usize>, f64)> = Vec::new();
+        let mut cands: Cands = Vec::new();
         for c in &o.candidates {
             match c.choice {
                 Choice::Keep => cands.push((Choice::Keep, None, c.value)),
@@ -127,44 +138,120 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
                 keep
             }
         });
-        let vars: Vec<(good_lp::Variable, Choice, Option<usize>)> =
-            cands.iter().map(|&(c, ty, _)| (m.binary(), c, ty)).collect();
-        let none_term = sense.term(o.none_value);
-        let mut pick = good_lp::Expression::from(0.0);
-        // An explicit "nothing" binary keeps constants out of the objective, so
-        // the solver's relative gap is measured on the true Σ of terms.
-        let none = m.binary();
-        let mut value = none_term * none;
-        for (&(v, c, ty), &(_, _, val)) in vars.iter().zip(&cands) {
-            pick += v;
-            value += sense.term(val) * v;
-            match (c, ty) {
-                (Choice::Keep, _) => {
-                    for (n, k) in job.current().per_node() {
-                        if let Some(list) = node_kept.get_mut(n.0 as usize) {
-                            list.push(v);
-                            gpu_sum[node_type[n.0 as usize]] += k as f64 * v;
+        all.push(cands);
+    }
+    let prep = Prep {
+        types,
+        node_type,
+        none_term: opts.iter().map(|o| sense.term(o.none_value)).collect(),
+        pinned: opts.iter().map(|o| o.pinned).collect(),
+        cands: all,
+        sense,
+    };
+    (prep, notes, caches)
+}
+
+/// Build the model over the slots; `start` is a starting choice per job
+/// (`None` = nothing), else keep where possible.
+fn build(
+    round: &Round,
+    prep: &Prep,
+    slots: &[Slot],
+    start: Option<&[Option<usize>]>,
+) -> (Model, Vec<Vec<(good_lp::Variable, usize)>>) {
+    let Prep {
+        types,
+        node_type,
+        cands,
+        none_term,
+        pinned,
+        sense,
+    } = prep;
+    let sense = *sense;
+    let n_nodes = round.cluster.num_nodes();
+    let (mut m, t) = Model::for_sense(sense);
+    let mut z: Vec<Vec<(good_lp::Variable, usize)>> = Vec::with_capacity(slots.len());
+    let mut gpu_sum: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); types.len()];
+    let mut whole_nodes: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); types.len()];
+    let mut node_kept: Vec<Vec<good_lp::Variable>> = vec![Vec::new(); n_nodes];
+    // Nodes that a fixed "keep" occupies for sure.
+    let mut node_fixed = vec![false; n_nodes];
+    let mut objective = good_lp::Expression::from(0.0);
+    for (j, slot) in slots.iter().enumerate() {
+        let job = &round.jobs[j];
+        let c = &cands[j];
+        // Resources of one option: GPUs per type, whole nodes, kept nodes.
+        let mut value = good_lp::Expression::from(0.0);
+        let mut vars = Vec::new();
+        match slot {
+            Slot::Fixed(pick) => {
+                let term = pick.map_or(none_term[j], |i| sense.term(c[i].2));
+                value += term;
+                m.offset += term;
+                match pick.map(|i| c[i]) {
+                    Some((Choice::Keep, _, _)) => {
+                        for (n, k) in job.current().per_node() {
+                            if (n.0 as usize) < n_nodes {
+                                node_fixed[n.0 as usize] = true;
+                                gpu_sum[node_type[n.0 as usize]] += k as f64;
+                            }
                         }
                     }
-                    m.initial.push((v, 1.0));
-                }
-                (Choice::Config { nodes, gpus }, Some(ty)) => {
-                    gpu_sum[ty] += gpus as f64 * v;
-                    if nodes > 1 {
-                        whole_nodes[ty] += nodes as f64 * v;
+                    Some((Choice::Config { nodes, gpus }, Some(ty), _)) => {
+                        gpu_sum[ty] += gpus as f64;
+                        if nodes > 1 {
+                            whole_nodes[ty] += nodes as f64;
+                        }
                     }
-                    m.initial.push((v, 0.0));
+                    _ => {}
                 }
-                (Choice::Config { .. }, None) => {}
             }
-        }
-        let kept = cands.iter().any(|c| c.0 == Choice::Keep);
-        m.initial.push((none, if kept { 0.0 } else { 1.0 }));
-        if o.pinned {
-            m.constraints.push(pick.eq(1.0));
-            m.constraints.push(good_lp::Expression::from(none).eq(0.0));
-        } else {
-            m.constraints.push((pick + none).eq(1.0));
+            Slot::Free(allowed, none_ok) => {
+                let mut pick = good_lp::Expression::from(0.0);
+                let first = start.map(|s| s[j]);
+                for &i in allowed {
+                    let v = m.binary();
+                    vars.push((v, i));
+                    pick += v;
+                    value += sense.term(c[i].2) * v;
+                    let on = match first {
+                        Some(f) => f == Some(i),
+                        None => c[i].0 == Choice::Keep,
+                    };
+                    m.initial.push((v, if on { 1.0 } else { 0.0 }));
+                    match (c[i].0, c[i].1) {
+                        (Choice::Keep, _) => {
+                            for (n, k) in job.current().per_node() {
+                                if let Some(list) = node_kept.get_mut(n.0 as usize) {
+                                    list.push(v);
+                                    gpu_sum[node_type[n.0 as usize]] += k as f64 * v;
+                                }
+                            }
+                        }
+                        (Choice::Config { nodes, gpus }, Some(ty)) => {
+                            gpu_sum[ty] += gpus as f64 * v;
+                            if nodes > 1 {
+                                whole_nodes[ty] += nodes as f64 * v;
+                            }
+                        }
+                        (Choice::Config { .. }, None) => {}
+                    }
+                }
+                if *none_ok && !pinned[j] {
+                    // An explicit "nothing" binary keeps constants out of the
+                    // objective, so the solver's relative gap is measured on
+                    // the true Σ of terms.
+                    let none = m.binary();
+                    value += none_term[j] * none;
+                    let on = match first {
+                        Some(f) => f.is_none(),
+                        None => !c.iter().any(|o| o.0 == Choice::Keep),
+                    };
+                    m.initial.push((none, if on { 1.0 } else { 0.0 }));
+                    pick += none;
+                }
+                m.constraints.push(pick.eq(1.0));
+            }
         }
         match t {
             Some(t) => m.constraints.push(good_lp::Expression::from(t).leq(value)),
@@ -173,7 +260,15 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
         z.push(vars);
     }
     // Multi-node jobs need whole nodes of their type that hold no kept job.
-    for (node, list) in node_kept.iter().enumerate().filter(|(_, l)| !l.is_empty()) {
+    for node in 0..n_nodes {
+        if node_fixed[node] {
+            whole_nodes[node_type[node]] += 1.0;
+            continue;
+        }
+        let list = &node_kept[node];
+        if list.is_empty() {
+            continue;
+        }
         let u = m.binary();
         for &v in list {
             m.constraints.push(good_lp::Expression::from(v).leq(u));
@@ -189,32 +284,320 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
         Some(t) => {
             m.objective = t.into();
             m.minimise = false;
+            m.offset = 0.0;
+            // Warm start for t: the smallest kept value.
+            let v0 = cands
+                .iter()
+                .zip(none_term)
+                .map(|(c, &nt)| {
+                    c.iter()
+                        .find(|o| o.0 == Choice::Keep)
+                        .map_or(nt, |o| sense.term(o.2))
+                })
+                .fold(f64::INFINITY, f64::min);
+            m.initial.push((t, if v0.is_finite() { v0 } else { 0.0 }));
         }
         None => m.objective = objective,
     }
-    let watched = m.watched.clone();
-    if let Some(t) = t {
-        // Warm start for t: the smallest kept value.
-        let v0 = opts
+    (m, z)
+}
+
+/// The Lagrangian relaxation of the one-type model, solved by its own
+/// greedy rule: prices λ per GPU and μ per whole node make every job pick
+/// its best option alone. `L(λ, μ)` bounds the model (a kept job is
+/// charged an equal share of each of its nodes, which never exceeds the
+/// node's true cost), and options whose loss against that bound exceeds
+/// the gap to a feasible incumbent cannot be in a better solution: only
+/// the few jobs that keep a real choice go to the solver. Scores are in
+/// maximisation form (−term for p < 0).
+struct Relax {
+    /// Per job: (score, GPUs, node charge, kept nodes) per candidate, then "nothing".
+    opts: Vec<Vec<(f64, f64, f64, bool)>>,
+    none_ok: Vec<bool>,
+    gpus: f64,
+    nodes: f64,
+}
+
+impl Relax {
+    fn new(round: &Round, prep: &Prep) -> Self {
+        let sgn = if matches!(prep.sense, Sense::MinPower(_)) {
+            -1.0
+        } else {
+            1.0
+        };
+        let n_nodes = round.cluster.num_nodes();
+        let mut sharers = vec![0u32; n_nodes];
+        for (j, c) in prep.cands.iter().enumerate() {
+            if c.iter().any(|o| o.0 == Choice::Keep) {
+                for (n, _) in round.jobs[j].current().per_node() {
+                    if let Some(s) = sharers.get_mut(n.0 as usize) {
+                        *s += 1;
+                    }
+                }
+            }
+        }
+        let opts = prep
+            .cands
             .iter()
-            .map(|o| {
-                o.candidates
+            .enumerate()
+            .map(|(j, c)| {
+                let mut v: Vec<(f64, f64, f64, bool)> = c
                     .iter()
-                    .find(|c| c.choice == Choice::Keep)
-                    .map_or(o.none_value, |c| c.value)
+                    .map(|&(ch, _, val)| {
+                        let sc = sgn * prep.sense.term(val);
+                        match ch {
+                            Choice::Keep => {
+                                let (mut g, mut share) = (0.0, 0.0);
+                                for (n, k) in round.jobs[j].current().per_node() {
+                                    if let Some(&s) = sharers.get(n.0 as usize) {
+                                        g += k as f64;
+                                        share += 1.0 / s as f64;
+                                    }
+                                }
+                                (sc, g, share, true)
+                            }
+                            Choice::Config { nodes, gpus } => {
+                                (sc, gpus as f64, if nodes > 1 { nodes as f64 } else { 0.0 }, false)
+                            }
+                        }
+                    })
+                    .collect();
+                v.push((sgn * prep.none_term[j], 0.0, 0.0, false));
+                v
             })
-            .fold(f64::INFINITY, f64::min);
-        m.initial
-            .push((t, sense.term(if v0.is_finite() { v0 } else { 0.0 })));
+            .collect();
+        Relax {
+            opts,
+            none_ok: prep.pinned.iter().map(|p| !p).collect(),
+            gpus: prep.types[0].2 as f64,
+            nodes: prep.types[0].1 as f64,
+        }
     }
-    let solved = solve(m, solver, limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
+
+    /// Each job's best option at prices (λ, μ), L(λ, μ), and the GPUs and node charges used.
+    fn eval(&self, lam: f64, mu: f64, pick: &mut [usize]) -> (f64, f64, f64) {
+        let (mut l, mut g, mut n) = (lam * self.gpus + mu * self.nodes, 0.0, 0.0);
+        for (j, o) in self.opts.iter().enumerate() {
+            let last = if self.none_ok[j] { o.len() } else { o.len() - 1 };
+            let mut best = (f64::NEG_INFINITY, 0);
+            for (i, &(sc, gg, nn, _)) in o[..last].iter().enumerate() {
+                let r = sc - lam * gg - mu * nn;
+                if r > best.0 {
+                    best = (r, i);
+                }
+            }
+            pick[j] = best.1;
+            l += best.0;
+            g += o[best.1].1;
+            n += o[best.1].2;
+        }
+        (l, g, n)
+    }
+
+    /// Prices that (nearly) minimise L: coordinate bisection on the subgradients.
+    fn prices(&self, pick: &mut [usize]) -> (f64, f64, f64) {
+        let (mut lam, mut mu) = (0.0, 0.0);
+        for _ in 0..3 {
+            lam = self.bisect(|x| self.eval(x, mu, pick).1 <= self.gpus);
+            mu = self.bisect(|x| self.eval(lam, x, pick).2 <= self.nodes);
+        }
+        (lam, mu, self.eval(lam, mu, pick).0)
+    }
+
+    /// The smallest x ≥ 0 (to bisection precision) where `ok(x)` holds;
+    /// `ok` is monotone in x. Infinity if it never holds.
+    fn bisect(&self, mut ok: impl FnMut(f64) -> bool) -> f64 {
+        if ok(0.0) {
+            return 0.0;
+        }
+        let mut hi = 1e-6;
+        while !ok(hi) {
+            hi *= 4.0;
+            if hi > 1e300 {
+                return f64::INFINITY;
+            }
+        }
+        let mut lo = hi / 4.0;
+        for _ in 0..50 {
+            let mid = 0.5 * (lo + hi);
+            if ok(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi
+    }
+}
+
+/// Whether the picked options fit the one-type model: GPUs, and whole nodes
+/// counting every node that hosts a kept job.
+fn fits(round: &Round, relax: &Relax, pick: &[usize]) -> bool {
+    let mut g = 0.0;
+    let mut whole = 0.0;
+    let mut used = vec![false; round.cluster.num_nodes()];
+    for (j, &i) in pick.iter().enumerate() {
+        let o = relax.opts[j][i];
+        g += o.1;
+        if o.3 {
+            for (n, _) in round.jobs[j].current().per_node() {
+                if let Some(u) = used.get_mut(n.0 as usize) {
+                    *u = true;
+                }
+            }
+        } else {
+            whole += o.2;
+        }
+    }
+    whole += used.iter().filter(|u| **u).count() as f64;
+    g <= relax.gpus + 1e-9 && whole <= relax.nodes + 1e-9
+}
+
+/// Greedy upgrades of a feasible pick: switch jobs to better options in
+/// order of gain per extra GPU while everything still fits. It narrows the
+/// gap to the Lagrangian bound, so pricing fixes more jobs.
+fn improve(round: &Round, relax: &Relax, pick: &mut [usize]) {
+    let n_nodes = round.cluster.num_nodes();
+    let nodes_of = |j: usize| {
+        round.jobs[j]
+            .current()
+            .per_node()
+            .into_iter()
+            .map(|(n, _)| n.0 as usize)
+            .filter(|&n| n < n_nodes)
+            .collect::<Vec<usize>>()
+    };
+    let mut kept = vec![0u32; n_nodes];
+    let (mut g, mut multi) = (0.0, 0.0);
+    for (j, &i) in pick.iter().enumerate() {
+        let o = relax.opts[j][i];
+        g += o.1;
+        if o.3 {
+            for n in nodes_of(j) {
+                kept[n] += 1;
+            }
+        } else {
+            multi += o.2;
+        }
+    }
+    let mut used = kept.iter().filter(|&&k| k > 0).count() as f64;
+    for _ in 0..4 {
+        let mut moves: Vec<(f64, usize, usize)> = Vec::new();
+        for (j, o) in relax.opts.iter().enumerate() {
+            let last = if relax.none_ok[j] { o.len() } else { o.len() - 1 };
+            let a = o[pick[j]];
+            for (b, ob) in o[..last].iter().enumerate() {
+                let gain = ob.0 - a.0;
+                if gain > 1e-12 {
+                    moves.push((gain / (ob.1 - a.1).max(1e-3), j, b));
+                }
+            }
+        }
+        moves.sort_by(|x, y| y.0.total_cmp(&x.0));
+        let mut changed = false;
+        let mut touched = vec![false; pick.len()];
+        for (_, j, b) in moves {
+            if touched[j] {
+                continue;
+            }
+            let (a, ob) = (relax.opts[j][pick[j]], relax.opts[j][b]);
+            let g2 = g + ob.1 - a.1;
+            let multi2 = multi + if ob.3 { 0.0 } else { ob.2 } - if a.3 { 0.0 } else { a.2 };
+            let mut used2 = used;
+            let nodes = if a.3 != ob.3 { nodes_of(j) } else { Vec::new() };
+            for &n in &nodes {
+                if a.3 && kept[n] == 1 {
+                    used2 -= 1.0;
+                }
+                if ob.3 && kept[n] == 0 {
+                    used2 += 1.0;
+                }
+            }
+            if g2 > relax.gpus + 1e-9 || multi2 + used2 > relax.nodes + 1e-9 {
+                continue;
+            }
+            for &n in &nodes {
+                if a.3 {
+                    kept[n] -= 1;
+                }
+                if ob.3 {
+                    kept[n] += 1;
+                }
+            }
+            (g, multi, used) = (g2, multi2, used2);
+            pick[j] = b;
+            touched[j] = true;
+            changed = true;
+        }
+        if !changed {
+            break;
+        }
+    }
+}
+
+/// Whether the one-type model is priced out before the solver runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pricing {
+    /// Lagrangian pricing fixes the jobs whose choice is settled (the default).
+    Lagrangian,
+    /// The whole model goes to the solver (a cross-check in tests).
+    Off,
+}
+
+/// Build, solve and decode the aggregate model. `Err` carries the reason
+/// for a fallback.
+pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result<AggregateSolution, String> {
+    solve_aggregate_with(round, solver, limits, Pricing::Lagrangian)
+}
+
+/// [`solve_aggregate`] with the pricing step chosen.
+pub fn solve_aggregate_with(
+    round: &Round,
+    solver: Solver,
+    limits: &Limits,
+    pricing: Pricing,
+) -> Result<AggregateSolution, String> {
+    let (prep, notes, caches) = prepare(round);
+    let sense = prep.sense;
+    let n = prep.cands.len();
+    let full: Vec<Slot> = (0..n)
+        .map(|j| Slot::Free((0..prep.cands[j].len()).collect(), !prep.pinned[j]))
+        .collect();
+    let mut slots = full;
+    let mut start: Option<Vec<Option<usize>>> = None;
+    let mut lagrange: Option<f64> = None;
+    if pricing == Pricing::Lagrangian && prep.types.len() == 1 && sense != Sense::MaxMin && n > 0 {
+        if let Some((s, st, l)) = reduce(round, &prep) {
+            slots = s;
+            start = Some(st);
+            lagrange = Some(l);
+        }
+    }
+    let (m, z) = build(round, &prep, &slots, start.as_deref());
+    let watched = m.watched.clone();
+    // The reduced model is small: solve it (nearly) exactly, so the
+    // requested gap is spent only where the pricing left real choices.
+    let tight = Limits {
+        gap: if lagrange.is_some() {
+            limits.gap.min(1e-6)
+        } else {
+            limits.gap
+        },
+        ..*limits
+    };
+    let solved = solve(m, solver, &tight).map_err(|e| format!("{} failed: {e}", solver.name()))?;
     let index: std::collections::HashMap<good_lp::Variable, usize> =
         watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
     let value = |v: good_lp::Variable| solved.values[index[&v]];
     let mut choices = Vec::new();
-    for (j, vars) in z.iter().enumerate() {
-        if let Some(&(_, c, ty)) = vars.iter().find(|(v, _, _)| value(*v) > 0.5) {
-            choices.push((j, c, ty.map(|ty| types[ty].0.clone())));
+    for (j, slot) in slots.iter().enumerate() {
+        let pick = match slot {
+            Slot::Fixed(p) => *p,
+            Slot::Free(..) => z[j].iter().find(|(v, _)| value(*v) > 0.5).map(|&(_, i)| i),
+        };
+        if let Some(i) = pick {
+            let (c, ty, _) = prep.cands[j][i];
+            choices.push((j, c, ty.map(|ty| prep.types[ty].0.clone())));
         }
     }
     let status = match solved.status {
@@ -222,10 +605,75 @@ pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result
         good_lp::SolutionStatus::Optimal | good_lp::SolutionStatus::GapLimit => PlanStatus::Optimal,
         _ => PlanStatus::Feasible,
     };
-    let bound = solved
-        .bound
-        .and_then(|b| super::bound_to_mean(sense, b, round.jobs.len()));
-    Ok((choices, status, bound, notes))
+    // With the reduction, the solver's bound covers only the kept options;
+    // the Lagrangian bound covers the whole model.
+    let bound = match lagrange {
+        Some(l) => Some(if matches!(sense, Sense::MinPower(_)) {
+            -l
+        } else {
+            l
+        }),
+        None => solved.bound,
+    };
+    let bound = bound.and_then(|b| super::bound_to_mean(sense, b, round.jobs.len()));
+    Ok((choices, status, bound, notes, caches))
+}
+
+/// Price out the one-type model: returns the slots (most jobs fixed), a
+/// feasible start and the Lagrangian bound (maximisation form), or `None`
+/// when no feasible rounding is found (the full model then runs).
+fn reduce(round: &Round, prep: &Prep) -> Option<(Vec<Slot>, Vec<Option<usize>>, f64)> {
+    let relax = Relax::new(round, prep);
+    let n = relax.opts.len();
+    let mut pick = vec![0usize; n];
+    let (lam, mu, l) = relax.prices(&mut pick);
+    if !l.is_finite() || !lam.is_finite() || !mu.is_finite() {
+        return None;
+    }
+    // A feasible incumbent: raise both prices until the picks fit.
+    let g = prep.types[0].3.max(1) as f64;
+    let mut inc = vec![0usize; n];
+    let d = relax.bisect(|d| {
+        relax.eval(lam + d, mu + d * g, &mut inc);
+        fits(round, &relax, &inc)
+    });
+    if !d.is_finite() {
+        return None;
+    }
+    relax.eval(lam + d, mu + d * g, &mut inc);
+    if !fits(round, &relax, &inc) {
+        return None;
+    }
+    improve(round, &relax, &mut inc);
+    let inc_score: f64 = inc.iter().enumerate().map(|(j, &i)| relax.opts[j][i].0).sum();
+    // Keep an option only if a solution using it could beat the incumbent.
+    let tol = 1e-9 * inc_score.abs().max(1.0);
+    let mut slots = Vec::with_capacity(n);
+    for (j, o) in relax.opts.iter().enumerate() {
+        let last = if relax.none_ok[j] { o.len() } else { o.len() - 1 };
+        let red: Vec<f64> = o[..last]
+            .iter()
+            .map(|&(sc, gg, nn, _)| sc - lam * gg - mu * nn)
+            .collect();
+        let best = red.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let keep: Vec<usize> = (0..last)
+            .filter(|&i| i == inc[j] || l - (best - red[i]) >= inc_score - tol)
+            .collect();
+        let none_idx = o.len() - 1;
+        let none_ok = keep.contains(&none_idx);
+        let cand: Vec<usize> = keep.iter().copied().filter(|&i| i != none_idx).collect();
+        slots.push(if keep.len() == 1 {
+            Slot::Fixed(if none_ok { None } else { Some(keep[0]) })
+        } else {
+            Slot::Free(cand, none_ok)
+        });
+    }
+    let start = inc
+        .iter()
+        .enumerate()
+        .map(|(j, &i)| (i + 1 < relax.opts[j].len()).then_some(i))
+        .collect();
+    Some((slots, start, l))
 }
 
 impl Planner for MipAggregate {
@@ -239,7 +687,7 @@ impl Planner for MipAggregate {
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         match solve_aggregate(round, self.solver, limits) {
-            Ok((choices, status, bound, notes)) => {
+            Ok((choices, status, bound, notes, mut caches)) => {
                 let typed: Vec<(usize, Choice, Option<&str>)> =
                     choices.iter().map(|(j, c, t)| (*j, *c, t.as_deref())).collect();
                 let packed = pack_typed(round, &typed);
@@ -253,7 +701,7 @@ impl Planner for MipAggregate {
                 // The bound is over packable shapes only: a bound for this
                 // model, not for the exact problem (docs/formulation.md).
                 plan.bound = bound;
-                super::set_gap(round, &mut plan);
+                super::set_gap_cached(round, &mut plan, &mut caches);
                 if plan.reason.is_some() && plan.status == PlanStatus::Optimal {
                     // The packer had to change something: no longer the model's optimum.
                     plan.status = PlanStatus::Feasible;

@@ -15,11 +15,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use good_lp::{Expression, Variable};
-use gpuplan_core::{objective, Allocation, Interference, NodeId, Plan, PlanStatus, Round};
+use gpuplan_core::{Allocation, Interference, NodeId, Plan, PlanStatus, Round};
 
 use super::{bound_to_mean, finish, job_options, solve, Choice, Model, Sense, Shapes, Solver, MIP_TRAITS};
-use crate::planners::greedy::{greedy_choices, plan_from_choices};
-use crate::speedup::{max_gpus, SpeedupCache};
+use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
+use crate::speedup::{evaluate_cached, max_gpus, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 /// One way a job may run in the pattern model.
@@ -75,7 +75,11 @@ impl MipExact {
 /// GPU counts that are not dominated (a smaller count of the same shape with
 /// at least the same value can always be placed instead), plus notes for
 /// jobs that cannot run at all.
-fn candidates(round: &Round, types: &[GpuType], keep_ok: &[bool]) -> (Vec<JobCands>, Vec<String>) {
+fn candidates(
+    round: &Round,
+    types: &[GpuType],
+    keep_ok: &[bool],
+) -> (Vec<JobCands>, Vec<String>, Vec<SpeedupCache>) {
     let n_nodes = round.cluster.num_nodes() as u32;
     let maxn = round.params.max_nodes_per_job.min(n_nodes);
     let mut caches: Vec<SpeedupCache> = round
@@ -148,7 +152,7 @@ fn candidates(round: &Round, types: &[GpuType], keep_ok: &[bool]) -> (Vec<JobCan
             pinned: o.pinned,
         });
     }
-    (out, notes)
+    (out, notes, caches)
 }
 
 /// Every pattern of a class: single slots drawn from `sizes` (the single-node
@@ -240,6 +244,8 @@ struct Ctx<'a> {
     occ: Vec<Vec<Occupant>>,
     cands: Vec<JobCands>,
     notes: Vec<String>,
+    /// The speedup tables, reused by the warm start and its evaluation.
+    caches: Vec<SpeedupCache>,
 }
 
 impl<'a> Ctx<'a> {
@@ -299,7 +305,7 @@ impl<'a> Ctx<'a> {
                 !(avoid && per.len() > 1 && per.iter().any(|(n, _)| sig0[n.0 as usize] == 0))
             })
             .collect();
-        let (cands, notes) = candidates(round, &types, &keep_ok);
+        let (cands, notes, caches) = candidates(round, &types, &keep_ok);
         let mut occ: Vec<Vec<Occupant>> = vec![Vec::new(); n_nodes];
         for (j, job) in round.jobs.iter().enumerate() {
             if cands[j].pinned || !cands[j].opts.iter().any(|(o, _)| *o == Opt::Keep) {
@@ -322,6 +328,7 @@ impl<'a> Ctx<'a> {
             occ,
             cands,
             notes,
+            caches,
         }
     }
 
@@ -833,15 +840,17 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
         // distinct nodes; the node-level model stays exact there.
         return super::node::solve_node(round, solver, limits);
     }
-    let ctx = Ctx::new(round);
+    let mut ctx = Ctx::new(round);
     let mut built = ctx.build();
     // Warm start: the better of the greedy plan and "keep everything running"
-    // (last round's plan as applied) that the model can represent.
-    let greedy = plan_from_choices("greedy", round, &greedy_choices(round), PlanStatus::Feasible);
+    // (last round's plan as applied) that the model can represent. Both reuse
+    // the model's speedup tables.
+    let picks = greedy_choices_with(round, &mut ctx.caches);
+    let greedy = plan_from_choices("greedy", round, &picks, PlanStatus::Feasible);
     let mut starts: Vec<(f64, Plan)> = [greedy, keep_all(round)]
         .into_iter()
         .filter(|p| gpuplan_core::validate(round, p).is_ok())
-        .map(|p| (objective::evaluate(round, &p), p))
+        .map(|p| (evaluate_cached(round, &p, &mut ctx.caches), p))
         .collect();
     starts.sort_by(|a, b| b.0.total_cmp(&a.0));
     if let Some(vals) = starts.iter().find_map(|(_, p)| ctx.start(&built, p)) {

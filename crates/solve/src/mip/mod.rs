@@ -39,6 +39,14 @@ pub fn set_gap(round: &Round, plan: &mut Plan) {
     }
 }
 
+/// [`set_gap`] with the planner's speedup tables (`speedup::evaluate_cached`).
+pub fn set_gap_cached(round: &Round, plan: &mut Plan, caches: &mut [SpeedupCache]) {
+    if let Some(b) = plan.bound {
+        let obj = crate::speedup::evaluate_cached(round, plan, caches);
+        plan.gap = Some(((b - obj) / obj.abs().max(1e-12)).max(0.0));
+    }
+}
+
 /// The greedy plan, marked `fallback` with the reason.
 pub fn fallback(name: &str, round: &Round, reason: &str) -> Plan {
     let mut plan = plan_from_choices(name, round, &greedy_choices(round), PlanStatus::Fallback);
@@ -292,6 +300,15 @@ impl Model {
             initial: Vec::new(),
             offset: 0.0,
         }
+    }
+
+    /// An empty model in the direction of `sense`, with the max-min level
+    /// variable τ when p = −∞.
+    pub fn for_sense(sense: Sense) -> (Self, Option<Variable>) {
+        let mut m = Model::new();
+        m.minimise = matches!(sense, Sense::MinPower(_));
+        let t = (sense == Sense::MaxMin).then(|| m.continuous(0.0, 1e9));
+        (m, t)
     }
 
     pub fn binary(&mut self) -> Variable {

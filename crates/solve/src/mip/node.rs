@@ -49,13 +49,7 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
     let sense = Sense::of(round.params.p);
     let avoid = round.params.interference == Interference::Avoid;
     let max_nodes = round.params.max_nodes_per_job.min(n_nodes as u32);
-    let mut m = Model::new();
-    m.minimise = matches!(sense, Sense::MinPower(_));
-    let t = if sense == Sense::MaxMin {
-        Some(m.continuous(0.0, 1e9))
-    } else {
-        None
-    };
+    let (mut m, t) = Model::for_sense(sense);
     let mut objective = Expression::from(0.0);
     // Capacity left after pinned jobs, and nodes whose multi-node slot they hold.
     let mut cap_left = cap.clone();

@@ -106,7 +106,13 @@ pub fn greedy_choices(round: &Round) -> Vec<(usize, Choice)> {
             SpeedupCache::new(round, m.min(round.cluster.num_nodes() as u32).max(1), m.max(1))
         })
         .collect();
-    let opts = job_options(round, &mut caches, Shapes::Packable);
+    greedy_choices_with(round, &mut caches)
+}
+
+/// [`greedy_choices`] over speedup tables the caller already holds (one
+/// per job, in round order), so a MIP's warm start does not redo them.
+pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<(usize, Choice)> {
+    let opts = job_options(round, caches, Shapes::Packable);
     let sense = Sense::of(round.params.p);
     let mut left = round.cluster.total_gpus();
     let mut pick: Vec<Option<usize>> = vec![None; round.jobs.len()];

@@ -16,6 +16,12 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // `gpuplan ... | head` must end quietly, not panic in println!: take the
+    // default SIGPIPE action back from the Rust runtime, as a Unix tool does.
+    // SAFETY: called before any thread starts; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let args = cli::Cli::parse();
     match cli::run(args) {
         Ok(code) => code,

@@ -287,6 +287,9 @@ pub struct Model {
     /// Constant part of the objective (pinned jobs, jobs without options).
     /// Solvers drop constants, so it is added back to the reported bound.
     pub offset: f64,
+    /// Whether any variable is integer: HiGHS's MIP dual bound means
+    /// nothing for a pure LP (it reads 0), whose optimum is its own bound.
+    pub integral: bool,
 }
 
 impl Model {
@@ -299,6 +302,7 @@ impl Model {
             watched: Vec::new(),
             initial: Vec::new(),
             offset: 0.0,
+            integral: false,
         }
     }
 
@@ -312,12 +316,14 @@ impl Model {
     }
 
     pub fn binary(&mut self) -> Variable {
+        self.integral = true;
         let v = self.vars.add(variable().binary());
         self.watched.push(v);
         v
     }
 
     pub fn integer(&mut self, lo: f64, hi: f64) -> Variable {
+        self.integral = true;
         let v = self.vars.add(variable().integer().min(lo).max(hi));
         self.watched.push(v);
         v
@@ -380,6 +386,7 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
         watched,
         initial,
         offset,
+        integral,
     } = model;
     if watched.is_empty() {
         // Nothing to decide (every job pinned or unservable): HiGHS calls this
@@ -404,7 +411,7 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
     let gap = limits.gap.max(0.0);
     match solver {
         #[cfg(feature = "highs")]
-        Solver::Highs => solve_highs(problem, constraints, initial, &watched, offset, limits),
+        Solver::Highs => solve_highs(problem, constraints, initial, &watched, offset, integral, limits),
         Solver::Microlp => {
             let mut m = problem
                 .using(good_lp::solvers::microlp::microlp)
@@ -440,6 +447,7 @@ fn solve_highs(
     initial: Vec<(Variable, f64)>,
     watched: &[Variable],
     offset: f64,
+    integral: bool,
     limits: &Limits,
 ) -> Result<Solved, ResolutionError> {
     use highs::{HighsModelStatus, HighsSolutionStatus};
@@ -501,9 +509,12 @@ fn solve_highs(
         return Err(ResolutionError::Other("NoSolutionFound"));
     }
     let objective = solved.objective_value();
-    let bound = solved
-        .double_info_value(c"mip_dual_bound")
-        .ok()
+    let mip_bound = if integral {
+        solved.double_info_value(c"mip_dual_bound").ok()
+    } else {
+        None
+    };
+    let bound = mip_bound
         .filter(|b| b.is_finite())
         .or(matches!(status, SolutionStatus::Optimal).then_some(objective))
         .map(|b| b + offset);

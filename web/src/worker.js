@@ -42,8 +42,15 @@ function run(msg) {
   }
 }
 
+// Messages can arrive before the engine is loaded (the page posts a run as
+// soon as a restarted worker exists); each waits for `engine` first.
+const engine = start();
+
 onmessage = (ev) => {
-  const msg = ev.data;
+  engine.then(() => handle(ev.data));
+};
+
+function handle(msg) {
   if (msg.type === 'run') run(msg);
   else if (msg.type === 'inspect' || msg.type === 'resolve') {
     try {
@@ -55,6 +62,4 @@ onmessage = (ev) => {
       postMessage({ type: 'error', id: msg.id, message: String(e.message ?? e) });
     }
   }
-};
-
-start();
+}

@@ -172,6 +172,8 @@ test('a malformed uploaded workload shows the CLI message and the page keeps wor
 
   const { page, context, errors } = await openPage();
   await page.setInputFiles('[name=upload]', { name: 'bad-workload.csv', mimeType: 'text/csv', buffer: Buffer.from(bad) });
+  // The page reads the file asynchronously, then selects it.
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
   assert.equal(await page.inputValue('[name=workload]'), 'upload');
   assert.match(await runAndWait(page), /^Failed/);
   assert.equal((await page.textContent('#error')).trim(), expected);

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpuplan_core::{objective, validate, Plan, PlanStatus, Round};
+use gpuplan_core::{validate, Plan, PlanReport, Round};
 use gpuplan_solve::{registry, run_planner, Limits};
 use serde::Serialize;
 
@@ -39,15 +39,8 @@ pub struct PlanArgs {
 /// The plan as users' scripts read it.
 #[derive(Serialize)]
 pub struct PlanOut {
-    pub planner: String,
-    pub status: PlanStatus,
-    /// Generalized mean of job speedups (higher is better), evaluated the same way for every planner.
-    pub objective: f64,
-    pub bound: Option<f64>,
-    pub gap: Option<f64>,
-    pub solve_ms: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub report: PlanReport,
     /// Job name → one node index per GPU.
     pub allocations: BTreeMap<String, Vec<u32>>,
 }
@@ -64,13 +57,7 @@ impl PlanOut {
             })
             .collect();
         PlanOut {
-            planner: plan.planner.clone(),
-            status: plan.status,
-            objective: objective::evaluate(round, plan),
-            bound: plan.bound,
-            gap: plan.gap,
-            solve_ms: plan.solve_ms,
-            reason: plan.reason.clone(),
+            report: PlanReport::new(round, plan),
             allocations,
         }
     }
@@ -131,9 +118,9 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         Format::Table => {
             println!(
                 "planner {}  status {:?}  objective {:.4}  solve {:.1} ms",
-                out.planner, out.status, out.objective, out.solve_ms
+                out.report.planner, out.report.status, out.report.objective, out.report.solve_ms
             );
-            if let Some(r) = &out.reason {
+            if let Some(r) = &out.report.reason {
                 println!("note: {r}");
             }
             for (job, nodes) in &out.allocations {

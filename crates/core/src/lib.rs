@@ -27,5 +27,5 @@ pub use cluster::{Cluster, Node, NodeId};
 pub use error::{CoreError, ParseError};
 pub use job::{Allocation, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
-pub use plan::{validate, Plan, PlanStatus, Violation};
+pub use plan::{validate, Plan, PlanReport, PlanStatus, Violation};
 pub use round::{Interference, Oracle, PolicyParams, Round, RoundJob};

@@ -39,6 +39,35 @@ pub struct Plan {
     pub solve_ms: f64,
 }
 
+/// How a plan is reported to users (CLI `plan`, the browser inspector): one
+/// shape, so every front end shows the same keys and the same objective.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanReport {
+    pub planner: String,
+    pub status: PlanStatus,
+    /// Generalized mean of job speedups (higher is better), evaluated the same way for every planner.
+    pub objective: f64,
+    pub bound: Option<f64>,
+    pub gap: Option<f64>,
+    pub solve_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl PlanReport {
+    pub fn new(round: &Round, plan: &Plan) -> Self {
+        PlanReport {
+            planner: plan.planner.clone(),
+            status: plan.status,
+            objective: crate::objective::evaluate(round, plan),
+            bound: plan.bound,
+            gap: plan.gap,
+            solve_ms: plan.solve_ms,
+            reason: plan.reason.clone(),
+        }
+    }
+}
+
 impl Plan {
     pub fn new(planner: &str, status: PlanStatus) -> Self {
         Plan {

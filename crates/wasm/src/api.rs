@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use gpuplan_core::{objective, validate, Cluster, Interference, JobSpec, Plan, PlanStatus, Round};
+use gpuplan_core::{objective, validate, Cluster, Interference, JobSpec, Plan, PlanReport, Round};
 use gpuplan_sim::data::{self, Profiles};
 use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
 use gpuplan_sim::{simulate, workload, Control, SimConfig};
@@ -472,15 +472,8 @@ pub struct InspectOut {
     pub index: usize,
     pub rounds: usize,
     pub now_s: f64,
-    pub planner: String,
-    pub status: PlanStatus,
-    /// Power mean of job values, evaluated the same way for every planner.
-    pub objective: f64,
-    pub bound: Option<f64>,
-    pub gap: Option<f64>,
-    pub solve_ms: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub report: PlanReport,
     pub p: f64,
     /// Pollux's fair share (nodes, GPUs) that speedups are relative to.
     pub fair_share: (u32, u32),
@@ -529,13 +522,7 @@ fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> Insp
         index,
         rounds: total,
         now_s: round.now_s,
-        planner: plan.planner.clone(),
-        status: plan.status,
-        objective: objective::evaluate(round, plan),
-        bound: plan.bound,
-        gap: plan.gap,
-        solve_ms: plan.solve_ms,
-        reason: plan.reason.clone(),
+        report: PlanReport::new(round, plan),
         p: round.params.p,
         fair_share: fair,
         jobs,

@@ -169,8 +169,10 @@ pub fn pack_typed(
             Choice::Config { nodes, gpus } => rest.push((i, nodes, gpus, ty)),
         }
     }
-    // Larger first; ties by job index for determinism.
-    rest.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    // Larger first (by what a shape takes: whole nodes for an unpackable
+    // size); ties by job index for determinism.
+    let taken = |r: &(usize, u32, u32, Option<&str>)| crate::mip::charge(r.1, r.2, g).0;
+    rest.sort_by(|a, b| taken(b).cmp(&taken(a)).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
     for (i, nodes, gpus, want) in rest {
         let type_ok = |m: usize| want.is_none_or(|t| node_type[m] == t);
         let j = &round.jobs[i];
@@ -179,8 +181,10 @@ pub fn pack_typed(
         let mut n = nodes;
         loop {
             let placed = if n > 1 {
-                // Whole free nodes without another multi-node job, current ones first.
-                let per = k / n;
+                // Whole free nodes without another multi-node job, current
+                // ones first; GPUs split evenly (the first nodes take one
+                // more when `k` does not divide).
+                let per = k.div_ceil(n);
                 // Whole nodes of one type, the type of the current nodes first.
                 let pick = type_names
                     .iter()
@@ -198,11 +202,14 @@ pub fn pack_typed(
                     .min_by_key(|c| (!current.contains(&c[0]), c[0]));
                 if let Some(cands) = pick {
                     let chosen: Vec<usize> = cands[..n as usize].to_vec();
-                    let counts: Vec<(NodeId, u32)> =
-                        chosen.iter().map(|&m| (NodeId(m as u32), per)).collect();
-                    for &m in &chosen {
-                        free[m] -= per;
-                        multi[m] = true;
+                    let counts: Vec<(NodeId, u32)> = chosen
+                        .iter()
+                        .enumerate()
+                        .map(|(x, &m)| (NodeId(m as u32), k / n + u32::from((x as u32) < k % n)))
+                        .collect();
+                    for &(m, c) in &counts {
+                        free[m.0 as usize] -= c;
+                        multi[m.0 as usize] = true;
                     }
                     Some(Allocation::from_counts(&counts))
                 } else {

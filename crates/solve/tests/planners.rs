@@ -32,20 +32,22 @@ fn model(a: f64, sync: f64, var: f64) -> GoodputModel {
     }
 }
 
-/// (has model, a, sync, var, age, restarts, current per-node GPUs, preemptible, max_gpus_used)
-type JobGen = (bool, f64, f64, f64, f64, u32, Vec<u32>, bool, u32);
+/// (has model, a, sync, var, age, restarts, current per-node GPUs,
+/// preemptible, max_gpus_used, rigid size or 0 for elastic)
+type JobGen = (bool, f64, f64, f64, f64, u32, Vec<u32>, bool, u32, u32);
 
 fn simple() -> JobGen {
-    (false, 0.1, 0.01, 1.0, 1000.0, 0, vec![], true, 2)
+    (false, 0.1, 0.01, 1.0, 1000.0, 0, vec![], true, 2, 0)
 }
 
 fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p: f64) -> Round {
     let cluster = Cluster::homogeneous(nodes, gpn, "t4");
     let mut free = vec![gpn; nodes as usize];
     let mut out = Vec::new();
-    for (i, (has, a, sync, var, age, restarts, cur, pre, used)) in jobs.into_iter().enumerate() {
-        // Keep current allocations consistent with capacity.
+    for (i, (has, a, sync, var, age, restarts, cur, pre, used, rigid)) in jobs.into_iter().enumerate() {
+        // Keep current allocations consistent with capacity (a rigid job starts queued).
         let mut counts = Vec::new();
+        let cur = if rigid > 0 { vec![] } else { cur };
         for (n, &k) in cur.iter().enumerate().take(nodes as usize) {
             let k = k.min(free[n]);
             if k > 0 {
@@ -61,8 +63,8 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             submit_s: i as f64,
             requested_gpus: 1 + (i as u32 % gpn.max(1)),
             batch_size: 64,
-            min_gpus: 1,
-            max_gpus: 8,
+            min_gpus: rigid.max(1),
+            max_gpus: if rigid > 0 { rigid } else { 8 },
             preemptible: pre || alloc.is_empty(),
             state: JobState {
                 age_s: age,
@@ -116,6 +118,9 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
         prop::collection::vec(0u32..3, 0..3),
         prop::bool::weighted(0.8),
         0u32..5,
+        // Mostly elastic; sometimes a rigid size that is no power of two
+        // or whole-node multiple on most of the generated clusters.
+        prop::sample::select(vec![0u32, 0, 0, 0, 0, 0, 3, 5, 6, 7]),
     )
 }
 
@@ -325,6 +330,40 @@ fn infeasible_jobs_get_a_reason_and_the_rest_is_solved() {
                 "{name}: {why}"
             );
         }
+    }
+}
+
+/// Rigid sizes with no packable shape (12 GPUs on 8-GPU nodes, 6 within a
+/// node) still run under the packable-shape planners: they take whole nodes.
+#[test]
+fn rigid_unpackable_sizes_take_whole_nodes() {
+    let rigid = |k: u32| (false, 0.1, 0.01, 1.0, 1000.0, 0, vec![], true, 2, k);
+    let round = build(
+        4,
+        8,
+        vec![rigid(12), rigid(6), simple(), simple()],
+        Interference::Avoid,
+        -1.0,
+    );
+    for name in ["mip-aggregate", "mip-aggregate-microlp", "greedy", "mip-exact"] {
+        let p = plan(name, &round, 0);
+        validates(name, &round, &p);
+        assert_eq!(p.get(JobId(0)).num_gpus(), 12, "{name}: {:?}", p.allocations);
+        assert_eq!(p.get(JobId(0)).num_nodes(), 2, "{name}");
+        assert_eq!(p.get(JobId(1)).num_gpus(), 6, "{name}: {:?}", p.allocations);
+        assert_eq!(p.get(JobId(1)).num_nodes(), 1, "{name}");
+        assert!(
+            !p.get(JobId(2)).is_empty() && !p.get(JobId(3)).is_empty(),
+            "{name}"
+        );
+    }
+    // On a heterogeneous cluster (the aggregate model's typed path).
+    let round = with_types(round, &[false, false, true, true], 4);
+    for name in ["mip-aggregate", "greedy"] {
+        let p = plan(name, &round, 0);
+        validates(name, &round, &p);
+        assert_eq!(p.get(JobId(0)).num_gpus(), 12, "{name}: {:?}", p.allocations);
+        assert_eq!(p.get(JobId(1)).num_gpus(), 6, "{name}: {:?}", p.allocations);
     }
 }
 

@@ -1,12 +1,12 @@
 //! `mip-aggregate`: the scalable formulation. One binary per (job, shape)
 //! over shapes that always pack (powers of two within a node, whole nodes
-//! beyond) plus "keep", with aggregate capacity rows; the shared packer
+//! beyond; whole nodes for a job with no such size) plus "keep", with aggregate capacity rows; the shared packer
 //! then places the choices, keeping jobs on their current nodes where it
 //! can. No node-level variables, so its size is linear in jobs.
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
-use super::{job_options, solve, Choice, Model, Sense, Shapes, Solver};
+use super::{charge, job_options, solve, Choice, Model, Sense, Shapes, Solver};
 use crate::placement::pack_typed;
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
@@ -120,6 +120,21 @@ fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
                 }
             }
         }
+        // No packable size at all (a rigid 12-GPU job on 8-GPU nodes): whole
+        // nodes of a type, of which the job uses its GPUs (`charge`).
+        if !cands.iter().any(|x| x.0 != Choice::Keep) {
+            for c in &o.candidates {
+                let Choice::Config { nodes, gpus } = c.choice else {
+                    continue;
+                };
+                for (ty, tt) in types.iter().enumerate() {
+                    let n = gpus.div_ceil(tt.3.max(1));
+                    if (n == 1) == (nodes == 1) && n <= tt.1 && (n == 1 || n <= maxn) {
+                        cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
+                    }
+                }
+            }
+        }
         // Per type and shape kind, drop a count whose value does not beat a
         // smaller count of the same kind: the smaller one always packs where
         // the larger did, so the model's optimum is unchanged.
@@ -198,10 +213,9 @@ fn build(
                         }
                     }
                     Some((Choice::Config { nodes, gpus }, Some(ty), _)) => {
-                        gpu_sum[ty] += gpus as f64;
-                        if nodes > 1 {
-                            whole_nodes[ty] += nodes as f64;
-                        }
+                        let (g, w) = charge(nodes, gpus, types[ty].3);
+                        gpu_sum[ty] += g as f64;
+                        whole_nodes[ty] += w as f64;
                     }
                     _ => {}
                 }
@@ -229,9 +243,10 @@ fn build(
                             }
                         }
                         (Choice::Config { nodes, gpus }, Some(ty)) => {
-                            gpu_sum[ty] += gpus as f64 * v;
-                            if nodes > 1 {
-                                whole_nodes[ty] += nodes as f64 * v;
+                            let (g, w) = charge(nodes, gpus, types[ty].3);
+                            gpu_sum[ty] += g as f64 * v;
+                            if w > 0 {
+                                whole_nodes[ty] += w as f64 * v;
                             }
                         }
                         (Choice::Config { .. }, None) => {}
@@ -357,7 +372,8 @@ impl Relax {
                                 (sc, g, share, true)
                             }
                             Choice::Config { nodes, gpus } => {
-                                (sc, gpus as f64, if nodes > 1 { nodes as f64 } else { 0.0 }, false)
+                                let (g, w) = charge(nodes, gpus, prep.types[0].3);
+                                (sc, g as f64, w as f64, false)
                             }
                         }
                     })

@@ -201,6 +201,24 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                         }
                     }
                 }
+                // A job whose every allowed size is unpackable (rigid 12 GPUs on
+                // 8-GPU nodes, or 6 on one node) would never run: offer it whole
+                // nodes, of which it uses `k` GPUs (see [`charge`]).
+                if shapes == Shapes::Packable && candidates.iter().all(|c| c.choice == Choice::Keep) {
+                    for k in j.min_gpus.max(1)..=kmax {
+                        let n = k.div_ceil(g);
+                        if n > max_nodes {
+                            break;
+                        }
+                        let s = cache.get(j, n, k);
+                        if s > 0.0 {
+                            candidates.push(Candidate {
+                                choice: Choice::Config { nodes: n, gpus: k },
+                                value: s * factor,
+                            });
+                        }
+                    }
+                }
                 if candidates.iter().all(|c| c.choice == Choice::Keep) && kmax < j.min_gpus.max(1) {
                     infeasible = Some(format!(
                         "job {} may use at most {kmax} GPUs this round but needs at least {}",
@@ -218,12 +236,30 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
         .collect()
 }
 
+/// What a shape takes from the pool on nodes of `g` GPUs: (GPUs, whole
+/// nodes). A power of two within a node takes its GPUs and packs with
+/// others; whole nodes beyond take exactly themselves; any other size
+/// reserves ⌈k/g⌉ whole nodes (at least `nodes`), because only then does
+/// every choice the aggregate model accepts still pack.
+pub fn charge(nodes: u32, gpus: u32, g: u32) -> (u32, u32) {
+    let g = g.max(1);
+    if nodes <= 1 && gpus <= g && gpus.is_power_of_two() {
+        (gpus, 0)
+    } else if nodes > 1 && gpus == nodes * g {
+        (gpus, nodes)
+    } else {
+        let n = gpus.div_ceil(g).max(nodes).max(1);
+        (n * g, n)
+    }
+}
+
 /// Which configurations a formulation offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shapes {
     /// Every GPU count, with the fewest or one more nodes (exact placement follows).
     Any,
     /// Powers of two within a node, whole nodes beyond: always packable.
+    /// A job with no such size in its limits gets whole nodes instead.
     Packable,
 }
 

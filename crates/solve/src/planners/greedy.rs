@@ -11,7 +11,7 @@ use std::collections::BinaryHeap;
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
-use crate::mip::{job_options, Choice, JobOptions, Sense, Shapes};
+use crate::mip::{charge, job_options, Choice, JobOptions, Sense, Shapes};
 use crate::placement::pack;
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
@@ -32,10 +32,11 @@ fn gain(sense: Sense, from: f64, to: f64) -> f64 {
     }
 }
 
-fn gpus_of(c: Choice, job: &gpuplan_core::RoundJob) -> u32 {
+/// GPUs a choice takes from the pool: whole nodes for an unpackable size.
+fn gpus_of(c: Choice, job: &gpuplan_core::RoundJob, g: u32) -> u32 {
     match c {
         Choice::Keep => job.current().num_gpus(),
-        Choice::Config { gpus, .. } => gpus,
+        Choice::Config { nodes, gpus } => charge(nodes, gpus, g).0,
     }
 }
 
@@ -74,17 +75,21 @@ fn best_move(
     sense: Sense,
 ) -> Option<Move> {
     let job = &round.jobs[j];
+    let g = round.cluster.max_gpus_per_node();
     let (cur_v, cur_g) = match pick {
-        Some(c) => (opts.candidates[c].value, gpus_of(opts.candidates[c].choice, job)),
+        Some(c) => (
+            opts.candidates[c].value,
+            gpus_of(opts.candidates[c].choice, job, g),
+        ),
         None => (opts.none_value, 0),
     };
     let mut best: Option<Move> = None;
     for (ci, c) in opts.candidates.iter().enumerate() {
-        let g = gpus_of(c.choice, job);
-        if g <= cur_g || g - cur_g > left {
+        let k = gpus_of(c.choice, job, g);
+        if k <= cur_g || k - cur_g > left {
             continue;
         }
-        let score = gain(sense, cur_v, c.value) / (g - cur_g) as f64;
+        let score = gain(sense, cur_v, c.value) / (k - cur_g) as f64;
         if score > 1e-15 && best.as_ref().is_none_or(|b| score > b.score) {
             best = Some(Move {
                 score,
@@ -142,8 +147,9 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<(u
             continue;
         }
         let job = &round.jobs[m.job];
-        let old = pick[m.job].map_or(0, |c| gpus_of(opts[m.job].candidates[c].choice, job));
-        left -= gpus_of(opts[m.job].candidates[m.cand].choice, job) - old;
+        let g = round.cluster.max_gpus_per_node();
+        let old = pick[m.job].map_or(0, |c| gpus_of(opts[m.job].candidates[c].choice, job, g));
+        left -= gpus_of(opts[m.job].candidates[m.cand].choice, job, g) - old;
         pick[m.job] = Some(m.cand);
         if let Some(next) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense) {
             heap.push(next);

@@ -424,6 +424,9 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
         offset,
         integral,
     } = model;
+    // Only HiGHS reports a MIP bound; microlp builds (wasm) do not read it.
+    #[cfg(not(feature = "highs"))]
+    let _ = integral;
     if watched.is_empty() {
         // Nothing to decide (every job pinned or unservable): HiGHS calls this
         // ModelEmpty; the optimum is the constant.

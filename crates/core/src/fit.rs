@@ -127,7 +127,20 @@ fn reaches_step(i: usize, o: &Observation) -> bool {
     }
 }
 
-impl Problem<'_> {
+impl<'a> Problem<'a> {
+    fn new(obs: &'a [Observation], fixed: [Option<f64>; 7]) -> Self {
+        Problem {
+            obs,
+            fixed,
+            ln_measured: obs
+                .iter()
+                .map(|o| (o.accum_time_s.max(1e-12).ln(), o.step_time_s.max(1e-12).ln()))
+                .collect(),
+            free: (0..7).filter(|&i| fixed[i].is_none()).collect(),
+            last: Default::default(),
+        }
+    }
+
     fn values(&self, x: &[f64]) -> [f64; 7] {
         let mut v = [0.0; 7];
         let mut k = 0;
@@ -291,16 +304,7 @@ pub fn fit_perf_params(obs: &[Observation]) -> PerfParams {
         fixed[3] = Some(LOWER);
         fixed[5] = Some(LOWER);
     }
-    let problem = Problem {
-        obs: &obs,
-        fixed,
-        ln_measured: obs
-            .iter()
-            .map(|o| (o.accum_time_s.max(1e-12).ln(), o.step_time_s.max(1e-12).ln()))
-            .collect(),
-        free: (0..7).filter(|&i| fixed[i].is_none()).collect(),
-        last: Default::default(),
-    };
+    let problem = Problem::new(&obs, fixed);
     // The artifact starts at γ = 1.001; through the logistic that point is
     // nearly flat, so we also start from γ = 2 and keep the better fit.
     let mut best_x: Vec<f64> = Vec::new();
@@ -427,16 +431,7 @@ mod tests {
             if !obs.iter().any(|o| o.nodes > 1) {
                 fixed[2] = Some(LOWER);
             }
-            let problem = Problem {
-                obs: &obs,
-                fixed,
-                ln_measured: obs
-                    .iter()
-                    .map(|o| (o.accum_time_s.max(1e-12).ln(), o.step_time_s.max(1e-12).ln()))
-                    .collect(),
-                free: (0..7).filter(|&i| fixed[i].is_none()).collect(),
-                last: Default::default(),
-            };
+            let problem = Problem::new(&obs, fixed);
             for x in [
                 vec![-2.0, -4.5, -2.2, -5.0, -3.0, -6.0, 0.3],
                 vec![1.0, -9.0, 0.5, -20.0, -1.0, -3.0, -2.0],

@@ -7,7 +7,7 @@
 //! then apply the plan, charging a restart delay to every changed job.
 //! This follows the Pollux artifact's simulator (see docs/fidelity.md).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use gpuplan_core::fit::{fit_perf_params, Observation};
 use gpuplan_core::profile::AppProfile;
@@ -97,6 +97,43 @@ pub enum Control {
     Cancel,
 }
 
+/// Fits by observation set. The fit is a pure function of the observations,
+/// and jobs of one application measure the same first configurations, so
+/// many jobs ask for the same fit: memoising it returns the very same
+/// parameters, only sooner. Bounded: cleared when full.
+#[derive(Default)]
+struct FitMemo {
+    fits: HashMap<Vec<[u64; 5]>, PerfParams>,
+}
+
+impl FitMemo {
+    const CAPACITY: usize = 1 << 16;
+
+    fn fit(&mut self, obs: &[Observation]) -> PerfParams {
+        let key: Vec<[u64; 5]> = obs
+            .iter()
+            .map(|o| {
+                [
+                    o.nodes as u64,
+                    o.gpus as u64,
+                    o.local_bsz as u64,
+                    o.accum_time_s.to_bits(),
+                    o.step_time_s.to_bits(),
+                ]
+            })
+            .collect();
+        if let Some(p) = self.fits.get(&key) {
+            return *p;
+        }
+        let p = fit_perf_params(obs);
+        if self.fits.len() >= Self::CAPACITY {
+            self.fits.clear();
+        }
+        self.fits.insert(key, p);
+        p
+    }
+}
+
 /// The simulator's private view of one job: ground truth plus what its
 /// agent has measured.
 struct SimJob<'a> {
@@ -133,18 +170,18 @@ impl SimJob<'_> {
         self.alloc.num_gpus() * self.local_bsz * (self.accum_steps + 1)
     }
 
-    fn fitted(&mut self) -> Option<PerfParams> {
+    fn fitted(&mut self, memo: &mut FitMemo) -> Option<PerfParams> {
         if self.perf_dirty {
             let obs: Vec<Observation> = self.observations.values().copied().collect();
-            self.perf = Some(fit_perf_params(&obs));
+            self.perf = Some(memo.fit(&obs));
             self.perf_dirty = false;
         }
         self.perf
     }
 
-    fn model(&mut self) -> Option<GoodputModel> {
+    fn model(&mut self, memo: &mut FitMemo) -> Option<GoodputModel> {
         let limits = self.profile?.limits;
-        let perf = self.fitted()?;
+        let perf = self.fitted(memo)?;
         let grad = self.grad?;
         Some(GoodputModel {
             perf,
@@ -156,7 +193,7 @@ impl SimJob<'_> {
 
     /// Re-choose local batch and accumulation for the current placement, as
     /// the artifact's `update_local_bsz` does.
-    fn update_local_bsz(&mut self) {
+    fn update_local_bsz(&mut self, memo: &mut FitMemo) {
         let r = self.alloc.num_gpus();
         let Some(profile) = self.profile else {
             return;
@@ -174,7 +211,7 @@ impl SimJob<'_> {
             Some(b) => fixed_batch_split(b, r, lim.max_local, lim.init_batch),
             None => {
                 let nodes = self.alloc.num_nodes();
-                match self.model().and_then(|m| m.optimize(nodes, r)) {
+                match self.model(memo).and_then(|m| m.optimize(nodes, r)) {
                     Some(c) => (c.local_bsz, c.accum_steps),
                     None => fixed_batch_split(
                         lim.init_batch.max(lim.min_local * r),
@@ -191,7 +228,7 @@ impl SimJob<'_> {
     }
 
     /// Advance by `seconds` from `now`; returns nothing, updates state.
-    fn step(&mut self, now: f64, mut seconds: f64, slowdown: f64) {
+    fn step(&mut self, now: f64, mut seconds: f64, slowdown: f64, memo: &mut FitMemo) {
         if self.alloc.is_empty() || self.completion_s.is_some() {
             return;
         }
@@ -257,7 +294,7 @@ impl SimJob<'_> {
                 t += delta;
                 seconds -= delta;
             }
-            self.update_local_bsz();
+            self.update_local_bsz(memo);
         }
     }
 
@@ -446,12 +483,13 @@ pub fn simulate_workload(
     // on exactly the times full rounds reach.
     let mut tick = 0u64;
     let mut round_index = 0u64;
+    let mut memo = FitMemo::default();
     while finished < jobs.len() {
         let now = tick as f64 * cfg.interval_s;
         // 1. Advance every job in the system by one interval.
         let slow = slowdowns(&jobs, &active, &cfg.cluster, cfg.interference_slowdown);
         for (&i, s) in active.iter().zip(&slow) {
-            jobs[i].step(now, cfg.interval_s, *s);
+            jobs[i].step(now, cfg.interval_s, *s, &mut memo);
         }
         tick += 1;
         let mut now = tick as f64 * cfg.interval_s;
@@ -503,7 +541,7 @@ pub fn simulate_workload(
         let mut round_jobs = Vec::with_capacity(active.len());
         for &i in &active {
             let j = &mut jobs[i];
-            let model = j.model();
+            let model = j.model(&mut memo);
             let oracle = if traits.needs_oracle {
                 Some(j.oracle(&cfg.cluster))
             } else {
@@ -599,7 +637,7 @@ pub fn simulate_workload(
             j.shape = new.shape();
             j.alloc = new;
             j.rescale_left_s = cfg.restart_delay_s;
-            j.update_local_bsz();
+            j.update_local_bsz(&mut memo);
         }
         let running = active.iter().filter(|&&i| !jobs[i].alloc.is_empty()).count();
         let gpus: u32 = active.iter().map(|&i| jobs[i].alloc.num_gpus()).sum();

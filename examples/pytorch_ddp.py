@@ -144,4 +144,9 @@ while state["examples"] < a.examples:
             body.update(grad_sqr=max(sqr, 0.0), grad_var=max(var, 0.0))
         report(body)
 save()
+# Done: tell gpuplan before shutting down, so a stop that arrives while the
+# process exits cannot turn completion into a relaunch.
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if rank == 0 and os.environ.get("GPUPLAN_DONE_FILE"):
+    open(os.environ["GPUPLAN_DONE_FILE"], "w").close()
 dist.destroy_process_group()

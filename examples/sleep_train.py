@@ -5,7 +5,8 @@ It "trains" by sleeping: each optimizer step takes the time a Pollux-style
 model gives for its local batch and world size, and processes
 GPUPLAN_BATCH_SIZE examples. It resumes from its checkpoint, checkpoints and
 exits 143 on SIGTERM, reports step times and gradient statistics to the
-daemon, and exits 0 when it has processed --examples examples. The daemon's
+daemon, and when it has processed --examples examples creates
+GPUPLAN_DONE_FILE and exits 0. The daemon's
 tests run it; it needs only the Python standard library.
 
 With --lock-dir it also checks the daemon's promises: every rank holds an
@@ -117,6 +118,12 @@ while done_examples < a.examples:
     done_examples += batch
     save()
     report(step_time, compute)
+# Done: say so before anything else (a stop arriving now must not undo it),
+# and keep a late SIGTERM from killing the interpreter while it shuts down.
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+done_file = env.get("GPUPLAN_DONE_FILE")
+if done_file and rank == 0:
+    open(done_file, "w").close()
 print(f"{name} rank {rank}: done after {step} steps", flush=True)
 if a.lock_dir and rank == 0:
     with open(os.path.join(a.lock_dir, "done.log"), "a") as d:

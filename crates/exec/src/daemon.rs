@@ -6,7 +6,7 @@
 //! back-off, and launches jobs whose GPUs have been released.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use gpuplan_core::fit::{fit_perf_params, prior_perf_params, Observation};
@@ -681,6 +681,15 @@ impl Daemon {
         Ok(tail(&log_file(&dir, rank), lines))
     }
 
+    /// The file a finished job creates (`GPUPLAN_DONE_FILE`): completion
+    /// that no exit code can hide. A stop that lands while a job exits can
+    /// turn its 0 into 143 (Python, for one, restores the default SIGTERM
+    /// action while it shuts down), and a job relaunched after finishing
+    /// would finish twice.
+    fn done_file(&self, id: JobId) -> PathBuf {
+        checkpoint_dir(&self.cfg.state_dir, id).join(DONE_FILE)
+    }
+
     fn attempt_dir(&self, id: JobId, n: u32) -> PathBuf {
         self.cfg
             .state_dir
@@ -993,6 +1002,7 @@ impl Daemon {
 
     fn watch(&mut self, id: JobId, now: f64, dt: f64) -> Result<(), ExecError> {
         let grace_default = self.cfg.grace_s;
+        let done_file = self.done_file(id);
         let j = self.jobs.get_mut(&id).expect("live job exists");
         let grace = j.spec.grace_s.unwrap_or(grace_default);
         let a = j.attempt.as_mut().expect("live job has an attempt");
@@ -1024,7 +1034,8 @@ impl Daemon {
                 && !a.crashed
                 && st.first() == Some(&RankStatus::Exited(Some(0)));
             let crashed = a.crashed || (failed && a.term_sent_unix_s.is_none());
-            if (all_ok || finished_under_term) && j.status != JobStatus::Cancelled {
+            let marked = done_file.exists();
+            if (all_ok || finished_under_term || marked) && j.status != JobStatus::Cancelled {
                 j.status = JobStatus::Completed;
                 j.finished_unix_s = Some(now);
                 j.gpus.clear();
@@ -1118,8 +1129,9 @@ impl Daemon {
             crashed: false,
             started_unix_s: now,
         });
-        let ckpt = state_dir.join("jobs").join(id.0.to_string()).join("checkpoint");
+        let ckpt = checkpoint_dir(&state_dir, id);
         let _ = std::fs::create_dir_all(&ckpt);
+        let done = ckpt.join(DONE_FILE);
         let env = vec![
             ("MASTER_ADDR".to_string(), "127.0.0.1".to_string()),
             ("MASTER_PORT".to_string(), free_port().to_string()),
@@ -1137,6 +1149,10 @@ impl Daemon {
             (
                 "GPUPLAN_CHECKPOINT_DIR".to_string(),
                 ckpt.to_string_lossy().into_owned(),
+            ),
+            (
+                "GPUPLAN_DONE_FILE".to_string(),
+                done.to_string_lossy().into_owned(),
             ),
         ];
         LaunchRequest {
@@ -1190,6 +1206,14 @@ impl Daemon {
 }
 
 /// A free TCP port on loopback for MASTER_PORT (the OS picks it).
+/// Name of the completion marker in the checkpoint directory (see `Daemon::done_file`).
+const DONE_FILE: &str = "gpuplan-done";
+
+/// A job's checkpoint directory (`GPUPLAN_CHECKPOINT_DIR`), kept across attempts.
+fn checkpoint_dir(state_dir: &Path, id: JobId) -> PathBuf {
+    state_dir.join("jobs").join(id.0.to_string()).join("checkpoint")
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -1285,6 +1309,38 @@ mod tests {
         wait_stopped(&mut d, id);
         assert_eq!(d.view(id).unwrap().phase, "cancelled");
         assert_eq!(d.jobs[&id].crashes, 0, "143 after SIGTERM is no crash");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A job that has said it is done is complete, even when a stop turned
+    /// its exit into 143: it is not relaunched to finish a second time.
+    #[test]
+    fn the_done_file_completes_a_job_whatever_its_exit() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-done-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut d = daemon(&dir);
+        let spec = JobSubmission::from_toml(
+            "name = \"d\"\ncommand = 'touch \"$GPUPLAN_DONE_FILE\"; exec sleep 30'\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
+            "t",
+        )
+        .unwrap();
+        let (id, _) = d.submit(spec).unwrap();
+        plan_gpus(&mut d, id, 1);
+        let marker = d.done_file(id);
+        for _ in 0..500 {
+            if marker.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(marker.exists(), "the job created GPUPLAN_DONE_FILE");
+        // A re-allocation stops it: sleep dies of SIGTERM (143).
+        plan_gpus(&mut d, id, 2);
+        wait_stopped(&mut d, id);
+        assert_eq!(d.view(id).unwrap().phase, "completed");
+        d.tick().unwrap();
+        assert!(d.jobs[&id].attempt.is_none(), "not relaunched");
+        assert_eq!(d.jobs[&id].attempts, 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

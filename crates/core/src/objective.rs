@@ -32,7 +32,9 @@ pub fn speedup(job: &RoundJob, nodes: u32, gpus: u32, fair: (u32, u32)) -> f64 {
 }
 
 /// Pollux's re-allocation factor (age − δ·restarts)/(age + δ), floored at 0.
+/// δ is the job's own restart penalty where it has one, else the round's.
 pub fn restart_factor(job: &RoundJob, restart_penalty_s: f64) -> f64 {
+    let restart_penalty_s = job.restart_penalty_s.unwrap_or(restart_penalty_s);
     let age = job.state.age_s.max(0.0);
     ((age - restart_penalty_s * job.state.restarts as f64).max(0.0)) / (age + restart_penalty_s).max(1e-9)
 }
@@ -111,9 +113,14 @@ mod tests {
             },
             model: None,
             oracle: None,
+            restart_penalty_s: None,
         };
         // (600 − 30·2)/(600 + 30) = 540/630
         assert!((restart_factor(&j, 30.0) - 540.0 / 630.0).abs() < 1e-12);
+        // A job's own penalty wins over the round's: (600 − 120·2)/(600 + 120).
+        j.restart_penalty_s = Some(120.0);
+        assert!((restart_factor(&j, 30.0) - 360.0 / 720.0).abs() < 1e-12);
+        j.restart_penalty_s = None;
         j.state.age_s = 30.0;
         assert_eq!(restart_factor(&j, 30.0), 0.0, "floored at 0");
         // No model: linear speedup over the fair share; unchanged placement keeps it whole.

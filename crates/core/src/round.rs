@@ -79,6 +79,11 @@ pub struct RoundJob {
     pub model: Option<GoodputModel>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle: Option<Oracle>,
+    /// Seconds this job loses per re-allocation, where it differs from the
+    /// round's `params.restart_penalty_s`: an operator who measured a job's
+    /// checkpoint and restore time says so per job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_penalty_s: Option<f64>,
 }
 
 impl RoundJob {
@@ -131,6 +136,9 @@ impl Round {
             }
             if !j.state.age_s.is_finite() || j.state.age_s < 0.0 {
                 errs.push(format!("{at}.state.age_s: must be finite and >= 0"));
+            }
+            if j.restart_penalty_s.is_some_and(|d| !d.is_finite() || d < 0.0) {
+                errs.push(format!("{at}.restart_penalty_s: must be finite and >= 0"));
             }
             for (n, k) in j.state.allocation.per_node() {
                 match used.get_mut(n.0 as usize) {

@@ -819,6 +819,7 @@ impl Daemon {
                 },
                 model: j.model(),
                 oracle: None,
+                restart_penalty_s: j.spec.restart_cost_s,
             });
         }
         stats.active_jobs = round_jobs.len();
@@ -1309,6 +1310,30 @@ mod tests {
         wait_stopped(&mut d, id);
         assert_eq!(d.view(id).unwrap().phase, "cancelled");
         assert_eq!(d.jobs[&id].crashes, 0, "143 after SIGTERM is no crash");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A job's own restart cost reaches the planner's restart factor.
+    #[test]
+    fn a_jobs_restart_cost_reaches_the_round() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-rc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut d = daemon(&dir);
+        let mut with = spec();
+        with.restart_cost_s = Some(120.0);
+        let (a, _) = d.submit(with).unwrap();
+        let (b, _) = d.submit(spec()).unwrap();
+        let prep = d.prepare().unwrap().unwrap();
+        let of = |id| {
+            prep.round
+                .jobs
+                .iter()
+                .find(|j| j.id == id)
+                .unwrap()
+                .restart_penalty_s
+        };
+        assert_eq!(of(a), Some(120.0));
+        assert_eq!(of(b), None, "the cluster-wide penalty applies");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -575,6 +575,7 @@ pub fn simulate_workload(
                 },
                 model,
                 oracle,
+                restart_penalty_s: None,
             });
         }
         let mut round = Round {

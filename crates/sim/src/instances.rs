@@ -154,6 +154,7 @@ pub fn generate_round(
             state,
             model: if has_run { Some(model) } else { None },
             oracle: None,
+            restart_penalty_s: None,
         });
     }
     Round {

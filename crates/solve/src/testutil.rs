@@ -22,6 +22,7 @@ pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
         },
         model: None,
         oracle: None,
+        restart_penalty_s: None,
     }
 }
 

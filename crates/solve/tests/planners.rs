@@ -76,6 +76,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             },
             model: if has { Some(model(a, sync, var)) } else { None },
             oracle: None,
+            restart_penalty_s: None,
         });
     }
     let mut round = Round {

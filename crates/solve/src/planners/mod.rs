@@ -107,6 +107,7 @@ pub(crate) mod testutil {
             },
             model: None,
             oracle: None,
+            restart_penalty_s: None,
         }
     }
 

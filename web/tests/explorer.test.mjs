@@ -105,6 +105,26 @@ test('workload-6 under tiresias equals the native CLI', async () => {
   await context.close();
 });
 
+// greedy plans with the fitted goodput models: the fits' exp/ln/pow and the
+// planner's arithmetic must give the CLI's numbers bit for bit in wasm too.
+test('workload-6 under greedy (fitted goodput models) equals the native CLI', async () => {
+  const native = nativeSummary(['--workload', 'traces/pollux/workloads/workload-6.csv', '--policy', 'greedy']);
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'policy', 'greedy');
+  const status = await runAndWait(page);
+  assert.match(status, /^Done/);
+  const [run] = await exportedJson(page);
+  const web = run.summary;
+  metrics.greedy_workload6 = { web_wall_s: web.wall_s, native_wall_s: native.wall_s };
+  writeFileSync(join(ARTIFACTS, 'greedy-workload-6.json'), JSON.stringify({ native, web }, null, 2) + '\n');
+  for (const key of ['policy', 'jobs', 'rounds', 'restarts', 'avg_jct_s', 'p50_jct_s', 'p99_jct_s',
+    'imagenet_mean_jct_s', 'makespan_s', 'gpu_utilization']) {
+    assert.equal(web[key], native[key], `summary.${key}: browser ${web[key]} vs native ${native[key]}`);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('two scenarios side by side, shared through the URL, and the round inspector', async () => {
   const { page, context, errors } = await openPage();
   await setField(page, 0, 'workload', 'workloads-0.5/workload-1');

@@ -16,6 +16,7 @@ use argmin::solver::linesearch::MoreThuenteLineSearch;
 use argmin::solver::quasinewton::LBFGS;
 use serde::{Deserialize, Serialize};
 
+use crate::math::Libm;
 use crate::model::{BatchLimits, GoodputModel, GradParams, PerfParams};
 
 /// One measured configuration: what an agent records per (nodes, GPUs, local batch).
@@ -49,9 +50,9 @@ pub fn prior_perf_params() -> PerfParams {
 fn from_value(i: usize, v: f64) -> f64 {
     if i == 6 {
         let t = ((v - 1.0) / 9.0).clamp(1e-6, 1.0 - 1e-6);
-        (t / (1.0 - t)).ln()
+        (t / (1.0 - t)).libm_ln()
     } else {
-        (v - LOWER).max(1e-12).ln()
+        (v - LOWER).max(1e-12).libm_ln()
     }
 }
 
@@ -95,9 +96,9 @@ fn model_of(p: PerfParams) -> GoodputModel {
 fn param_value(i: usize, xi: f64) -> f64 {
     let xi = xi.clamp(-40.0, 40.0);
     if i == 6 {
-        1.0 + 9.0 / (1.0 + (-xi).exp())
+        1.0 + 9.0 / (1.0 + (-xi).libm_exp())
     } else {
-        LOWER + xi.exp()
+        LOWER + xi.libm_exp()
     }
 }
 
@@ -134,7 +135,12 @@ impl<'a> Problem<'a> {
             fixed,
             ln_measured: obs
                 .iter()
-                .map(|o| (o.accum_time_s.max(1e-12).ln(), o.step_time_s.max(1e-12).ln()))
+                .map(|o| {
+                    (
+                        o.accum_time_s.max(1e-12).libm_ln(),
+                        o.step_time_s.max(1e-12).libm_ln(),
+                    )
+                })
                 .collect(),
             free: (0..7).filter(|&i| fixed[i].is_none()).collect(),
             last: Default::default(),
@@ -161,8 +167,8 @@ impl<'a> Problem<'a> {
         let pa = m.compute_time(o.local_bsz as f64);
         let po = m.step_time(o.nodes, o.gpus, o.local_bsz as f64, 0);
         (
-            (pa.max(1e-12).ln() - ln.0).powi(2),
-            (po.max(1e-12).ln() - ln.1).powi(2),
+            (pa.max(1e-12).libm_ln() - ln.0).powi(2),
+            (po.max(1e-12).libm_ln() - ln.1).powi(2),
         )
     }
 

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod error;
 pub mod fit;
 pub mod job;
+pub mod math;
 pub mod model;
 pub mod objective;
 pub mod plan;

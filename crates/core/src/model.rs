@@ -4,6 +4,7 @@
 //! 7-parameter model fitted to step times the job has observed ([`PerfParams`]);
 //! efficiency from the gradient noise scale ([`GradParams`]).
 
+use crate::math::Libm;
 use serde::{Deserialize, Serialize};
 
 /// The 7 throughput parameters (Pollux Eq. 12).
@@ -111,7 +112,7 @@ impl GoodputModel {
         let overlap = if big <= 0.0 {
             0.0
         } else {
-            big * ((tc / big).powf(g) + (ts / big).powf(g)).powf(1.0 / g)
+            big * ((tc / big).libm_pow(g) + (ts / big).libm_pow(g)).libm_pow(1.0 / g)
         };
         accum_steps as f64 * tc + overlap
     }
@@ -199,7 +200,7 @@ impl GoodputModel {
         let mut best: Option<BatchChoice> = None;
         for i in 0..BATCH_CANDIDATES {
             let t = i as f64 / (BATCH_CANDIDATES - 1) as f64;
-            let batch = lo * (hi / lo).powf(t);
+            let batch = lo * (hi / lo).libm_pow(t);
             let Some((atomic, accum)) = self.split(gpus, batch) else {
                 continue;
             };

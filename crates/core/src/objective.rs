@@ -5,6 +5,7 @@
 //! heuristic are compared on exactly the same number.
 
 use crate::job::Allocation;
+use crate::math::Libm;
 use crate::plan::Plan;
 use crate::round::{Round, RoundJob};
 
@@ -63,9 +64,9 @@ pub fn power_mean(values: &[f64], p: f64) -> f64 {
     } else if p == f64::INFINITY {
         v.fold(0.0, f64::max)
     } else if p == 0.0 {
-        (v.map(f64::ln).sum::<f64>() / n).exp()
+        (v.map(|x| x.libm_ln()).sum::<f64>() / n).libm_exp()
     } else {
-        (v.map(|x| x.powf(p)).sum::<f64>() / n).powf(1.0 / p)
+        (v.map(|x| x.libm_pow(p)).sum::<f64>() / n).libm_pow(1.0 / p)
     }
 }
 

@@ -106,7 +106,7 @@ pub fn generate_round(
             ..Default::default()
         };
         if has_run {
-            let k = [1u32, 2, 4, 8, 16][rng.gen_range(0..5)].min(max_gpus);
+            let k = [1u32, 2, 4, 8, 16][rng.gen_range(0..5u32) as usize].min(max_gpus);
             state.max_gpus_used = k;
             state.attained_gpu_s = age * k as f64 * rng.gen_range(0.2..1.0);
             // Half the cluster runs jobs: place this one if it fits, packed.

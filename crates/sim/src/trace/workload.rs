@@ -184,7 +184,8 @@ pub fn sample(
         .map(|j| j.submit_s)
         .filter(|&t| t <= latest_start)
         .collect();
-    let start = starts[rng.gen_range(0..starts.len())];
+    // A u32 index: a usize range draws differently on 32-bit wasm.
+    let start = starts[rng.gen_range(0..starts.len() as u32) as usize];
     let in_window: Vec<&TraceJob> = kept
         .iter()
         .copied()

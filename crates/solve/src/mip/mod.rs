@@ -22,6 +22,7 @@ use gpuplan_core::{objective, Plan, PlanStatus, Round, RoundJob};
 use crate::planners::greedy::{greedy_choices, plan_from_choices};
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlannerTraits};
+use gpuplan_core::math::Libm;
 
 /// What every MIP planner promises: goodput batches, no oracle, the interference rule.
 pub const MIP_TRAITS: PlannerTraits = PlannerTraits {
@@ -293,8 +294,8 @@ impl Sense {
     pub fn term(self, v: f64) -> f64 {
         let x = v.max(0.0) + EPSILON;
         match self {
-            Sense::MinPower(p) | Sense::MaxPower(p) => x.powf(p),
-            Sense::MaxLog => x.ln(),
+            Sense::MinPower(p) | Sense::MaxPower(p) => x.libm_pow(p),
+            Sense::MaxLog => x.libm_ln(),
             Sense::MaxMin => x,
         }
     }
@@ -303,8 +304,8 @@ impl Sense {
     pub fn to_mean(self, total: f64, n: usize) -> f64 {
         let n = n.max(1) as f64;
         match self {
-            Sense::MinPower(p) | Sense::MaxPower(p) => (total / n).powf(1.0 / p),
-            Sense::MaxLog => (total / n).exp(),
+            Sense::MinPower(p) | Sense::MaxPower(p) => (total / n).libm_pow(1.0 / p),
+            Sense::MaxLog => (total / n).libm_exp(),
             Sense::MaxMin => total,
         }
     }

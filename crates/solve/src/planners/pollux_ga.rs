@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
+use gpuplan_core::math::Libm;
 
 /// GA size and rates; defaults are the published ones.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -93,16 +94,16 @@ impl Ctx<'_> {
             let changed = g[j * self.nodes..(j + 1) * self.nodes] != self.current[j][..];
             let v = s * self.scale * if changed { self.factor[j] } else { 1.0 } + 1e-3;
             min = min.min(v);
-            acc += if p == 0.0 { v.ln() } else { v.powf(p) };
+            acc += if p == 0.0 { v.libm_ln() } else { v.libm_pow(p) };
             util += s / self.round.cluster.total_gpus().max(1) as f64;
         }
         let jn = self.jobs.max(1) as f64;
         let fit = if p == f64::NEG_INFINITY {
             min
         } else if p == 0.0 {
-            (acc / jn).exp()
+            (acc / jn).libm_exp()
         } else {
-            (acc / jn).powf(1.0 / p)
+            (acc / jn).libm_pow(1.0 / p)
         };
         (fit, util)
     }
@@ -390,8 +391,11 @@ impl Planner for PolluxGa {
             while children.len() < pop.len() && tries < 4 * pop.len() {
                 tries += 1;
                 let pick = |rng: &mut ChaCha8Rng| {
-                    let a = rng.gen_range(0..pop.len());
-                    let b = rng.gen_range(0..pop.len());
+                    // Indices drawn as u32: a usize range draws differently on
+                    // 32-bit wasm than on 64-bit hosts, and the browser must
+                    // reproduce the CLI's plans.
+                    let a = rng.gen_range(0..pop.len() as u32) as usize;
+                    let b = rng.gen_range(0..pop.len() as u32) as usize;
                     if objs[a].0 >= objs[b].0 {
                         a
                     } else {
@@ -399,7 +403,7 @@ impl Planner for PolluxGa {
                     }
                 };
                 let (a, b) = (pick(&mut rng), pick(&mut rng));
-                let cut = rng.gen_range(0..=jobs) * nodes;
+                let cut = rng.gen_range(0..=jobs as u32) as usize * nodes;
                 let mut c1 = pop[a][..cut].to_vec();
                 c1.extend_from_slice(&pop[b][cut..]);
                 let mut c2 = pop[b][..cut].to_vec();

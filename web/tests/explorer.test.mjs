@@ -84,20 +84,27 @@ test('the page renders and the engine loads', async () => {
   await context.close();
 });
 
-test('workload-6 under tiresias equals the native CLI', async () => {
-  const native = nativeSummary(['--workload', 'traces/pollux/workloads/workload-6.csv', '--policy', 'tiresias']);
-  const { page, context, errors } = await openPage();
-  // The defaults are workload-6, tiresias and the CLI's flag defaults.
+// Runs workload-6 under `policy` in the page and checks every non-timing
+// summary key against `gpuplan simulate --format json`; returns both.
+async function workload6EqualsNative(policy, page) {
+  const native = nativeSummary(['--workload', 'traces/pollux/workloads/workload-6.csv', '--policy', policy]);
+  await setField(page, 0, 'policy', policy);
   const status = await runAndWait(page);
   assert.match(status, /^Done/);
   const [run] = await exportedJson(page);
   const web = run.summary;
-  metrics.tiresias_workload6 = { web_wall_s: web.wall_s, native_wall_s: native.wall_s };
-  writeFileSync(join(ARTIFACTS, 'tiresias-workload-6.json'), JSON.stringify({ native, web }, null, 2) + '\n');
+  metrics[`${policy}_workload6`] = { web_wall_s: web.wall_s, native_wall_s: native.wall_s };
+  writeFileSync(join(ARTIFACTS, `${policy}-workload-6.json`), JSON.stringify({ native, web }, null, 2) + '\n');
   for (const key of ['policy', 'workload', 'jobs', 'rounds', 'restarts', 'avg_jct_s', 'p50_jct_s', 'p99_jct_s',
     'imagenet_mean_jct_s', 'makespan_s', 'gpu_utilization']) {
     assert.equal(web[key], native[key], `summary.${key}: browser ${web[key]} vs native ${native[key]}`);
   }
+  return native;
+}
+
+test('workload-6 under tiresias equals the native CLI', async () => {
+  const { page, context, errors } = await openPage();
+  const native = await workload6EqualsNative('tiresias', page);
   const shown = await page.textContent('#summary td[data-key=avg_jct_s]');
   assert.ok(shown.startsWith((native.avg_jct_s / 3600).toFixed(3)), shown);
   await page.screenshot({ path: join(ARTIFACTS, 'tiresias-workload-6.png'), fullPage: true });
@@ -108,19 +115,8 @@ test('workload-6 under tiresias equals the native CLI', async () => {
 // greedy plans with the fitted goodput models: the fits' exp/ln/pow and the
 // planner's arithmetic must give the CLI's numbers bit for bit in wasm too.
 test('workload-6 under greedy (fitted goodput models) equals the native CLI', async () => {
-  const native = nativeSummary(['--workload', 'traces/pollux/workloads/workload-6.csv', '--policy', 'greedy']);
   const { page, context, errors } = await openPage();
-  await setField(page, 0, 'policy', 'greedy');
-  const status = await runAndWait(page);
-  assert.match(status, /^Done/);
-  const [run] = await exportedJson(page);
-  const web = run.summary;
-  metrics.greedy_workload6 = { web_wall_s: web.wall_s, native_wall_s: native.wall_s };
-  writeFileSync(join(ARTIFACTS, 'greedy-workload-6.json'), JSON.stringify({ native, web }, null, 2) + '\n');
-  for (const key of ['policy', 'jobs', 'rounds', 'restarts', 'avg_jct_s', 'p50_jct_s', 'p99_jct_s',
-    'imagenet_mean_jct_s', 'makespan_s', 'gpu_utilization']) {
-    assert.equal(web[key], native[key], `summary.${key}: browser ${web[key]} vs native ${native[key]}`);
-  }
+  await workload6EqualsNative('greedy', page);
   assert.deepEqual(errors, []);
   await context.close();
 });

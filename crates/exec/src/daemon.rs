@@ -681,15 +681,6 @@ impl Daemon {
         Ok(tail(&log_file(&dir, rank), lines))
     }
 
-    /// The file a finished job creates (`GPUPLAN_DONE_FILE`): completion
-    /// that no exit code can hide. A stop that lands while a job exits can
-    /// turn its 0 into 143 (Python, for one, restores the default SIGTERM
-    /// action while it shuts down), and a job relaunched after finishing
-    /// would finish twice.
-    fn done_file(&self, id: JobId) -> PathBuf {
-        checkpoint_dir(&self.cfg.state_dir, id).join(DONE_FILE)
-    }
-
     fn attempt_dir(&self, id: JobId, n: u32) -> PathBuf {
         self.cfg
             .state_dir
@@ -1003,7 +994,7 @@ impl Daemon {
 
     fn watch(&mut self, id: JobId, now: f64, dt: f64) -> Result<(), ExecError> {
         let grace_default = self.cfg.grace_s;
-        let done_file = self.done_file(id);
+        let done_file = done_file(&self.cfg.state_dir, id);
         let j = self.jobs.get_mut(&id).expect("live job exists");
         let grace = j.spec.grace_s.unwrap_or(grace_default);
         let a = j.attempt.as_mut().expect("live job has an attempt");
@@ -1132,7 +1123,7 @@ impl Daemon {
         });
         let ckpt = checkpoint_dir(&state_dir, id);
         let _ = std::fs::create_dir_all(&ckpt);
-        let done = ckpt.join(DONE_FILE);
+        let done = done_file(&state_dir, id);
         let env = vec![
             ("MASTER_ADDR".to_string(), "127.0.0.1".to_string()),
             ("MASTER_PORT".to_string(), free_port().to_string()),
@@ -1207,8 +1198,14 @@ impl Daemon {
 }
 
 /// A free TCP port on loopback for MASTER_PORT (the OS picks it).
-/// Name of the completion marker in the checkpoint directory (see `Daemon::done_file`).
-const DONE_FILE: &str = "gpuplan-done";
+/// The file a finished job creates (`GPUPLAN_DONE_FILE`): completion
+/// that no exit code can hide. A stop that lands while a job exits can
+/// turn its 0 into 143 (Python, for one, restores the default SIGTERM
+/// action while it shuts down), and a job relaunched after finishing
+/// would finish twice.
+fn done_file(state_dir: &Path, id: JobId) -> PathBuf {
+    checkpoint_dir(state_dir, id).join("gpuplan-done")
+}
 
 /// A job's checkpoint directory (`GPUPLAN_CHECKPOINT_DIR`), kept across attempts.
 fn checkpoint_dir(state_dir: &Path, id: JobId) -> PathBuf {
@@ -1351,7 +1348,7 @@ mod tests {
         .unwrap();
         let (id, _) = d.submit(spec).unwrap();
         plan_gpus(&mut d, id, 1);
-        let marker = d.done_file(id);
+        let marker = done_file(&d.cfg.state_dir, id);
         for _ in 0..500 {
             if marker.exists() {
                 break;

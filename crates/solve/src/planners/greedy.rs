@@ -65,7 +65,8 @@ impl Ord for Move {
     }
 }
 
-/// Best next move of job `j` given its current pick and the GPUs left.
+/// Best next move of job `j` given its current pick and the GPUs left
+/// (`g`: GPUs per node, for what an unpackable shape takes).
 fn best_move(
     round: &Round,
     opts: &JobOptions,
@@ -73,9 +74,9 @@ fn best_move(
     pick: Option<usize>,
     left: u32,
     sense: Sense,
+    g: u32,
 ) -> Option<Move> {
     let job = &round.jobs[j];
-    let g = round.cluster.max_gpus_per_node();
     let (cur_v, cur_g) = match pick {
         Some(c) => (
             opts.candidates[c].value,
@@ -119,6 +120,8 @@ pub fn greedy_choices(round: &Round) -> Vec<(usize, Choice)> {
 pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<(usize, Choice)> {
     let opts = job_options(round, caches, Shapes::Packable);
     let sense = Sense::of(round.params.p);
+    // Node size for what an unpackable shape takes (`charge`), read once.
+    let g = round.cluster.max_gpus_per_node();
     let mut left = round.cluster.total_gpus();
     let mut pick: Vec<Option<usize>> = vec![None; round.jobs.len()];
     for (j, o) in opts.iter().enumerate() {
@@ -132,14 +135,14 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<(u
     let mut heap = BinaryHeap::new();
     for (j, o) in opts.iter().enumerate() {
         if !o.pinned {
-            if let Some(m) = best_move(round, o, j, pick[j], left, sense) {
+            if let Some(m) = best_move(round, o, j, pick[j], left, sense, g) {
                 heap.push(m);
             }
         }
     }
     while let Some(m) = heap.pop() {
         // Re-check against the GPUs left now; re-queue if the best move changed.
-        let Some(now) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense) else {
+        let Some(now) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense, g) else {
             continue;
         };
         if now.cand != m.cand || (now.score - m.score).abs() > 1e-12 * m.score.abs().max(1.0) {
@@ -147,11 +150,10 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<(u
             continue;
         }
         let job = &round.jobs[m.job];
-        let g = round.cluster.max_gpus_per_node();
         let old = pick[m.job].map_or(0, |c| gpus_of(opts[m.job].candidates[c].choice, job, g));
         left -= gpus_of(opts[m.job].candidates[m.cand].choice, job, g) - old;
         pick[m.job] = Some(m.cand);
-        if let Some(next) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense) {
+        if let Some(next) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense, g) {
             heap.push(next);
         }
     }

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use gpuplan_core::{objective, validate, Interference, PlanStatus, PolicyParams, Round};
+use gpuplan_core::{PlanStatus, PolicyParams, Round};
 use gpuplan_sim::instances::{fitted_params, generate_round};
-use gpuplan_solve::{registry, run_planner, Limits};
+use gpuplan_solve::{registry, run_round, Limits};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use serde::Serialize;
@@ -167,27 +167,8 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     threads: 1,
                     seed: i as u64,
                 };
-                let res = run_planner(planner.as_mut(), round, &limits);
-                let entry = match res {
-                    Ok(plan) => {
-                        let check = if planner.traits().honours_interference {
-                            round.clone()
-                        } else {
-                            Round {
-                                params: PolicyParams {
-                                    interference: Interference::Allow,
-                                    ..round.params
-                                },
-                                ..round.clone()
-                            }
-                        };
-                        if validate(&check, &plan).is_err() {
-                            *fails.entry(p.clone()).or_default() += 1;
-                            None
-                        } else {
-                            Some((plan.solve_ms, objective::evaluate(round, &plan), plan.status))
-                        }
-                    }
+                let entry = match run_round(planner.as_mut(), round, &limits) {
+                    Ok(d) => Some((d.plan.solve_ms, d.objective, d.plan.status)),
                     Err(_) => {
                         *fails.entry(p.clone()).or_default() += 1;
                         None

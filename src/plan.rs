@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpuplan_core::{validate, Plan, PlanReport, Round};
-use gpuplan_solve::{registry, run_planner, Limits};
+use gpuplan_core::{Plan, PlanReport, Round};
+use gpuplan_solve::{registry, run_round, Change, Decision, Limits};
 use serde::Serialize;
 
 use crate::cli::Format;
@@ -43,22 +43,34 @@ pub struct PlanOut {
     pub report: PlanReport,
     /// Job name → one node index per GPU.
     pub allocations: BTreeMap<String, Vec<u32>>,
+    /// Job name → its GPUs as `[node, index on the node]`.
+    pub gpus: BTreeMap<String, Vec<(u32, u32)>>,
+    /// Job name → what changes for it (start, stop, move, resize, keep, wait).
+    pub changes: BTreeMap<String, Change>,
 }
 
 impl PlanOut {
-    pub fn new(round: &Round, plan: &Plan) -> Self {
-        let allocations = round
+    pub fn new(round: &Round, decision: &Decision) -> Self {
+        let plan: &Plan = &decision.plan;
+        let mut allocations = BTreeMap::new();
+        let mut gpus = BTreeMap::new();
+        for j in &round.jobs {
+            if let Some(a) = plan.allocations.get(&j.id) {
+                allocations.insert(j.name.clone(), a.nodes().map(|n| n.0).collect());
+                gpus.insert(j.name.clone(), a.gpus().iter().map(|g| (g.node.0, g.index)).collect());
+            }
+        }
+        let changes = round
             .jobs
             .iter()
-            .filter_map(|j| {
-                plan.allocations
-                    .get(&j.id)
-                    .map(|a| (j.name.clone(), a.0.iter().map(|n| n.0).collect()))
-            })
+            .zip(&decision.diff)
+            .map(|(j, c)| (j.name.clone(), c.change))
             .collect();
         PlanOut {
             report: PlanReport::new(round, plan),
             allocations,
+            gpus,
+            changes,
         }
     }
 }
@@ -92,27 +104,8 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         threads: a.threads.max(1),
         seed: a.seed,
     };
-    let plan = run_planner(planner.as_mut(), &round, &limits)?;
-    let check = if planner.traits().honours_interference {
-        round.clone()
-    } else {
-        Round {
-            params: gpuplan_core::PolicyParams {
-                interference: gpuplan_core::Interference::Allow,
-                ..round.params
-            },
-            ..round.clone()
-        }
-    };
-    if let Err(v) = validate(&check, &plan) {
-        let msgs: Vec<String> = v.iter().map(|e| e.to_string()).collect();
-        bail!(
-            "planner {} produced an invalid plan (a bug): {}",
-            a.planner,
-            msgs.join("; ")
-        );
-    }
-    let out = PlanOut::new(&round, &plan);
+    let decision = run_round(planner.as_mut(), &round, &limits)?;
+    let out = PlanOut::new(&round, &decision);
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
         Format::Table => {

@@ -292,7 +292,7 @@ struct ClusterInspect {
 fn inspect_cluster(path: &Path, c: &Cluster, format: Format) -> Result<ExitCode> {
     let mut by = std::collections::BTreeMap::new();
     for n in &c.nodes {
-        let e = by.entry(n.gpu_type.clone()).or_insert((0usize, 0u32));
+        let e = by.entry(n.gpu_type.to_string()).or_insert((0usize, 0u32));
         e.0 += 1;
         e.1 += n.gpus;
     }

@@ -10,11 +10,54 @@ use crate::error::CoreError;
 #[serde(transparent)]
 pub struct NodeId(pub u32);
 
+/// A GPU model's name (`t4`, `a100`). A newtype so a type is never mixed up
+/// with a node or job name, and so the cluster's type list has one builder
+/// ([`Cluster::types`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct GpuType(pub String);
+
+impl GpuType {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for GpuType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for GpuType {
+    fn from(s: &str) -> Self {
+        GpuType(s.to_string())
+    }
+}
+
+impl From<String> for GpuType {
+    fn from(s: String) -> Self {
+        GpuType(s)
+    }
+}
+
+impl PartialEq<str> for GpuType {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for GpuType {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
     pub name: String,
     pub gpus: u32,
-    pub gpu_type: String,
+    pub gpu_type: GpuType,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,7 +75,7 @@ impl Cluster {
                 .map(|i| Node {
                     name: format!("node{i}"),
                     gpus: gpus_per_node,
-                    gpu_type: gpu_type.to_string(),
+                    gpu_type: gpu_type.into(),
                 })
                 .collect(),
         }
@@ -48,6 +91,27 @@ impl Cluster {
 
     pub fn gpus(&self, node: NodeId) -> u32 {
         self.nodes[node.0 as usize].gpus
+    }
+
+    /// The GPU types present, in order of first appearance (node order), so
+    /// every formulation numbers types the same way.
+    pub fn types(&self) -> Vec<GpuType> {
+        let mut out: Vec<GpuType> = Vec::new();
+        for n in &self.nodes {
+            if !out.contains(&n.gpu_type) {
+                out.push(n.gpu_type.clone());
+            }
+        }
+        out
+    }
+
+    /// Each node's index into [`Cluster::types`].
+    pub fn type_index(&self) -> Vec<usize> {
+        let types = self.types();
+        self.nodes
+            .iter()
+            .map(|n| types.iter().position(|t| *t == n.gpu_type).unwrap_or(0))
+            .collect()
     }
 
     /// The largest node, which bounds what a single-node job can get.
@@ -100,6 +164,7 @@ mod tests {
         assert_eq!(c.nodes[3].gpu_type, "t4");
         let c: Cluster = "2x8:a100".parse().unwrap();
         assert_eq!(c.nodes[1].gpu_type, "a100");
+        assert_eq!(c.types(), vec![GpuType::from("a100")]);
         for bad in ["", "16", "0x4", "4x0", "ax4", "4x", "4x4:"] {
             assert!(bad.parse::<Cluster>().is_err(), "{bad}");
         }

@@ -27,27 +27,125 @@ pub struct JobSpec {
     pub preemptible: bool,
 }
 
-/// A job's GPUs: one node id per GPU, sorted. Empty = not running.
+/// One GPU: its node and its index on that node (NVML's device index there).
 ///
-/// One entry per GPU (rather than a node → count map) is the shape the plan
-/// JSON uses, and makes "same placement" a plain equality.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// `index` may be [`GpuId::ANY`]: "some GPU on this node". Planners that
+/// decide at node level produce such slots, and round files written before
+/// GPUs had identity hold them; [`crate::bind`] turns them into named GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GpuId {
+    pub node: NodeId,
+    pub index: u32,
+}
+
+impl GpuId {
+    /// Not yet a particular GPU on the node.
+    pub const ANY: u32 = u32::MAX;
+
+    pub fn new(node: NodeId, index: u32) -> Self {
+        GpuId { node, index }
+    }
+
+    /// Some GPU on `node`, to be bound later.
+    pub fn any_on(node: NodeId) -> Self {
+        GpuId { node, index: Self::ANY }
+    }
+
+    pub fn is_bound(&self) -> bool {
+        self.index != Self::ANY
+    }
+}
+
+/// JSON: `[node, index]` for a named GPU; a bare `node` for "some GPU on the
+/// node", which is also how every allocation was written before GPUs had
+/// identity, so those files still load.
+impl Serialize for GpuId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.is_bound() {
+            (self.node.0, self.index).serialize(s)
+        } else {
+            self.node.0.serialize(s)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Node(u32),
+            Gpu(u32, u32),
+        }
+        match Repr::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("a GPU is a node index or a [node, gpu index] pair of integers")
+        })? {
+            Repr::Node(n) => Ok(GpuId::any_on(NodeId(n))),
+            Repr::Gpu(_, GpuId::ANY) => Err(serde::de::Error::custom("GPU index out of range")),
+            Repr::Gpu(n, i) => Ok(GpuId::new(NodeId(n), i)),
+        }
+    }
+}
+
+/// A job's GPUs, sorted by node then index. Empty = not running.
+///
+/// One entry per GPU (rather than a node → count map) makes "same GPUs" a
+/// plain equality; the per-node counts the goodput model needs are derived.
+/// Loading always sorts, so a hand-written file in any order means the same.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
-pub struct Allocation(pub Vec<NodeId>);
+pub struct Allocation(Vec<GpuId>);
+
+impl<'de> Deserialize<'de> for Allocation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let gpus = Vec::<GpuId>::deserialize(d)?;
+        let a = Allocation::from_gpus(gpus);
+        if let Some(g) = a.duplicate() {
+            return Err(serde::de::Error::custom(format!(
+                "GPU {} of node {} is listed twice",
+                g.index, g.node.0
+            )));
+        }
+        Ok(a)
+    }
+}
 
 impl Allocation {
-    pub fn new(mut gpus: Vec<NodeId>) -> Self {
-        gpus.sort();
+    /// Named (or node-level) GPUs, in any order.
+    pub fn from_gpus(mut gpus: Vec<GpuId>) -> Self {
+        gpus.sort_unstable();
         Allocation(gpus)
     }
 
-    /// `counts[(node, gpus)]` for a job that takes `gpus` GPUs on each listed node.
+    /// Node-level: one "some GPU on this node" slot per listed node entry.
+    pub fn new(nodes: Vec<NodeId>) -> Self {
+        Allocation::from_gpus(nodes.into_iter().map(GpuId::any_on).collect())
+    }
+
+    /// Node-level: `gpus` GPUs on each listed node, to be bound later.
     pub fn from_counts(counts: &[(NodeId, u32)]) -> Self {
         let mut v = Vec::new();
         for &(n, k) in counts {
-            v.extend(std::iter::repeat_n(n, k as usize));
+            v.extend(std::iter::repeat_n(GpuId::any_on(n), k as usize));
         }
-        Allocation::new(v)
+        Allocation::from_gpus(v)
+    }
+
+    pub fn gpus(&self) -> &[GpuId] {
+        &self.0
+    }
+
+    /// A named GPU listed twice, if any (a node-level slot may repeat).
+    pub fn duplicate(&self) -> Option<GpuId> {
+        self.0
+            .windows(2)
+            .find(|w| w[0] == w[1] && w[0].is_bound())
+            .map(|w| w[0])
+    }
+
+    /// Whether every GPU is a particular one (no node-level slot left).
+    pub fn is_bound(&self) -> bool {
+        self.0.iter().all(GpuId::is_bound)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -61,17 +159,39 @@ impl Allocation {
     /// (node, GPUs on that node), in node order.
     pub fn per_node(&self) -> Vec<(NodeId, u32)> {
         let mut out: Vec<(NodeId, u32)> = Vec::new();
-        for &n in &self.0 {
+        for g in &self.0 {
             match out.last_mut() {
-                Some((m, k)) if *m == n => *k += 1,
-                _ => out.push((n, 1)),
+                Some((m, k)) if *m == g.node => *k += 1,
+                _ => out.push((g.node, 1)),
             }
         }
         out
     }
 
+    /// Nodes in order, one entry per GPU (the pre-identity view).
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.0.iter().map(|g| g.node)
+    }
+
     pub fn num_nodes(&self) -> u32 {
         self.per_node().len() as u32
+    }
+
+    /// Same GPU count on every node. What a node-level planner can tell
+    /// apart; after binding, same nodes means the same GPUs ([`crate::bind`]
+    /// keeps a job's own GPUs first).
+    pub fn same_nodes(&self, other: &Allocation) -> bool {
+        self.0.len() == other.0.len() && self.0.iter().zip(&other.0).all(|(a, b)| a.node == b.node)
+    }
+
+    /// The same GPUs: equal where both are named; node-level slots match
+    /// any GPU of their node.
+    pub fn same_gpus(&self, other: &Allocation) -> bool {
+        if self.is_bound() && other.is_bound() {
+            self == other
+        } else {
+            self.same_nodes(other)
+        }
     }
 
     /// GPU counts per occupied node, in node order: the "placement" of the
@@ -115,5 +235,22 @@ mod tests {
         assert_eq!(a, Allocation::from_counts(&[(NodeId(1), 3), (NodeId(3), 2)]));
         assert!(Allocation::default().is_empty());
         assert_eq!(Allocation::default().num_nodes(), 0);
+    }
+
+    #[test]
+    fn allocations_load_in_both_forms_and_any_order() {
+        let legacy: Allocation = serde_json::from_str("[1,0,1,0]").unwrap();
+        assert_eq!(legacy, Allocation::from_counts(&[(NodeId(0), 2), (NodeId(1), 2)]));
+        assert!(!legacy.is_bound());
+        let named: Allocation = serde_json::from_str("[[1,3],[0,1],[1,2]]").unwrap();
+        assert!(named.is_bound());
+        assert_eq!(named.shape(), vec![1, 2]);
+        assert_eq!(named.gpus()[0], GpuId::new(NodeId(0), 1));
+        assert_eq!(serde_json::to_string(&named).unwrap(), "[[0,1],[1,2],[1,3]]");
+        assert!(named.same_nodes(&legacy.clone()) == (named.shape() == legacy.shape()));
+        let e = serde_json::from_str::<Allocation>("[[0,1],[0,1]]").unwrap_err().to_string();
+        assert!(e.contains("listed twice"), "{e}");
+        assert!(serde_json::from_str::<Allocation>("[[0,1,2]]").is_err());
+        assert!(serde_json::from_str::<Allocation>("[-1]").is_err());
     }
 }

@@ -13,6 +13,7 @@
 //! assert_eq!(c.total_gpus(), 64);
 //! ```
 
+pub mod bind;
 pub mod cluster;
 pub mod error;
 pub mod fit;
@@ -24,9 +25,10 @@ pub mod plan;
 pub mod profile;
 pub mod round;
 
-pub use cluster::{Cluster, Node, NodeId};
+pub use bind::{bind_plan, bind_round};
+pub use cluster::{Cluster, GpuType, Node, NodeId};
 pub use error::{CoreError, ParseError};
-pub use job::{Allocation, JobId, JobSpec, JobState};
+pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
 pub use plan::{validate, Plan, PlanReport, PlanStatus, Violation};
 pub use round::{Interference, Oracle, PolicyParams, Round, RoundJob};

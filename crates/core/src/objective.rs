@@ -44,7 +44,7 @@ pub fn restart_factor(job: &RoundJob, restart_penalty_s: f64) -> f64 {
 /// placement changes (any change, including a first start, as in Pollux).
 pub fn job_value(job: &RoundJob, alloc: &Allocation, fair: (u32, u32), restart_penalty_s: f64) -> f64 {
     let s = speedup(job, alloc.num_nodes(), alloc.num_gpus(), fair);
-    if *alloc == job.state.allocation {
+    if alloc.same_gpus(&job.state.allocation) {
         s
     } else {
         s * restart_factor(job, restart_penalty_s)

@@ -109,10 +109,27 @@ pub enum Violation {
     Interference { node: u32, count: u32 },
     #[error("job {0:?} is not preemptible and was moved or stopped")]
     PinnedMoved(JobId),
+    #[error("job {job:?} uses GPU {index} of node {node}, which has {capacity}")]
+    UnknownGpu {
+        job: JobId,
+        node: u32,
+        index: u32,
+        capacity: u32,
+    },
+    #[error("GPU {index} of node {node} is given to jobs {first:?} and {second:?}")]
+    SharedGpu {
+        node: u32,
+        index: u32,
+        first: JobId,
+        second: JobId,
+    },
+    #[error("job {job:?} mixes GPU types ({types})")]
+    MixedTypes { job: JobId, types: String },
 }
 
-/// Check a plan against the round: capacity, GPU limits, locality (node
-/// limit), interference, and pinned (non-preemptible) jobs.
+/// Check a plan against the round: per-node and per-GPU capacity (a named
+/// GPU exists and goes to one job), GPU limits, locality (node limit),
+/// interference, one GPU type per job, and pinned (non-preemptible) jobs.
 ///
 /// Independent of every planner on purpose: tests run all planners' plans
 /// through it, so one planner's bug cannot hide behind its own checks.
@@ -122,6 +139,7 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
     let n_nodes = round.cluster.num_nodes();
     let mut used = vec![0u32; n_nodes];
     let mut multi = vec![0u32; n_nodes];
+    let mut holder: HashMap<crate::job::GpuId, JobId> = HashMap::new();
     for (&id, alloc) in &plan.allocations {
         let Some(&ji) = jobs.get(&id) else {
             errs.push(Violation::UnknownJob(id));
@@ -135,10 +153,44 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
         let mut ok_nodes = true;
         for &(n, k) in &per_node {
             if (n.0 as usize) < n_nodes {
-                used[n.0 as usize] += k;
+                used[n.0 as usize] = used[n.0 as usize].saturating_add(k);
             } else {
                 errs.push(Violation::UnknownNode { job: id, node: n.0 });
                 ok_nodes = false;
+            }
+        }
+        for g in alloc.gpus().iter().filter(|g| g.is_bound()) {
+            let Some(node) = round.cluster.nodes.get(g.node.0 as usize) else {
+                continue;
+            };
+            if g.index >= node.gpus {
+                errs.push(Violation::UnknownGpu {
+                    job: id,
+                    node: g.node.0,
+                    index: g.index,
+                    capacity: node.gpus,
+                });
+            } else if let Some(first) = holder.insert(*g, id) {
+                errs.push(Violation::SharedGpu {
+                    node: g.node.0,
+                    index: g.index,
+                    first,
+                    second: id,
+                });
+            }
+        }
+        if ok_nodes {
+            let mut types: Vec<&str> = per_node
+                .iter()
+                .map(|(n, _)| round.cluster.nodes[n.0 as usize].gpu_type.as_str())
+                .collect();
+            types.sort_unstable();
+            types.dedup();
+            if types.len() > 1 {
+                errs.push(Violation::MixedTypes {
+                    job: id,
+                    types: types.join(", "),
+                });
             }
         }
         let gpus = alloc.num_gpus();
@@ -180,7 +232,7 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
         }
     }
     for job in &round.jobs {
-        if !job.preemptible && !job.state.allocation.is_empty() && plan.get(job.id) != job.state.allocation {
+        if !job.preemptible && !job.state.allocation.is_empty() && !plan.get(job.id).same_gpus(&job.state.allocation) {
             errs.push(Violation::PinnedMoved(job.id));
         }
     }

@@ -92,14 +92,45 @@ impl RoundJob {
     }
 }
 
+/// Largest node accepted (GPUs on one node). Far above any real machine;
+/// it keeps per-GPU tables small and sums far from overflow.
+pub const MAX_GPUS_PER_NODE: u32 = 4096;
+
 /// The whole input of one planning round.
+///
+/// Loading names the GPUs of allocations written at node level (files from
+/// before GPUs had identity), in job order: see [`crate::bind`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "RoundRepr")]
 pub struct Round {
     pub now_s: f64,
     pub cluster: Cluster,
     pub jobs: Vec<RoundJob>,
     #[serde(default)]
     pub params: PolicyParams,
+}
+
+/// [`Round`] as written, before its GPUs are named.
+#[derive(Deserialize)]
+struct RoundRepr {
+    now_s: f64,
+    cluster: Cluster,
+    jobs: Vec<RoundJob>,
+    #[serde(default)]
+    params: PolicyParams,
+}
+
+impl From<RoundRepr> for Round {
+    fn from(r: RoundRepr) -> Self {
+        let mut round = Round {
+            now_s: r.now_s,
+            cluster: r.cluster,
+            jobs: r.jobs,
+            params: r.params,
+        };
+        crate::bind::bind_round(&mut round);
+        round
+    }
 }
 
 impl Round {
@@ -111,8 +142,11 @@ impl Round {
             errs.push("cluster.nodes: empty".to_string());
         }
         for (i, n) in self.cluster.nodes.iter().enumerate() {
-            if n.gpus == 0 {
-                errs.push(format!("cluster.nodes[{i}].gpus: must be > 0"));
+            if n.gpus == 0 || n.gpus > MAX_GPUS_PER_NODE {
+                errs.push(format!(
+                    "cluster.nodes[{i}].gpus: must be in 1..={MAX_GPUS_PER_NODE}, got {}",
+                    n.gpus
+                ));
             }
         }
         if self.params.p.is_nan() {
@@ -123,6 +157,7 @@ impl Round {
         }
         let mut seen = std::collections::HashSet::new();
         let mut used = vec![0u32; self.cluster.nodes.len()];
+        let mut holder: std::collections::HashMap<crate::job::GpuId, usize> = std::collections::HashMap::new();
         for (i, j) in self.jobs.iter().enumerate() {
             let at = format!("jobs[{i}] ({})", j.name);
             if !seen.insert(j.id) {
@@ -142,8 +177,24 @@ impl Round {
             }
             for (n, k) in j.state.allocation.per_node() {
                 match used.get_mut(n.0 as usize) {
-                    Some(u) => *u += k,
+                    Some(u) => *u = u.saturating_add(k),
                     None => errs.push(format!("{at}.state.allocation: node {} does not exist", n.0)),
+                }
+            }
+            for g in j.state.allocation.gpus().iter().filter(|g| g.is_bound()) {
+                let Some(node) = self.cluster.nodes.get(g.node.0 as usize) else {
+                    continue;
+                };
+                if g.index >= node.gpus {
+                    errs.push(format!(
+                        "{at}.state.allocation: node {} has no GPU {} (it has {})",
+                        g.node.0, g.index, node.gpus
+                    ));
+                } else if let Some(other) = holder.insert(*g, i) {
+                    errs.push(format!(
+                        "{at}.state.allocation: GPU {} of node {} is also held by jobs[{other}]",
+                        g.index, g.node.0
+                    ));
                 }
             }
             if let Some(m) = &j.model {

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use gpuplan_core::JobId;
-use gpuplan_solve::run_planner;
+use gpuplan_solve::run_round;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -341,7 +341,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
                 };
                 // Plan off the lock so the API and the ticker stay responsive.
                 let joined = tokio::task::spawn_blocking(move || {
-                    let plan = run_planner(planner.as_mut(), &prep.round, &limits).map_err(|e| e.to_string());
+                    let plan = run_round(planner.as_mut(), &prep.round, &limits).map_err(|e| e.to_string());
                     (planner, prep, plan)
                 })
                 .await;

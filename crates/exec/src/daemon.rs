@@ -11,10 +11,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use gpuplan_core::fit::{fit_perf_params, prior_perf_params, Observation};
 use gpuplan_core::{
-    validate, Allocation, BatchLimits, Cluster, GoodputModel, GradParams, JobId, JobState, Node, NodeId,
-    PerfParams, Plan, PolicyParams, Round, RoundJob,
+    Allocation, BatchLimits, Cluster, GoodputModel, GradParams, GpuId, JobId, JobState, Node, NodeId,
+    PerfParams, PolicyParams, Round, RoundJob,
 };
-use gpuplan_solve::{run_planner, Limits, Planner};
+use gpuplan_solve::{run_round, Decision, Limits, Planner};
 use serde::{Deserialize, Serialize};
 
 use crate::device::{Devices, Fault, Gpu, Health};
@@ -719,27 +719,29 @@ impl Daemon {
         for g in self.gpus.iter().filter(|g| g.health == Health::Ok) {
             by_node.entry(g.node.as_str()).or_default().push(g);
         }
-        let mut node_of: HashMap<String, u32> = HashMap::new();
+        // GPU k of node i in the round is the node's k-th healthy GPU by
+        // device index: `node_gpus[i][k]` maps it back to its UUID.
+        let mut slot_of: HashMap<String, GpuId> = HashMap::new();
         let mut nodes = Vec::new();
         let mut node_gpus = Vec::new();
         for (i, (name, gs)) in by_node.iter_mut().enumerate() {
             gs.sort_by_key(|g| g.index);
-            for g in gs.iter() {
-                node_of.insert(g.uuid.clone(), i as u32);
+            for (k, g) in gs.iter().enumerate() {
+                slot_of.insert(g.uuid.clone(), GpuId::new(NodeId(i as u32), k as u32));
             }
             nodes.push(Node {
                 name: name.to_string(),
                 gpus: gs.len() as u32,
-                gpu_type: gs[0].name.clone(),
+                gpu_type: gs[0].name.as_str().into(),
             });
             node_gpus.push(gs.iter().map(|g| g.uuid.clone()).collect::<Vec<_>>());
         }
-        stats.healthy_gpus = node_of.len();
+        stats.healthy_gpus = slot_of.len();
         // Jobs on GPUs that left or turned unhealthy lose them now and are re-planned.
         let mut lost = Vec::new();
         let mut term = Vec::new();
         for j in self.jobs.values_mut() {
-            let Some(bad) = j.gpus.iter().find(|u| !node_of.contains_key(*u)).cloned() else {
+            let Some(bad) = j.gpus.iter().find(|u| !slot_of.contains_key(*u)).cloned() else {
                 continue;
             };
             let why = match self.gpus.iter().find(|g| g.uuid == bad) {
@@ -784,7 +786,7 @@ impl Daemon {
             if !active {
                 continue;
             }
-            let alloc = Allocation::new(j.gpus.iter().map(|u| NodeId(node_of[u])).collect());
+            let alloc = Allocation::from_gpus(j.gpus.iter().map(|u| slot_of[u]).collect());
             targets.insert(j.id, j.gpus.clone());
             round_jobs.push(RoundJob {
                 id: j.id,
@@ -832,10 +834,10 @@ impl Daemon {
         }))
     }
 
-    /// Validate the plan and apply it: pick concrete GPUs, journal, then
-    /// signal the jobs that move. Launches happen in [`Daemon::tick`] once
-    /// their GPUs are free.
-    pub fn apply(&mut self, prep: Prepared, plan: Result<Plan, String>) -> Result<RoundStats, ExecError> {
+    /// Apply a round's decision (already validated by the pipeline): map its
+    /// GPUs to devices, journal, then signal the jobs that move. Launches
+    /// happen in [`Daemon::tick`] once their GPUs are free.
+    pub fn apply(&mut self, prep: Prepared, decision: Result<Decision, String>) -> Result<RoundStats, ExecError> {
         let t0 = Instant::now();
         let now = now_unix_s();
         let Prepared {
@@ -844,8 +846,8 @@ impl Daemon {
             targets,
             mut stats,
         } = prep;
-        let plan = match plan {
-            Ok(p) => p,
+        let plan = match decision {
+            Ok(d) => d.plan,
             Err(e) => {
                 stats.note = Some(format!("planner error: {e}"));
                 self.last_round = Some(stats.clone());
@@ -854,21 +856,15 @@ impl Daemon {
         };
         stats.plan_ms = plan.solve_ms;
         stats.status = Some(format!("{:?}", plan.status).to_lowercase());
-        if let Err(v) = validate(&round, &plan) {
-            let msgs: Vec<String> = v.iter().map(|e| e.to_string()).collect();
-            stats.note = Some(format!("invalid plan not applied: {}", msgs.join("; ")));
-            self.last_round = Some(stats.clone());
-            return Ok(stats);
-        }
         // Jobs whose plan differs and who are still as the round saw them.
-        let mut changed: Vec<(JobId, Vec<(NodeId, u32)>)> = Vec::new();
+        let mut changed: Vec<(JobId, Allocation)> = Vec::new();
         for rj in &round.jobs {
             let Some(j) = self.jobs.get(&rj.id) else { continue };
             let same_state = matches!(j.status, JobStatus::Queued | JobStatus::Running)
                 && targets.get(&rj.id) == Some(&j.gpus);
             let new = plan.get(rj.id);
-            if same_state && new != rj.state.allocation {
-                changed.push((rj.id, new.per_node()));
+            if same_state && !new.same_gpus(&rj.state.allocation) {
+                changed.push((rj.id, new));
             }
         }
         let moving: BTreeSet<JobId> = changed.iter().map(|c| c.0).collect();
@@ -883,13 +879,21 @@ impl Daemon {
             .map(|gs| gs.iter().filter(|u| !held.contains(u)).cloned().collect())
             .collect();
         let mut term = Vec::new();
-        for (id, per_node) in &changed {
+        for (id, alloc) in &changed {
             let j = self.jobs.get_mut(id).expect("changed job exists");
+            let per_node = alloc.per_node();
             let mut picked = Vec::new();
-            for &(n, k) in per_node {
+            for &(n, k) in &per_node {
                 let free = &mut pool[n.0 as usize];
-                // Keep the job's own GPUs where it stays on the node.
-                let mut mine: Vec<String> = free.iter().filter(|u| j.gpus.contains(u)).cloned().collect();
+                // The planned GPUs, unless a job outside the round still
+                // holds one; then another free GPU of the node.
+                let planned: Vec<&String> = alloc
+                    .gpus()
+                    .iter()
+                    .filter(|g| g.node == n)
+                    .filter_map(|g| node_gpus[n.0 as usize].get(g.index as usize))
+                    .collect();
+                let mut mine: Vec<String> = free.iter().filter(|u| planned.contains(u)).cloned().collect();
                 mine.truncate(k as usize);
                 for u in free.iter() {
                     if mine.len() as u32 >= k {
@@ -1185,7 +1189,7 @@ impl Daemon {
         let Some(prep) = self.prepare()? else {
             return Ok(self.last_round.clone().unwrap_or_default());
         };
-        let plan = run_planner(planner, &prep.round, &self.cfg.limits).map_err(|e| e.to_string());
+        let plan = run_round(planner, &prep.round, &self.cfg.limits).map_err(|e| e.to_string());
         let stats = self.apply(prep, plan)?;
         self.tick()?;
         Ok(stats)
@@ -1249,10 +1253,16 @@ mod tests {
 
     fn plan_gpus(d: &mut Daemon, id: JobId, k: u32) {
         let prep = d.prepare().unwrap().unwrap();
-        let mut plan = Plan::new("hand", PlanStatus::Feasible);
+        let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
         plan.allocations
             .insert(id, Allocation::from_counts(&[(NodeId(0), k)]));
-        d.apply(prep, Ok(plan)).unwrap();
+        gpuplan_core::bind_plan(&prep.round, &mut plan);
+        let decision = Decision {
+            plan,
+            objective: 0.0,
+            diff: Vec::new(),
+        };
+        d.apply(prep, Ok(decision)).unwrap();
         d.tick().unwrap();
     }
 

@@ -12,10 +12,11 @@ use std::collections::{BTreeMap, HashMap};
 use gpuplan_core::fit::{fit_perf_params, Observation};
 use gpuplan_core::profile::AppProfile;
 use gpuplan_core::{
-    validate, Allocation, Cluster, GoodputModel, GradParams, Interference, JobSpec, JobState, Oracle,
+    Allocation, Cluster, GoodputModel, GradParams, JobSpec, JobState, Oracle,
     PerfParams, Plan, PolicyParams, Round, RoundJob,
 };
-use gpuplan_solve::{run_planner, BatchPolicy, Limits, Planner};
+use gpuplan_solve::pipeline::{batch_adapts, run_round};
+use gpuplan_solve::{Limits, PlanError, Planner};
 use serde::{Deserialize, Serialize};
 
 use crate::data::Profiles;
@@ -384,7 +385,6 @@ pub fn simulate_workload(
 ) -> Result<SimResult, SimError> {
     let wall = web_time::Instant::now();
     let traits = planner.traits();
-    let adaptive = traits.batch == BatchPolicy::Adaptive;
     let total_gpus = cfg.cluster.total_gpus();
     let mut jobs: Vec<SimJob> = Vec::with_capacity(specs.len());
     let mut too_big = Vec::new();
@@ -420,13 +420,16 @@ pub fn simulate_workload(
         if min_gpus > total_gpus {
             too_big.push(format!("{} ({min_gpus} GPUs)", spec.name));
         }
-        // The artifact pins NCF to its tuned batch and one GPU for adaptive policies.
-        let ncf_pin = adaptive && spec.app == "ncf" && profile.is_some();
+        // The artifact pins NCF to its tuned batch and one GPU for adaptive
+        // policies; rigid jobs have no batch to adapt.
+        let pinned_app = spec.app == "ncf" && profile.is_some();
+        let adapts = batch_adapts(&traits, !pinned_app);
+        let ncf_pin = pinned_app && batch_adapts(&traits, true);
         jobs.push(SimJob {
             spec: spec.clone(),
             profile,
             rigid_s,
-            target_batch: if !adaptive || ncf_pin {
+            target_batch: if !adapts {
                 Some(spec.batch_size)
             } else {
                 None
@@ -460,14 +463,6 @@ pub fn simulate_workload(
             if n > 10 { ", ..." } else { "" }
         )));
     }
-    let validate_params = PolicyParams {
-        interference: if traits.honours_interference {
-            cfg.params.interference
-        } else {
-            Interference::Allow
-        },
-        ..cfg.params
-    };
     // Arrival order; ties keep workload order.
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| jobs[a].spec.submit_s.total_cmp(&jobs[b].spec.submit_s));
@@ -578,7 +573,7 @@ pub fn simulate_workload(
                 restart_penalty_s: None,
             });
         }
-        let mut round = Round {
+        let round = Round {
             now_s: now,
             cluster: cfg.cluster.clone(),
             jobs: round_jobs,
@@ -594,18 +589,16 @@ pub fn simulate_workload(
                 .wrapping_add(round_index),
         };
         round_index += 1;
-        let plan = run_planner(planner, &round, &limits)?;
-        round.params = validate_params;
-        let checked = validate(&round, &plan);
-        round.params = cfg.params;
-        if let Err(v) = checked {
-            let msgs: Vec<String> = v.iter().map(|e| e.to_string()).collect();
-            return Err(SimError::Invalid(format!(
-                "planner {} returned an invalid plan at t={now}: {}",
-                plan.planner,
-                msgs.join("; ")
-            )));
-        }
+        let plan = match run_round(planner, &round, &limits) {
+            Ok(d) => d.plan,
+            Err(PlanError::InvalidPlan { planner, violations }) => {
+                return Err(SimError::Invalid(format!(
+                    "planner {planner} returned an invalid plan at t={now}: {}",
+                    violations.join("; ")
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
         planner_ms.push(plan.solve_ms);
         // 4. Apply: changed allocations restart after a delay.
         let mut restarts_now = 0;

@@ -14,12 +14,15 @@
 //! ```
 
 pub mod mip;
+pub mod pipeline;
 pub mod placement;
 pub mod planners;
 pub mod registry;
 pub mod speedup;
 #[cfg(test)]
 pub(crate) mod testutil;
+
+pub use pipeline::{run_round, Change, Decision, JobChange};
 
 use gpuplan_core::{Plan, Round};
 
@@ -53,6 +56,10 @@ pub enum PlanError {
     Malformed(String),
     #[error("unknown planner '{name}'; valid planners: {}", .valid.join(", "))]
     UnknownPlanner { name: String, valid: Vec<String> },
+    #[error("planner '{name}' reads the simulator's oracle (true job lengths) and cannot run on a live cluster; planners that can: {}", .live.join(", "))]
+    NeedsOracle { name: String, live: Vec<String> },
+    #[error("planner {planner} produced an invalid plan (a bug): {}", .violations.join("; "))]
+    InvalidPlan { planner: String, violations: Vec<String> },
 }
 
 /// How jobs' batch sizes are chosen while a planner runs them.
@@ -91,7 +98,8 @@ pub trait Planner: Send {
 }
 
 /// Run a planner and time it, filling `solve_ms` and the planner name.
-pub fn run_planner(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
+/// Drivers call [`run_round`], which wraps this with the checks.
+pub(crate) fn run_planner(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
     let t0 = web_time::Instant::now();
     let mut plan = planner.plan(round, limits)?;
     plan.solve_ms = t0.elapsed().as_secs_f64() * 1e3;

@@ -59,6 +59,15 @@ pub fn names() -> Vec<&'static str> {
     PLANNERS.iter().map(|(n, _)| *n).collect()
 }
 
+/// The planners that can run on a live cluster (no oracle), in registry order.
+pub fn live_names() -> Vec<&'static str> {
+    PLANNERS
+        .iter()
+        .filter(|(_, c)| !c().traits().needs_oracle)
+        .map(|(n, _)| *n)
+        .collect()
+}
+
 /// A fresh planner by id; unknown ids list the valid ones.
 pub fn create(name: &str) -> Result<Box<dyn Planner>, PlanError> {
     PLANNERS

@@ -86,7 +86,7 @@ pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) 
         .map(|(j, c)| {
             let a = plan.get(j.id);
             let s = c.get(j, a.num_nodes(), a.num_gpus());
-            if a == j.state.allocation {
+            if a.same_gpus(&j.state.allocation) {
                 s
             } else {
                 s * objective::restart_factor(j, round.params.restart_penalty_s)

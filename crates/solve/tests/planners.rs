@@ -154,21 +154,14 @@ fn plan(name: &str, round: &Round, seed: u64) -> Plan {
         threads: 1,
         seed,
     };
-    p.plan(round, &lim).unwrap()
+    gpuplan_solve::run_round(p.as_mut(), round, &lim).unwrap().plan
 }
 
 fn validates(name: &str, round: &Round, plan: &Plan) {
     let p = registry::create(name).unwrap();
-    let check = if p.traits().honours_interference {
-        round.clone()
-    } else {
-        Round {
-            params: PolicyParams {
-                interference: Interference::Allow,
-                ..round.params
-            },
-            ..round.clone()
-        }
+    let check = Round {
+        params: gpuplan_solve::pipeline::rules(&p.traits(), &round.params),
+        ..round.clone()
     };
     if let Err(v) = validate(&check, plan) {
         panic!(
@@ -223,7 +216,7 @@ fn brute_force(round: &Round) -> f64 {
                     }
                 }
                 let a = Allocation::from_counts(&counts);
-                if a.num_gpus() <= gpuplan_solve::speedup::max_gpus(j, round) || a == j.state.allocation {
+                if a.num_gpus() <= gpuplan_solve::speedup::max_gpus(j, round) || a.same_gpus(&j.state.allocation) {
                     v.push(a);
                 }
             }
@@ -285,8 +278,14 @@ proptest! {
         let a = evaluate(&round, &plan("mip-exact", &round, 0));
         let mut r = round.clone();
         for j in r.jobs.iter_mut() {
-            let v: Vec<NodeId> = j.state.allocation.0.iter().map(|n| NodeId(2 - n.0)).collect();
-            j.state.allocation = Allocation::new(v);
+            let v: Vec<gpuplan_core::GpuId> = j
+                .state
+                .allocation
+                .gpus()
+                .iter()
+                .map(|g| gpuplan_core::GpuId::new(NodeId(2 - g.node.0), g.index))
+                .collect();
+            j.state.allocation = Allocation::from_gpus(v);
         }
         let b = evaluate(&r, &plan("mip-exact", &r, 0));
         prop_assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "{} vs {}", a, b);
@@ -378,7 +377,7 @@ fn with_types(mut round: Round, types: &[bool], gpus_b: u32) -> Round {
         }
     }
     // Running jobs that straddle types may not exist in a real cluster: stop them.
-    let ty: Vec<String> = round.cluster.nodes.iter().map(|n| n.gpu_type.clone()).collect();
+    let ty: Vec<String> = round.cluster.nodes.iter().map(|n| n.gpu_type.to_string()).collect();
     for j in round.jobs.iter_mut() {
         let per = j.state.allocation.per_node();
         if per

@@ -4,11 +4,11 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use gpuplan_core::{objective, validate, Cluster, Interference, JobSpec, Plan, PlanReport, Round};
+use gpuplan_core::{objective, Cluster, Interference, JobSpec, Plan, PlanReport, Round};
 use gpuplan_sim::data::{self, Profiles};
 use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
 use gpuplan_sim::{simulate, workload, Control, SimConfig};
-use gpuplan_solve::{registry, run_planner, speedup, Limits};
+use gpuplan_solve::{registry, run_round, speedup, Limits};
 use serde::{Deserialize, Serialize};
 
 /// Everything that can go wrong at the boundary; the message is what the page shows.
@@ -581,20 +581,8 @@ fn solve_with(round: &Round, opts_json: &str) -> Result<InspectOut, ApiError> {
         threads: 1,
         seed: opts.seed,
     };
-    let plan = run_planner(planner.as_mut(), round, &limits)?;
-    let mut check = round.clone();
-    if !planner.traits().honours_interference {
-        check.params.interference = Interference::Allow;
-    }
-    if let Err(v) = validate(&check, &plan) {
-        let msgs: Vec<String> = v.iter().map(|e| e.to_string()).collect();
-        return Err(invalid(format!(
-            "planner {} produced an invalid plan (a bug): {}",
-            opts.planner,
-            msgs.join("; ")
-        )));
-    }
-    Ok(inspect_round(0, 1, round, &plan))
+    let decision = run_round(planner.as_mut(), round, &limits)?;
+    Ok(inspect_round(0, 1, round, &decision.plan))
 }
 
 /// Round `index` of a kept run solved again by another planner (a fresh one:

@@ -38,7 +38,7 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<(Cluster, usize), CoreError> 
                 (Some(name), Some(ty), Some(g)) => nodes.push(Node {
                     name,
                     gpus: g as u32,
-                    gpu_type: ty.to_lowercase(),
+                    gpu_type: ty.to_lowercase().into(),
                 }),
                 _ => {}
             }

@@ -44,7 +44,7 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Cluster, CoreError> {
                     nodes.push(Node {
                         name: n,
                         gpus: gpus as u32,
-                        gpu_type: ty.clone(),
+                        gpu_type: ty.clone().into(),
                     });
                 }
             }

@@ -41,7 +41,7 @@ type Cands = Vec<(Choice, Option<usize>, f64)>;
 /// appearance (name, nodes, GPUs, largest node), each node's type, and per
 /// job its candidates, its "nothing" term and whether it is pinned.
 struct Prep {
-    types: Vec<(String, u32, u32, u32)>,
+    types: Vec<(gpuplan_core::GpuType, u32, u32, u32)>,
     node_type: Vec<usize>,
     cands: Vec<Cands>,
     none_term: Vec<f64>,
@@ -81,20 +81,13 @@ fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     let sense = Sense::of(round.params.p);
     let n_nodes = round.cluster.num_nodes();
     let maxn = round.params.max_nodes_per_job.min(n_nodes as u32);
-    let mut types: Vec<(String, u32, u32, u32)> = Vec::new();
-    let mut node_type = Vec::with_capacity(n_nodes);
-    for n in &round.cluster.nodes {
-        let i = match types.iter().position(|t| t.0 == n.gpu_type) {
-            Some(i) => i,
-            None => {
-                types.push((n.gpu_type.clone(), 0, 0, 0));
-                types.len() - 1
-            }
-        };
+    let mut types: Vec<(gpuplan_core::GpuType, u32, u32, u32)> =
+        round.cluster.types().into_iter().map(|t| (t, 0, 0, 0)).collect();
+    let node_type = round.cluster.type_index();
+    for (n, &i) in round.cluster.nodes.iter().zip(&node_type) {
         types[i].1 += 1;
         types[i].2 += n.gpus;
         types[i].3 = types[i].3.max(n.gpus);
-        node_type.push(i);
     }
     let mut all = Vec::with_capacity(opts.len());
     for o in &opts {
@@ -613,7 +606,7 @@ pub fn solve_aggregate_with(
         };
         if let Some(i) = pick {
             let (c, ty, _) = prep.cands[j][i];
-            choices.push((j, c, ty.map(|ty| prep.types[ty].0.clone())));
+            choices.push((j, c, ty.map(|ty| prep.types[ty].0.as_str().to_string())));
         }
     }
     let status = match solved.status {

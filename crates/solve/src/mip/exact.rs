@@ -548,7 +548,7 @@ impl<'a> Ctx<'a> {
             let c = &self.cands[j];
             let alloc = plan.get(job.id);
             let Some((vars, none)) = &b.z[j] else {
-                if c.pinned && alloc != *job.current() {
+                if c.pinned && !alloc.same_gpus(job.current()) {
                     return None;
                 }
                 if !c.pinned && !alloc.is_empty() {
@@ -565,7 +565,7 @@ impl<'a> Ctx<'a> {
             let per = alloc.per_node();
             let pick = if alloc.is_empty() {
                 None
-            } else if alloc == *job.current() && self.keep_index(j).is_some() {
+            } else if alloc.same_gpus(job.current()) && self.keep_index(j).is_some() {
                 self.keep_index(j)
             } else {
                 let ty = self.node_type[per[0].0 .0 as usize];

@@ -73,20 +73,8 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
         w: Vec<Option<Variable>>,
     }
     let mut jv: Vec<Option<JobVars>> = Vec::with_capacity(opts.len());
-    let mut type_names: Vec<&str> = Vec::new();
-    let node_type: Vec<usize> = round
-        .cluster
-        .nodes
-        .iter()
-        .map(|n| match type_names.iter().position(|t| *t == n.gpu_type) {
-            Some(i) => i,
-            None => {
-                type_names.push(&n.gpu_type);
-                type_names.len() - 1
-            }
-        })
-        .collect();
-    let n_types = type_names.len();
+    let node_type = round.cluster.type_index();
+    let n_types = round.cluster.types().len();
     let mut type_vars: Vec<Option<Vec<Variable>>> = Vec::new();
     let mut pinned_allocs: BTreeMap<usize, Allocation> = BTreeMap::new();
     for (j, o) in opts.iter().enumerate() {
@@ -220,7 +208,7 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
     }
     // Symmetry: untouched nodes of the same size and type are interchangeable;
     // order them by load.
-    let mut classes: BTreeMap<(u32, String), Vec<usize>> = BTreeMap::new();
+    let mut classes: BTreeMap<(u32, gpuplan_core::GpuType), Vec<usize>> = BTreeMap::new();
     for (n, node) in round.cluster.nodes.iter().enumerate() {
         if !touched[n] {
             classes
@@ -288,7 +276,7 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
         let k = alloc.num_gpus();
         let pick = if alloc.is_empty() {
             None
-        } else if alloc == *job.current() {
+        } else if alloc.same_gpus(job.current()) {
             o.candidates.iter().position(|c| c.choice == Choice::Keep)
         } else {
             o.candidates.iter().position(|c| match c.choice {

@@ -304,7 +304,7 @@ mod tests {
         let pl = plan(&mut p, &r);
         assert_eq!(pl.get(JobId(0)), r.jobs[0].state.allocation);
         assert!(pl.get(JobId(1)).is_empty());
-        assert_eq!(pl.get(JobId(2)).0, vec![NodeId(0)]);
+        assert_eq!(pl.get(JobId(2)).nodes().collect::<Vec<_>>(), vec![NodeId(0)]);
     }
 
     /// The Tiresias talk's example: J1 2 GPUs × 2, J2 1 GPU × 8, J3 2 GPUs ×

@@ -1,0 +1,188 @@
+//! The one round pipeline every driver calls: check the round → plan →
+//! name the GPUs → validate against the rules the planner honours →
+//! evaluate → diff.
+//!
+//! The simulator, the daemon, the browser, `gpuplan plan` and `gpuplan
+//! bench` all go through [`run_round`], so a rule added here holds for all
+//! of them at once (the daemon once drifted from the simulator and threw
+//! away every plan of a baseline planner).
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use gpuplan_core::{bind_plan, bind_round, objective, validate, Allocation, Interference, JobId, Plan, PolicyParams, Round};
+
+use crate::{registry, BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
+
+/// What happens to one job this round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    /// Not running before, running now.
+    Start,
+    /// Running before, not now.
+    Stop,
+    /// Same GPU count, other GPUs.
+    Move,
+    /// Another GPU count.
+    Resize,
+    /// The same GPUs.
+    Keep,
+    /// Not running before or now.
+    Wait,
+}
+
+impl Change {
+    /// Whether the job's processes restart (Pollux's re-allocation).
+    pub fn restarts(self) -> bool {
+        matches!(self, Change::Start | Change::Move | Change::Resize)
+    }
+}
+
+/// One job's change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobChange {
+    pub job: JobId,
+    pub change: Change,
+}
+
+/// The outcome of one round: the plan (every GPU named), its objective and
+/// what changes for each job of the round, in round order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub plan: Plan,
+    pub objective: f64,
+    pub diff: Vec<JobChange>,
+}
+
+impl Decision {
+    pub fn change(&self, job: JobId) -> Option<Change> {
+        self.diff.iter().find(|c| c.job == job).map(|c| c.change)
+    }
+}
+
+/// The rules a planner's plans are held to: the round's, less the
+/// interference rule where the planner does not claim to honour it
+/// (published baselines place without it, as in their papers).
+pub fn rules(traits: &PlannerTraits, params: &PolicyParams) -> PolicyParams {
+    PolicyParams {
+        interference: if traits.honours_interference {
+            params.interference
+        } else {
+            Interference::Allow
+        },
+        ..*params
+    }
+}
+
+/// Whether a job's batch size adapts under a planner: only under a goodput
+/// planner, and only where the job allows it (a job whose batch may not
+/// grow, or one the trace pins, keeps its own). The simulator and the
+/// daemon both ask here.
+pub fn batch_adapts(traits: &PlannerTraits, job_allows: bool) -> bool {
+    traits.batch == BatchPolicy::Adaptive && job_allows
+}
+
+/// The change from `before` to `after`.
+pub fn change(before: &Allocation, after: &Allocation) -> Change {
+    match (before.is_empty(), after.is_empty()) {
+        (true, true) => Change::Wait,
+        (true, false) => Change::Start,
+        (false, true) => Change::Stop,
+        (false, false) if before.same_gpus(after) => Change::Keep,
+        (false, false) if before.num_gpus() == after.num_gpus() => Change::Move,
+        (false, false) => Change::Resize,
+    }
+}
+
+/// Refuse, before anything runs, a planner that cannot run on a live
+/// cluster (it reads the simulator's oracle); the message lists those that can.
+pub fn check_live(planner: &dyn Planner) -> Result<(), PlanError> {
+    if planner.traits().needs_oracle {
+        return Err(PlanError::NeedsOracle {
+            name: planner.name().to_string(),
+            live: registry::live_names().into_iter().map(String::from).collect(),
+        });
+    }
+    Ok(())
+}
+
+/// Run one round through `planner`. `Err` means the round was malformed,
+/// or the plan broke a rule the planner claims to honour (a planner bug,
+/// never applied); a solver failure is a valid fallback plan instead.
+pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> Result<Decision, PlanError> {
+    let round: Cow<Round> = if round.jobs.iter().all(|j| j.state.allocation.is_bound()) {
+        Cow::Borrowed(round)
+    } else {
+        let mut r = round.clone();
+        bind_round(&mut r);
+        Cow::Owned(r)
+    };
+    round.check().map_err(|e| PlanError::Malformed(e.join("; ")))?;
+    let mut plan = crate::run_planner(planner, &round, limits)?;
+    bind_plan(&round, &mut plan);
+    let held = Round {
+        params: rules(&planner.traits(), &round.params),
+        ..(*round).clone()
+    };
+    if let Err(v) = validate(&held, &plan) {
+        return Err(PlanError::InvalidPlan {
+            planner: plan.planner.clone(),
+            violations: v.iter().map(|e| e.to_string()).collect(),
+        });
+    }
+    let objective = objective::evaluate(&round, &plan);
+    let diff = round
+        .jobs
+        .iter()
+        .map(|j| JobChange {
+            job: j.id,
+            change: change(&j.state.allocation, &plan.get(j.id)),
+        })
+        .collect();
+    Ok(Decision { plan, objective, diff })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planners::testutil::{job, round};
+    use gpuplan_core::{GpuId, NodeId};
+
+    #[test]
+    fn changes_by_hand() {
+        let a = Allocation::from_gpus(vec![GpuId::new(NodeId(0), 0), GpuId::new(NodeId(0), 1)]);
+        let b = Allocation::from_gpus(vec![GpuId::new(NodeId(0), 2), GpuId::new(NodeId(0), 3)]);
+        let e = Allocation::default();
+        assert_eq!(change(&e, &e), Change::Wait);
+        assert_eq!(change(&e, &a), Change::Start);
+        assert_eq!(change(&a, &e), Change::Stop);
+        assert_eq!(change(&a, &a), Change::Keep);
+        assert_eq!(change(&a, &b), Change::Move);
+        assert_eq!(change(&a, &Allocation::from_gpus(vec![GpuId::new(NodeId(0), 0)])), Change::Resize);
+        assert!(!Change::Keep.restarts() && Change::Move.restarts());
+    }
+
+    #[test]
+    fn oracle_planners_are_refused_live_with_the_list() {
+        let p = registry::create("srtf").unwrap();
+        let e = check_live(p.as_ref()).unwrap_err().to_string();
+        assert!(e.contains("srtf") && e.contains("tiresias") && !e.contains("optimus,"), "{e}");
+        assert!(check_live(registry::create("tiresias").unwrap().as_ref()).is_ok());
+    }
+
+    /// Three 6-GPU jobs on 3×4: a baseline planner may put two multi-node
+    /// jobs on one node; the pipeline holds it to the rules it honours, so
+    /// every driver applies the plan (the daemon once threw it away).
+    #[test]
+    fn baselines_are_held_to_their_own_rules() {
+        let mut r = round("3x4", 0.0, vec![job(0, 6, 0.0, 0.0, &[]), job(1, 6, 0.0, 0.0, &[])]);
+        r.params.interference = Interference::Avoid;
+        let mut p = registry::create("tiresias").unwrap();
+        let d = run_round(p.as_mut(), &r, &Limits::default()).unwrap();
+        assert_eq!(d.plan.allocations.len(), 2);
+        assert!(d.plan.allocations.values().all(Allocation::is_bound));
+        assert!(d.diff.iter().all(|c| c.change == Change::Start));
+    }
+}

@@ -242,3 +242,111 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
         Err(errs)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Cluster, GpuId, JobState, Node, NodeId, PolicyParams, RoundJob};
+
+    fn job(id: u32, preemptible: bool, alloc: Allocation) -> RoundJob {
+        RoundJob {
+            id: JobId(id),
+            name: format!("j{id}"),
+            app: "x".into(),
+            submit_s: 0.0,
+            requested_gpus: 2,
+            batch_size: 32,
+            min_gpus: 0,
+            max_gpus: 8,
+            preemptible,
+            state: JobState {
+                allocation: alloc,
+                ..JobState::default()
+            },
+            model: None,
+            oracle: None,
+            restart_penalty_s: None,
+        }
+    }
+
+    fn g(n: u32, i: u32) -> GpuId {
+        GpuId::new(NodeId(n), i)
+    }
+
+    /// Node 0: 4 × t4, node 1: 4 × a100.
+    fn round(jobs: Vec<RoundJob>) -> Round {
+        let node = |name: &str, ty: &str| Node {
+            name: name.into(),
+            gpus: 4,
+            gpu_type: ty.into(),
+        };
+        Round {
+            now_s: 0.0,
+            cluster: Cluster {
+                nodes: vec![node("a", "t4"), node("b", "a100")],
+            },
+            jobs,
+            params: PolicyParams::default(),
+        }
+    }
+
+    fn plan(allocs: &[(u32, Allocation)]) -> Plan {
+        let mut p = Plan::new("t", PlanStatus::Feasible);
+        for (id, a) in allocs {
+            p.allocations.insert(JobId(*id), a.clone());
+        }
+        p
+    }
+
+    #[test]
+    fn a_job_mixing_gpu_types_is_rejected() {
+        let r = round(vec![job(0, true, Allocation::default())]);
+        let mixed = plan(&[(0, Allocation::from_gpus(vec![g(0, 0), g(1, 0)]))]);
+        let v = validate(&r, &mixed).unwrap_err();
+        assert!(matches!(&v[..], [Violation::MixedTypes { job: JobId(0), types }] if types == "a100, t4"), "{v:?}");
+        let one_type = plan(&[(0, Allocation::from_gpus(vec![g(1, 0), g(1, 3)]))]);
+        assert!(validate(&r, &one_type).is_ok());
+    }
+
+    #[test]
+    fn one_gpu_for_two_jobs_or_a_missing_gpu_is_rejected() {
+        let r = round(vec![job(0, true, Allocation::default()), job(1, true, Allocation::default())]);
+        let shared = plan(&[
+            (0, Allocation::from_gpus(vec![g(0, 0), g(0, 1)])),
+            (1, Allocation::from_gpus(vec![g(0, 1)])),
+        ]);
+        let v = validate(&r, &shared).unwrap_err();
+        assert_eq!(
+            v,
+            vec![Violation::SharedGpu {
+                node: 0,
+                index: 1,
+                first: JobId(0),
+                second: JobId(1)
+            }]
+        );
+        let missing = plan(&[(0, Allocation::from_gpus(vec![g(0, 4)]))]);
+        assert!(matches!(
+            validate(&r, &missing).unwrap_err()[..],
+            [Violation::UnknownGpu { node: 0, index: 4, .. }]
+        ));
+        // Node-level slots are counted per node, not per GPU.
+        let counted = plan(&[
+            (0, Allocation::from_counts(&[(NodeId(0), 3)])),
+            (1, Allocation::from_counts(&[(NodeId(0), 2)])),
+        ]);
+        assert!(matches!(
+            validate(&r, &counted).unwrap_err()[..],
+            [Violation::Capacity { node: 0, used: 5, capacity: 4 }]
+        ));
+    }
+
+    #[test]
+    fn a_pinned_job_keeps_its_very_gpus() {
+        let held = Allocation::from_gpus(vec![g(0, 2), g(0, 3)]);
+        let r = round(vec![job(0, false, held.clone())]);
+        assert!(validate(&r, &plan(&[(0, held)])).is_ok());
+        let other = plan(&[(0, Allocation::from_gpus(vec![g(0, 0), g(0, 1)]))]);
+        assert_eq!(validate(&r, &other).unwrap_err(), vec![Violation::PinnedMoved(JobId(0))]);
+    }
+}

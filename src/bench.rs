@@ -168,7 +168,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     seed: i as u64,
                 };
                 let entry = match run_round(planner.as_mut(), round, &limits) {
-                    Ok(d) => Some((d.plan.solve_ms, d.objective, d.plan.status)),
+                    Ok(d) => Some((d.plan.solve_ms, d.objective(round), d.plan.status)),
                     Err(_) => {
                         *fails.entry(p.clone()).or_default() += 1;
                         None

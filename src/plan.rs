@@ -57,7 +57,10 @@ impl PlanOut {
         for j in &round.jobs {
             if let Some(a) = plan.allocations.get(&j.id) {
                 allocations.insert(j.name.clone(), a.nodes().map(|n| n.0).collect());
-                gpus.insert(j.name.clone(), a.gpus().iter().map(|g| (g.node.0, g.index)).collect());
+                gpus.insert(
+                    j.name.clone(),
+                    a.gpus().iter().map(|g| (g.node.0, g.index)).collect(),
+                );
             }
         }
         let changes = round

@@ -14,30 +14,55 @@ use crate::job::{Allocation, GpuId, JobId};
 use crate::plan::Plan;
 use crate::round::Round;
 
-/// Which GPU indices of each node are taken.
-struct Taken(Vec<Vec<bool>>);
+/// One flat slot per GPU of the cluster (nodes laid end to end), so the
+/// per-round checks cost one allocation, not one per node or a hash map.
+pub(crate) struct GpuTable<T> {
+    offset: Vec<usize>,
+    slots: Vec<T>,
+}
+
+impl<T: Clone> GpuTable<T> {
+    /// A node of absurd size is rejected by `Round::check`; capping here
+    /// means an unchecked round can never allocate gigabytes.
+    pub(crate) fn new(cluster: &crate::Cluster, empty: T) -> Self {
+        let mut offset = Vec::with_capacity(cluster.nodes.len() + 1);
+        let mut total = 0usize;
+        offset.push(0);
+        for n in &cluster.nodes {
+            total += n.gpus.min(crate::round::MAX_GPUS_PER_NODE) as usize;
+            offset.push(total);
+        }
+        GpuTable {
+            offset,
+            slots: vec![empty; total],
+        }
+    }
+
+    /// The slot of a GPU, `None` if the node or index does not exist.
+    pub(crate) fn get_mut(&mut self, g: GpuId) -> Option<&mut T> {
+        let n = g.node.0 as usize;
+        let (a, b) = (*self.offset.get(n)?, *self.offset.get(n + 1)?);
+        let i = a.checked_add(g.index as usize).filter(|&i| i < b)?;
+        self.slots.get_mut(i)
+    }
+
+    fn node_mut(&mut self, node: usize) -> Option<&mut [T]> {
+        let (a, b) = (*self.offset.get(node)?, *self.offset.get(node + 1)?);
+        Some(&mut self.slots[a..b])
+    }
+}
+
+/// Which GPUs are taken.
+struct Taken(GpuTable<bool>);
 
 impl Taken {
     fn new(round: &Round) -> Self {
-        // A node of absurd size is rejected by `Round::check`; cap the table
-        // so binding an unchecked round can never allocate gigabytes.
-        Taken(
-            round
-                .cluster
-                .nodes
-                .iter()
-                .map(|n| vec![false; n.gpus.min(crate::round::MAX_GPUS_PER_NODE) as usize])
-                .collect(),
-        )
+        Taken(GpuTable::new(&round.cluster, false))
     }
 
     /// Mark a named GPU; false if it does not exist or was taken.
     fn take(&mut self, g: GpuId) -> bool {
-        match self
-            .0
-            .get_mut(g.node.0 as usize)
-            .and_then(|n| n.get_mut(g.index as usize))
-        {
+        match self.0.get_mut(g) {
             Some(t) if !*t => {
                 *t = true;
                 true
@@ -47,7 +72,7 @@ impl Taken {
     }
 
     fn lowest_free(&mut self, node: usize) -> Option<u32> {
-        let n = self.0.get_mut(node)?;
+        let n = self.0.node_mut(node)?;
         let i = n.iter().position(|t| !*t)?;
         n[i] = true;
         Some(i as u32)
@@ -149,7 +174,9 @@ pub fn bind_plan(round: &Round, plan: &mut Plan) {
     if plan.allocations.values().all(Allocation::is_bound) {
         return;
     }
-    let current: BTreeMap<JobId, &Allocation> = round.jobs.iter().map(|j| (j.id, &j.state.allocation)).collect();
+    let mut current: std::collections::HashMap<JobId, &Allocation> =
+        std::collections::HashMap::with_capacity(round.jobs.len());
+    current.extend(round.jobs.iter().map(|j| (j.id, &j.state.allocation)));
     let mut allocs: Vec<(&mut Allocation, Option<&Allocation>)> = plan
         .allocations
         .iter_mut()
@@ -219,14 +246,20 @@ mod tests {
         };
         let mut plan = Plan::new("t", PlanStatus::Feasible);
         // Job 1 grows to 2 GPUs, job 0 keeps its count: both at node level.
-        plan.allocations.insert(JobId(1), Allocation::from_counts(&[(NodeId(0), 2)]));
-        plan.allocations.insert(JobId(0), Allocation::from_counts(&[(NodeId(0), 2)]));
+        plan.allocations
+            .insert(JobId(1), Allocation::from_counts(&[(NodeId(0), 2)]));
+        plan.allocations
+            .insert(JobId(0), Allocation::from_counts(&[(NodeId(0), 2)]));
         bind_plan(&r, &mut plan);
         assert_eq!(plan.get(JobId(0)), r.jobs[0].state.allocation);
         assert_eq!(plan.get(JobId(1)).gpus(), &[g(0, 0), g(0, 1)]);
         // A full node leaves the extra slot unnamed for the validator.
-        plan.allocations.insert(JobId(1), Allocation::from_counts(&[(NodeId(0), 3)]));
+        plan.allocations
+            .insert(JobId(1), Allocation::from_counts(&[(NodeId(0), 3)]));
         bind_plan(&r, &mut plan);
-        assert_eq!(plan.get(JobId(1)).gpus().iter().filter(|g| !g.is_bound()).count(), 1);
+        assert_eq!(
+            plan.get(JobId(1)).gpus().iter().filter(|g| !g.is_bound()).count(),
+            1
+        );
     }
 }

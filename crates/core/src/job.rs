@@ -48,7 +48,10 @@ impl GpuId {
 
     /// Some GPU on `node`, to be bound later.
     pub fn any_on(node: NodeId) -> Self {
-        GpuId { node, index: Self::ANY }
+        GpuId {
+            node,
+            index: Self::ANY,
+        }
     }
 
     pub fn is_bound(&self) -> bool {
@@ -111,6 +114,9 @@ impl<'de> Deserialize<'de> for Allocation {
 }
 
 impl Allocation {
+    /// No GPUs (a `const`, so a static empty allocation can be borrowed).
+    pub const EMPTY: Allocation = Allocation(Vec::new());
+
     /// Named (or node-level) GPUs, in any order.
     pub fn from_gpus(mut gpus: Vec<GpuId>) -> Self {
         gpus.sort_unstable();
@@ -158,14 +164,14 @@ impl Allocation {
 
     /// (node, GPUs on that node), in node order.
     pub fn per_node(&self) -> Vec<(NodeId, u32)> {
-        let mut out: Vec<(NodeId, u32)> = Vec::new();
-        for g in &self.0 {
-            match out.last_mut() {
-                Some((m, k)) if *m == g.node => *k += 1,
-                _ => out.push((g.node, 1)),
-            }
-        }
-        out
+        self.node_runs().collect()
+    }
+
+    /// [`Allocation::per_node`] without allocating, for per-round checks.
+    pub fn node_runs(&self) -> impl Iterator<Item = (NodeId, u32)> + '_ {
+        self.0
+            .chunk_by(|a, b| a.node == b.node)
+            .map(|c| (c[0].node, c.len() as u32))
     }
 
     /// Nodes in order, one entry per GPU (the pre-identity view).
@@ -174,7 +180,7 @@ impl Allocation {
     }
 
     pub fn num_nodes(&self) -> u32 {
-        self.per_node().len() as u32
+        self.node_runs().count() as u32
     }
 
     /// Same GPU count on every node. What a node-level planner can tell
@@ -248,7 +254,9 @@ mod tests {
         assert_eq!(named.gpus()[0], GpuId::new(NodeId(0), 1));
         assert_eq!(serde_json::to_string(&named).unwrap(), "[[0,1],[1,2],[1,3]]");
         assert!(named.same_nodes(&legacy.clone()) == (named.shape() == legacy.shape()));
-        let e = serde_json::from_str::<Allocation>("[[0,1],[0,1]]").unwrap_err().to_string();
+        let e = serde_json::from_str::<Allocation>("[[0,1],[0,1]]")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("listed twice"), "{e}");
         assert!(serde_json::from_str::<Allocation>("[[0,1,2]]").is_err());
         assert!(serde_json::from_str::<Allocation>("[-1]").is_err());

@@ -30,5 +30,5 @@ pub use cluster::{Cluster, GpuType, Node, NodeId};
 pub use error::{CoreError, ParseError};
 pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
-pub use plan::{validate, Plan, PlanReport, PlanStatus, Violation};
+pub use plan::{validate, validate_under, Plan, PlanReport, PlanStatus, Violation};
 pub use round::{Interference, Oracle, PolicyParams, Round, RoundJob};

@@ -76,7 +76,7 @@ pub fn evaluate(round: &Round, plan: &Plan) -> f64 {
     let values: Vec<f64> = round
         .jobs
         .iter()
-        .map(|j| job_value(j, &plan.get(j.id), fair, round.params.restart_penalty_s))
+        .map(|j| job_value(j, plan.gpus_of(j.id), fair, round.params.restart_penalty_s))
         .collect();
     power_mean(&values, round.params.p)
 }

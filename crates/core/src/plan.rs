@@ -1,12 +1,13 @@
 //! A round's answer ([`Plan`]) and the one independent validator every
 //! planner's output goes through ([`validate`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::job::{Allocation, JobId};
 use crate::round::{Interference, Round};
+use crate::NodeId;
 
 /// How a plan was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +86,12 @@ impl Plan {
     pub fn get(&self, job: JobId) -> Allocation {
         self.allocations.get(&job).cloned().unwrap_or_default()
     }
+
+    /// [`Plan::get`] without the copy, for per-round hot paths.
+    pub fn gpus_of(&self, job: JobId) -> &Allocation {
+        static NONE: Allocation = Allocation::EMPTY;
+        self.allocations.get(&job).unwrap_or(&NONE)
+    }
 }
 
 /// One broken rule in a plan.
@@ -134,14 +141,27 @@ pub enum Violation {
 /// Independent of every planner on purpose: tests run all planners' plans
 /// through it, so one planner's bug cannot hide behind its own checks.
 pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
+    validate_under(round, plan, &round.params)
+}
+
+/// [`validate`] under other policy parameters than the round's: the rules
+/// a planner is held to (the pipeline relaxes the interference rule for
+/// planners that do not claim it).
+pub fn validate_under(
+    round: &Round,
+    plan: &Plan,
+    params: &crate::PolicyParams,
+) -> Result<(), Vec<Violation>> {
     let mut errs = Vec::new();
-    let jobs: HashMap<JobId, usize> = round.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+    // Sorted (id, index) pairs: a binary search per job, no hashing.
+    let mut jobs: Vec<(JobId, usize)> = round.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+    jobs.sort_unstable();
     let n_nodes = round.cluster.num_nodes();
     let mut used = vec![0u32; n_nodes];
     let mut multi = vec![0u32; n_nodes];
-    let mut holder: HashMap<crate::job::GpuId, JobId> = HashMap::new();
+    let mut holder: crate::bind::GpuTable<Option<JobId>> = crate::bind::GpuTable::new(&round.cluster, None);
     for (&id, alloc) in &plan.allocations {
-        let Some(&ji) = jobs.get(&id) else {
+        let Ok(ji) = jobs.binary_search_by_key(&id, |&(j, _)| j).map(|k| jobs[k].1) else {
             errs.push(Violation::UnknownJob(id));
             continue;
         };
@@ -149,9 +169,8 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
         if alloc.is_empty() {
             continue;
         }
-        let per_node = alloc.per_node();
         let mut ok_nodes = true;
-        for &(n, k) in &per_node {
+        for (n, k) in alloc.node_runs() {
             if (n.0 as usize) < n_nodes {
                 used[n.0 as usize] = used[n.0 as usize].saturating_add(k);
             } else {
@@ -170,28 +189,31 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
                     index: g.index,
                     capacity: node.gpus,
                 });
-            } else if let Some(first) = holder.insert(*g, id) {
-                errs.push(Violation::SharedGpu {
-                    node: g.node.0,
-                    index: g.index,
-                    first,
-                    second: id,
-                });
+            } else if let Some(h) = holder.get_mut(*g) {
+                if let Some(first) = *h {
+                    errs.push(Violation::SharedGpu {
+                        node: g.node.0,
+                        index: g.index,
+                        first,
+                        second: id,
+                    });
+                }
+                *h = Some(id);
             }
         }
-        if ok_nodes {
-            let mut types: Vec<&str> = per_node
-                .iter()
-                .map(|(n, _)| round.cluster.nodes[n.0 as usize].gpu_type.as_str())
-                .collect();
+        let type_of = |n: NodeId| round.cluster.nodes[n.0 as usize].gpu_type.as_str();
+        if ok_nodes
+            && alloc
+                .node_runs()
+                .any(|(n, _)| type_of(n) != type_of(alloc.gpus()[0].node))
+        {
+            let mut types: Vec<&str> = alloc.node_runs().map(|(n, _)| type_of(n)).collect();
             types.sort_unstable();
             types.dedup();
-            if types.len() > 1 {
-                errs.push(Violation::MixedTypes {
-                    job: id,
-                    types: types.join(", "),
-                });
-            }
+            errs.push(Violation::MixedTypes {
+                job: id,
+                types: types.join(", "),
+            });
         }
         let gpus = alloc.num_gpus();
         if gpus < job.min_gpus.max(1) || gpus > job.max_gpus {
@@ -202,16 +224,16 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
                 max: job.max_gpus,
             });
         }
-        let nodes = per_node.len() as u32;
-        if nodes > round.params.max_nodes_per_job {
+        let nodes = alloc.num_nodes();
+        if nodes > params.max_nodes_per_job {
             errs.push(Violation::TooManyNodes {
                 job: id,
                 nodes,
-                max: round.params.max_nodes_per_job,
+                max: params.max_nodes_per_job,
             });
         }
         if nodes > 1 && ok_nodes {
-            for &(n, _) in &per_node {
+            for (n, _) in alloc.node_runs() {
                 multi[n.0 as usize] += 1;
             }
         }
@@ -224,7 +246,7 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
                 capacity: node.gpus,
             });
         }
-        if round.params.interference == Interference::Avoid && multi[i] > 1 {
+        if params.interference == Interference::Avoid && multi[i] > 1 {
             errs.push(Violation::Interference {
                 node: i as u32,
                 count: multi[i],
@@ -232,7 +254,10 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
         }
     }
     for job in &round.jobs {
-        if !job.preemptible && !job.state.allocation.is_empty() && !plan.get(job.id).same_gpus(&job.state.allocation) {
+        if !job.preemptible
+            && !job.state.allocation.is_empty()
+            && !plan.gpus_of(job.id).same_gpus(&job.state.allocation)
+        {
             errs.push(Violation::PinnedMoved(job.id));
         }
     }
@@ -303,14 +328,20 @@ mod tests {
         let r = round(vec![job(0, true, Allocation::default())]);
         let mixed = plan(&[(0, Allocation::from_gpus(vec![g(0, 0), g(1, 0)]))]);
         let v = validate(&r, &mixed).unwrap_err();
-        assert!(matches!(&v[..], [Violation::MixedTypes { job: JobId(0), types }] if types == "a100, t4"), "{v:?}");
+        assert!(
+            matches!(&v[..], [Violation::MixedTypes { job: JobId(0), types }] if types == "a100, t4"),
+            "{v:?}"
+        );
         let one_type = plan(&[(0, Allocation::from_gpus(vec![g(1, 0), g(1, 3)]))]);
         assert!(validate(&r, &one_type).is_ok());
     }
 
     #[test]
     fn one_gpu_for_two_jobs_or_a_missing_gpu_is_rejected() {
-        let r = round(vec![job(0, true, Allocation::default()), job(1, true, Allocation::default())]);
+        let r = round(vec![
+            job(0, true, Allocation::default()),
+            job(1, true, Allocation::default()),
+        ]);
         let shared = plan(&[
             (0, Allocation::from_gpus(vec![g(0, 0), g(0, 1)])),
             (1, Allocation::from_gpus(vec![g(0, 1)])),
@@ -328,7 +359,11 @@ mod tests {
         let missing = plan(&[(0, Allocation::from_gpus(vec![g(0, 4)]))]);
         assert!(matches!(
             validate(&r, &missing).unwrap_err()[..],
-            [Violation::UnknownGpu { node: 0, index: 4, .. }]
+            [Violation::UnknownGpu {
+                node: 0,
+                index: 4,
+                ..
+            }]
         ));
         // Node-level slots are counted per node, not per GPU.
         let counted = plan(&[
@@ -337,7 +372,11 @@ mod tests {
         ]);
         assert!(matches!(
             validate(&r, &counted).unwrap_err()[..],
-            [Violation::Capacity { node: 0, used: 5, capacity: 4 }]
+            [Violation::Capacity {
+                node: 0,
+                used: 5,
+                capacity: 4
+            }]
         ));
     }
 
@@ -347,6 +386,9 @@ mod tests {
         let r = round(vec![job(0, false, held.clone())]);
         assert!(validate(&r, &plan(&[(0, held)])).is_ok());
         let other = plan(&[(0, Allocation::from_gpus(vec![g(0, 0), g(0, 1)]))]);
-        assert_eq!(validate(&r, &other).unwrap_err(), vec![Violation::PinnedMoved(JobId(0))]);
+        assert_eq!(
+            validate(&r, &other).unwrap_err(),
+            vec![Violation::PinnedMoved(JobId(0))]
+        );
     }
 }

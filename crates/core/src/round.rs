@@ -110,6 +110,15 @@ pub struct Round {
     pub params: PolicyParams,
 }
 
+/// `jobs[3] (name)`, the JSON path of a job in error messages.
+struct JobPath<'a>(usize, &'a str);
+
+impl std::fmt::Display for JobPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "jobs[{}] ({})", self.0, self.1)
+    }
+}
+
 /// [`Round`] as written, before its GPUs are named.
 #[derive(Deserialize)]
 struct RoundRepr {
@@ -155,13 +164,21 @@ impl Round {
         if self.params.restart_penalty_s.is_nan() || self.params.restart_penalty_s < 0.0 {
             errs.push("params.restart_penalty_s: must be >= 0".into());
         }
-        let mut seen = std::collections::HashSet::new();
+        // Sorted ids find duplicates without hashing (the simulator checks
+        // every round).
+        let mut ids: Vec<u32> = self.jobs.iter().map(|j| j.id.0).collect();
+        ids.sort_unstable();
+        let dup: Vec<u32> = ids.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+        let mut reported = Vec::new();
         let mut used = vec![0u32; self.cluster.nodes.len()];
-        let mut holder: std::collections::HashMap<crate::job::GpuId, usize> = std::collections::HashMap::new();
+        let mut holder = crate::bind::GpuTable::new(&self.cluster, u32::MAX);
         for (i, j) in self.jobs.iter().enumerate() {
-            let at = format!("jobs[{i}] ({})", j.name);
-            if !seen.insert(j.id) {
+            // Built only when something is wrong: the simulator checks every round.
+            let at = JobPath(i, &j.name);
+            if dup.binary_search(&j.id.0).is_ok() && reported.contains(&j.id.0) {
                 errs.push(format!("{at}.id: duplicate id {}", j.id.0));
+            } else if dup.binary_search(&j.id.0).is_ok() {
+                reported.push(j.id.0);
             }
             if j.min_gpus > j.max_gpus {
                 errs.push(format!(
@@ -175,7 +192,7 @@ impl Round {
             if j.restart_penalty_s.is_some_and(|d| !d.is_finite() || d < 0.0) {
                 errs.push(format!("{at}.restart_penalty_s: must be finite and >= 0"));
             }
-            for (n, k) in j.state.allocation.per_node() {
+            for (n, k) in j.state.allocation.node_runs() {
                 match used.get_mut(n.0 as usize) {
                     Some(u) => *u = u.saturating_add(k),
                     None => errs.push(format!("{at}.state.allocation: node {} does not exist", n.0)),
@@ -190,11 +207,14 @@ impl Round {
                         "{at}.state.allocation: node {} has no GPU {} (it has {})",
                         g.node.0, g.index, node.gpus
                     ));
-                } else if let Some(other) = holder.insert(*g, i) {
-                    errs.push(format!(
-                        "{at}.state.allocation: GPU {} of node {} is also held by jobs[{other}]",
-                        g.index, g.node.0
-                    ));
+                } else if let Some(h) = holder.get_mut(*g) {
+                    if *h != u32::MAX {
+                        errs.push(format!(
+                            "{at}.state.allocation: GPU {} of node {} is also held by jobs[{}]",
+                            g.index, g.node.0, *h
+                        ));
+                    }
+                    *h = i as u32;
                 }
             }
             if let Some(m) = &j.model {
@@ -229,5 +249,62 @@ impl Round {
         } else {
             Err(errs)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUND: &str = r#"{"now_s": 0, "cluster": {"nodes": [{"name": "a", "gpus": 2, "gpu_type": "t4"}]},
+        "jobs": [JOBS]}"#;
+
+    fn job(id: u32, alloc: &str) -> String {
+        format!(
+            r#"{{"id": {id}, "name": "j{id}", "app": "x", "submit_s": 0, "requested_gpus": 1, "batch_size": 8,
+            "min_gpus": 0, "max_gpus": 2, "preemptible": true,
+            "state": {{"progress": 0, "epoch": 0, "attained_gpu_s": 0, "age_s": 0, "restarts": 0,
+                      "allocation": {alloc}, "max_gpus_used": 0, "batch_size": 8, "local_bsz": 8, "accum_steps": 0}}}}"#
+        )
+    }
+
+    fn load(jobs: &[String]) -> Round {
+        serde_json::from_str(&ROUND.replace("JOBS", &jobs.join(","))).unwrap()
+    }
+
+    #[test]
+    fn legacy_allocations_load_named_in_job_order() {
+        let r = load(&[job(0, "[0]"), job(1, "[0]")]);
+        assert!(r.check().is_ok());
+        let named: Vec<u32> = r
+            .jobs
+            .iter()
+            .map(|j| j.state.allocation.gpus()[0].index)
+            .collect();
+        assert_eq!(named, vec![0, 1]);
+    }
+
+    #[test]
+    fn inconsistent_gpus_and_ids_are_named() {
+        let e = load(&[job(0, "[[0,1]]"), job(1, "[[0,1]]")]).check().unwrap_err();
+        assert_eq!(
+            e,
+            vec!["jobs[1] (j1).state.allocation: GPU 1 of node 0 is also held by jobs[0]"]
+        );
+        let e = load(&[job(0, "[[0,2]]")]).check().unwrap_err();
+        assert_eq!(
+            e,
+            vec!["jobs[0] (j0).state.allocation: node 0 has no GPU 2 (it has 2)"]
+        );
+        let e = load(&[job(3, "[]"), job(3, "[]"), job(3, "[]")])
+            .check()
+            .unwrap_err();
+        assert_eq!(
+            e,
+            vec![
+                "jobs[1] (j3).id: duplicate id 3",
+                "jobs[2] (j3).id: duplicate id 3"
+            ]
+        );
     }
 }

@@ -11,7 +11,10 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use gpuplan_core::{bind_plan, bind_round, objective, validate, Allocation, Interference, JobId, Plan, PolicyParams, Round};
+use gpuplan_core::{
+    bind_plan, bind_round, objective, validate_under, Allocation, Interference, JobId, Plan, PolicyParams,
+    Round,
+};
 
 use crate::{registry, BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 
@@ -47,16 +50,22 @@ pub struct JobChange {
     pub change: Change,
 }
 
-/// The outcome of one round: the plan (every GPU named), its objective and
-/// what changes for each job of the round, in round order.
+/// The outcome of one round: the plan (every GPU named) and what changes
+/// for each job of the round, in round order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub plan: Plan,
-    pub objective: f64,
     pub diff: Vec<JobChange>,
 }
 
 impl Decision {
+    /// The plan's objective, the one evaluation every planner is judged by.
+    /// On demand: the simulator does not need it every round, and for
+    /// goodput jobs it costs a batch-size search per job.
+    pub fn objective(&self, round: &Round) -> f64 {
+        objective::evaluate(round, &self.plan)
+    }
+
     pub fn change(&self, job: JobId) -> Option<Change> {
         self.diff.iter().find(|c| c.job == job).map(|c| c.change)
     }
@@ -122,26 +131,21 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     round.check().map_err(|e| PlanError::Malformed(e.join("; ")))?;
     let mut plan = crate::run_planner(planner, &round, limits)?;
     bind_plan(&round, &mut plan);
-    let held = Round {
-        params: rules(&planner.traits(), &round.params),
-        ..(*round).clone()
-    };
-    if let Err(v) = validate(&held, &plan) {
+    if let Err(v) = validate_under(&round, &plan, &rules(&planner.traits(), &round.params)) {
         return Err(PlanError::InvalidPlan {
             planner: plan.planner.clone(),
             violations: v.iter().map(|e| e.to_string()).collect(),
         });
     }
-    let objective = objective::evaluate(&round, &plan);
     let diff = round
         .jobs
         .iter()
         .map(|j| JobChange {
             job: j.id,
-            change: change(&j.state.allocation, &plan.get(j.id)),
+            change: change(&j.state.allocation, plan.gpus_of(j.id)),
         })
         .collect();
-    Ok(Decision { plan, objective, diff })
+    Ok(Decision { plan, diff })
 }
 
 #[cfg(test)]
@@ -160,7 +164,10 @@ mod tests {
         assert_eq!(change(&a, &e), Change::Stop);
         assert_eq!(change(&a, &a), Change::Keep);
         assert_eq!(change(&a, &b), Change::Move);
-        assert_eq!(change(&a, &Allocation::from_gpus(vec![GpuId::new(NodeId(0), 0)])), Change::Resize);
+        assert_eq!(
+            change(&a, &Allocation::from_gpus(vec![GpuId::new(NodeId(0), 0)])),
+            Change::Resize
+        );
         assert!(!Change::Keep.restarts() && Change::Move.restarts());
     }
 
@@ -168,7 +175,10 @@ mod tests {
     fn oracle_planners_are_refused_live_with_the_list() {
         let p = registry::create("srtf").unwrap();
         let e = check_live(p.as_ref()).unwrap_err().to_string();
-        assert!(e.contains("srtf") && e.contains("tiresias") && !e.contains("optimus,"), "{e}");
+        assert!(
+            e.contains("srtf") && e.contains("tiresias") && !e.contains("optimus,"),
+            "{e}"
+        );
         assert!(check_live(registry::create("tiresias").unwrap().as_ref()).is_ok());
     }
 
@@ -177,7 +187,11 @@ mod tests {
     /// every driver applies the plan (the daemon once threw it away).
     #[test]
     fn baselines_are_held_to_their_own_rules() {
-        let mut r = round("3x4", 0.0, vec![job(0, 6, 0.0, 0.0, &[]), job(1, 6, 0.0, 0.0, &[])]);
+        let mut r = round(
+            "3x4",
+            0.0,
+            vec![job(0, 6, 0.0, 0.0, &[]), job(1, 6, 0.0, 0.0, &[])],
+        );
         r.params.interference = Interference::Avoid;
         let mut p = registry::create("tiresias").unwrap();
         let d = run_round(p.as_mut(), &r, &Limits::default()).unwrap();

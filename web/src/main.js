@@ -33,12 +33,39 @@ function startWorker() {
       }
       onWorkerMessage(m);
     };
-    w.onerror = (e) => reject(new Error(e.message || 'worker failed to start'));
+    let started = false;
+    w.onerror = (e) => {
+      if (!started) reject(new Error(e.message || 'worker failed to start'));
+      else engineCrashed(e.message || 'the engine stopped');
+    };
+    const ready = resolve;
+    resolve = (cat) => {
+      started = true;
+      ready(cat);
+    };
     state.worker = w;
   });
 }
 
+/// A trapped wasm instance keeps its broken state (held borrows, a lost
+/// stack pointer), so every later call would fail too: throw the worker
+/// away, start a fresh one, and fail only what was in flight.
+function engineCrashed(message) {
+  state.worker.terminate();
+  const err = new Error(`The engine crashed (${message}) and was restarted; the next run starts afresh.`);
+  const r = state.running;
+  state.running = null;
+  for (const p of state.pending.values()) p.reject(err);
+  state.pending.clear();
+  state.restarting = startWorker().finally(() => { state.restarting = null; });
+  r?.reject(err);
+}
+
 function onWorkerMessage(m) {
+  if (m.type === 'error' && m.fatal) {
+    engineCrashed(m.message);
+    return;
+  }
   const r = state.running;
   if (m.type === 'progress' && r && m.id === r.id) {
     r.onProgress(m);
@@ -57,7 +84,8 @@ function onWorkerMessage(m) {
   }
 }
 
-function runInWorker(scenario, onProgress) {
+async function runInWorker(scenario, onProgress) {
+  if (state.restarting) await state.restarting;
   return new Promise((resolve, reject) => {
     const id = state.nextId++;
     const sab = globalThis.crossOriginIsolated ? new SharedArrayBuffer(4) : null;
@@ -66,7 +94,8 @@ function runInWorker(scenario, onProgress) {
   });
 }
 
-function inspectInWorker(runId, index, options = null) {
+async function inspectInWorker(runId, index, options = null) {
+  if (state.restarting) await state.restarting;
   return new Promise((resolve, reject) => {
     const id = state.nextId++;
     state.pending.set(id, { resolve, reject });
@@ -107,7 +136,7 @@ function addScenario(values) {
   const pol = node.querySelector('[name=policy]');
   for (const p of state.catalog.policies) pol.add(new Option(p, p));
   const s = { ...state.catalog.defaults, ...values };
-  if (!s.label) s.label = String.fromCharCode(65 + scenarioElements().length);
+  if (!s.label) s.label = freshLabel();
   for (const f of FIELDS) node.querySelector(`[name=${f}]`).value = s[f];
   node.upload = null;
   node.querySelector('[name=upload]').addEventListener('change', async (ev) => {
@@ -124,6 +153,18 @@ function addScenario(values) {
   node.addEventListener('input', onEdit);
   $('#scenarios').append(node);
   onEdit();
+}
+
+/// The first of A, B, ..., Z, A2, ... that no scenario uses (removing B of
+/// A, B, C used to give a second C).
+function freshLabel() {
+  const used = new Set(scenarioElements().map((el) => el.querySelector('[name=label]').value));
+  for (let n = 1; ; n++) {
+    for (let c = 0; c < 26; c++) {
+      const l = String.fromCharCode(65 + c) + (n > 1 ? n : '');
+      if (!used.has(l)) return l;
+    }
+  }
 }
 
 function readScenario(node) {
@@ -146,15 +187,29 @@ function encodeState() {
   return '#s=' + encodeURIComponent(JSON.stringify(list));
 }
 
+/// Scenarios from the share link; a link that cannot be read says so
+/// (it used to fall back to the defaults silently).
 function decodeState() {
+  if (!location.hash) return null;
   const m = location.hash.match(/^#s=(.*)$/);
-  if (!m) return null;
-  try {
-    const list = JSON.parse(decodeURIComponent(m[1]));
-    return Array.isArray(list) && list.length ? list : null;
-  } catch {
+  const broken = (why) => {
+    showError(`This share link could not be read (${why}); showing the default scenario instead.`);
     return null;
+  };
+  if (!m) return broken('it does not start with #s=');
+  let list;
+  try {
+    list = JSON.parse(decodeURIComponent(m[1]));
+  } catch (e) {
+    return broken(e.message);
   }
+  if (!Array.isArray(list) || !list.length || !list.every((x) => x && typeof x === 'object')) {
+    return broken('it holds no list of scenarios');
+  }
+  const known = new Set(FIELDS);
+  const unknown = list.flatMap((x) => Object.keys(x)).filter((k) => !known.has(k));
+  if (unknown.length) return broken(`unknown field ${unknown[0]}`);
+  return list;
 }
 
 function onEdit() {
@@ -183,18 +238,31 @@ function showError(text) {
   e.hidden = !text;
 }
 
+/// A scenario's own checks, before the engine sees it: messages the engine
+/// would give as a JSON parser error (a negative seed is not a u64).
+function precheck(s) {
+  if (!Number.isInteger(s.seed) || s.seed < 0) return `seed must be a whole number >= 0, got ${s.seed}`;
+  return null;
+}
+
+/// Runs every scenario in turn. One that fails is named and skipped; the
+/// others' results are kept, and so are those finished before a Cancel.
 async function runAll() {
   showError('');
   const list = scenarios();
   $('#run').disabled = true;
   $('#cancel').disabled = false;
   const runs = [];
-  try {
-    for (let i = 0; i < list.length; i++) {
-      const s = list[i];
-      const label = s.label || `#${i + 1}`;
-      setStatus(`Running ${label} (${i + 1}/${list.length})…`);
-      $('#progress').value = 0;
+  const failed = [];
+  let cancelled = false;
+  for (let i = 0; i < list.length && !cancelled; i++) {
+    const s = list[i];
+    const label = s.label || `#${i + 1}`;
+    setStatus(`Running ${label} (${i + 1}/${list.length})…`);
+    $('#progress').value = i / list.length;
+    try {
+      const bad = precheck(s);
+      if (bad) throw new Error(bad);
       const { result, elapsed_ms } = await runInWorker(s, (p) => {
         $('#progress').value = (i + p.done / Math.max(1, p.total)) / list.length;
         setStatus(`Running ${label}: round ${p.round}, t = ${(p.now_s / HOUR).toFixed(1)} h, ` +
@@ -202,22 +270,23 @@ async function runAll() {
       });
       result.elapsed_ms = elapsed_ms;
       runs.push(result);
+    } catch (e) {
+      if (e.message === 'cancelled') cancelled = true;
+      else failed.push(`Scenario ${label}: ${e.message}`);
     }
-    $('#progress').value = 1;
-    state.runs = runs;
-    setStatus(`Done: ${runs.map((r) => `${r.scenario.label} in ${(r.elapsed_ms / 1000).toFixed(1)} s`).join(', ')}`);
-    renderResults();
-  } catch (e) {
-    $('#progress').value = 0;
-    if (e.message === 'cancelled') setStatus('Cancelled.');
-    else {
-      setStatus('Failed.');
-      showError(e.message);
-    }
-  } finally {
-    $('#run').disabled = false;
-    $('#cancel').disabled = true;
   }
+  $('#progress').value = runs.length ? 1 : 0;
+  const kept = runs.map((r) => `${r.scenario.label} in ${(r.elapsed_ms / 1000).toFixed(1)} s`).join(', ');
+  if (cancelled) setStatus(runs.length ? `Cancelled; kept ${kept}.` : 'Cancelled.');
+  else if (!runs.length) setStatus('Failed.');
+  else setStatus(`Done: ${kept}${failed.length ? `; ${failed.length} failed (see below)` : ''}`);
+  showError(failed.join('\n'));
+  if (runs.length) {
+    state.runs = runs;
+    renderResults();
+  }
+  $('#run').disabled = false;
+  $('#cancel').disabled = true;
 }
 
 // ---------- results ----------
@@ -323,32 +392,78 @@ function jobColor(id) {
   return `hsl(${(id * 137.508) % 360}, 60%, 55%)`;
 }
 
+/// Places each segment's GPUs on GPU slots of its nodes, as the CLI's Gantt
+/// does (interval colouring per node), so that jobs sharing a node are drawn
+/// side by side instead of over each other. Returns one bar per GPU slot.
+function ganttBars(run) {
+  const free = run.cluster.nodes.map((n) => new Array(n.gpus).fill(0));
+  const segs = [...run.segments].sort((a, b) => a.start_s - b.start_s);
+  const bars = [];
+  for (const s of segs) {
+    for (const [node, gpus] of s.nodes) {
+      const slots = free[node];
+      let placed = 0;
+      for (let slot = 0; slot < slots.length && placed < gpus; slot++) {
+        if (slots[slot] <= s.start_s + 1e-9) {
+          slots[slot] = s.end_s;
+          placed++;
+          bars.push({ job: s.job, node, slot, start_s: s.start_s, end_s: s.end_s });
+        }
+      }
+    }
+  }
+  return bars;
+}
+
+/// Rows taller than this many pixels in all scroll inside the figure.
+const GANTT_MAX_PX = 560;
+
 function renderGantt() {
   const r = state.runs[Number($('#gantt-run').value) || 0];
   if (!r) return;
-  const nodes = r.cluster.nodes.length;
+  const nodes = r.cluster.nodes;
   const end = Math.max(...r.segments.map((s) => s.end_s), 1) / HOUR;
+  const bars = ganttBars(r);
+  state.ganttBars = bars;
   const el = $('#chart-gantt');
+  el.style.maxHeight = `${GANTT_MAX_PX}px`;
+  // Every label fits at 12 px a row; past that, every k-th node is named.
+  const rowPx = Math.max(4, Math.min(16, Math.floor(4000 / nodes.length)));
+  const every = Math.max(1, Math.ceil(12 / rowPx));
   mkChart(el, {
-    height: Math.max(220, 16 * nodes + 60),
-    scales: { x: { time: false, range: [0, end] }, y: { range: [0, nodes] } },
-    axes: [{ label: 'time (h)' }, { label: 'node', values: (u, ticks) => ticks.map((t) => (Number.isInteger(t) ? `node${t}` : '')) }],
+    height: Math.max(220, rowPx * nodes.length + 60),
+    scales: { x: { time: false, range: [0, end] }, y: { range: [0, nodes.length] } },
+    axes: [{ label: 'time (h)' }, {
+      label: 'node (rows: its GPUs)',
+      size: 70,
+      grid: { show: false },
+      splits: () => nodes.map((_, i) => i + 0.5).filter((_, i) => i % every === 0),
+      values: (u, ticks) => ticks.map((t) => nodes[Math.floor(t)]?.name ?? ''),
+    }],
     series: [{}, { label: 'allocations', stroke: 'transparent' }],
     legend: { show: false },
     hooks: {
       draw: [(u) => {
         const ctx = u.ctx;
         ctx.save();
-        for (const s of r.segments) {
-          const x0 = u.valToPos(s.start_s / HOUR, 'x', true);
-          const x1 = u.valToPos(s.end_s / HOUR, 'x', true);
-          for (const [node, gpus] of s.nodes) {
-            const cap = r.cluster.nodes[node].gpus;
-            const y0 = u.valToPos(node + 1, 'y', true);
-            const y1 = u.valToPos(node + 1 - gpus / cap * 0.9, 'y', true);
-            ctx.fillStyle = jobColor(s.job);
-            ctx.fillRect(x0, y0, Math.max(1, x1 - x0), y1 - y0);
-          }
+        // Node boundaries.
+        ctx.strokeStyle = '#c8d0d8';
+        ctx.lineWidth = 1;
+        ctx.beginPath();
+        for (let i = 0; i <= nodes.length; i++) {
+          const y = Math.round(u.valToPos(i, 'y', true)) + 0.5;
+          ctx.moveTo(u.bbox.left, y);
+          ctx.lineTo(u.bbox.left + u.bbox.width, y);
+        }
+        ctx.stroke();
+        for (const b of bars) {
+          const x0 = u.valToPos(b.start_s / HOUR, 'x', true);
+          const x1 = u.valToPos(b.end_s / HOUR, 'x', true);
+          const h = 0.9 / nodes[b.node].gpus;
+          const y0 = u.valToPos(b.node + 0.95 - b.slot * h, 'y', true);
+          const y1 = u.valToPos(b.node + 0.95 - (b.slot + 0.85) * h, 'y', true);
+          ctx.fillStyle = jobColor(b.job);
+          ctx.fillRect(x0, y0, Math.max(1, x1 - x0), Math.max(1, y1 - y0));
         }
         ctx.restore();
       }],
@@ -402,26 +517,46 @@ async function resolveRound() {
     const d = await inspectInWorker(r.run_id, state.inspected.index,
       { planner, time_limit_s: r.scenario.time_limit_s || 10, seed: r.scenario.seed });
     const diff = d.objective - state.inspected.objective;
-    out.innerHTML = `${esc(planner)}: objective <b class="resolved-objective">${d.objective.toFixed(4)}</b> ` +
+    // A fallback (e.g. the MIP out of time) says why, and where each job went.
+    out.innerHTML = `${esc(d.planner)}: objective <b class="resolved-objective">${d.objective.toFixed(4)}</b> ` +
       `(${diff >= 0 ? '+' : ''}${diff.toFixed(4)} vs ${esc(state.inspected.planner)}), status ${d.status}, ` +
-      `gap ${d.gap == null ? '–' : d.gap.toExponential(2)}, ${d.solve_ms.toFixed(1)} ms; GPUs: ` +
-      d.jobs.map((j) => `${esc(j.name)} ${j.chosen_gpus}`).join(', ');
+      `bound ${boundText(d)}, gap ${gapText(d)}, ${d.solve_ms.toFixed(1)} ms` +
+      (d.reason ? `<div class="reason">note: ${esc(d.reason)}</div>` : '') +
+      `<div class="placement">placement: ${d.jobs.map((j) => `${esc(j.name)} ${placement(j)}`).join('; ')}</div>`;
   } catch (e) {
     out.textContent = e.message;
   }
 }
 
+const NO_BOUND = 'no proven bound: the planner is not a MIP, or the solver stopped before proving one';
+
+/// The solver's own bound; shown to 6 digits so that it never reads below
+/// the objective after rounding.
+function boundText(d) {
+  return d.bound == null ? `<span class="none" title="${NO_BOUND}">—</span>` : `<span class="bound">${d.bound.toFixed(6)}</span>`;
+}
+
+function gapText(d) {
+  return d.gap == null ? `<span class="none" title="${NO_BOUND}">—</span>` : `<span class="gap">${d.gap.toExponential(2)}</span>`;
+}
+
+function placement(j) {
+  if (!j.chosen_gpus) return 'none';
+  return j.chosen.map(([n, k]) => `n${n}×${k}`).join(' ');
+}
+
 function renderInspector(d) {
   state.inspected = d;
   $('#resolve-out').textContent = '';
-  const gap = d.gap == null ? '–' : d.gap.toExponential(2);
-  const bound = d.bound == null ? '–' : fmt(d.bound);
+  const gap = gapText(d);
+  const bound = boundText(d);
   $('#inspect-head').innerHTML =
     `<span>round <b>${d.index}</b> of ${d.rounds}</span><span>t = ${(d.now_s / HOUR).toFixed(2)} h</span>` +
     `<span>planner <b>${esc(d.planner)}</b></span><span>status <b class="status">${d.status}</b></span>` +
     `<span>objective <b class="objective">${d.objective.toFixed(4)}</b></span><span>bound ${bound}</span>` +
     `<span>gap ${gap}</span><span>solve ${d.solve_ms.toFixed(2)} ms</span><span>p = ${d.p}</span>` +
-    `<span>fair share ${d.fair_share[1]} GPU</span>` + (d.reason ? `<div>note: ${esc(d.reason)}</div>` : '');
+    `<span>fair share ${d.fair_share[1]} GPU</span>` + (d.reason ? `<div class="reason">note: ${esc(d.reason)}</div>` : '') +
+    (d.bound == null ? `<div class="note">bound and gap —: ${NO_BOUND}.</div>` : '');
   const rows = d.jobs.map((j) => {
     const table = j.speedups
       .filter((s) => s.gpus === j.chosen_gpus || (s.gpus & (s.gpus - 1)) === 0)
@@ -490,6 +625,14 @@ async function main() {
     showError(e.message);
     return;
   }
+  for (const f of state.catalog.formats) {
+    const li = document.createElement('li');
+    li.innerHTML = `<b>${esc(f.name)}</b>: ${esc(f.looks_like)}`;
+    $('#formats').append(li);
+  }
+  const [nodes, gpus, jobs] = state.catalog.limits;
+  $('#limits').textContent = `The browser takes at most ${nodes} nodes, ${gpus} GPUs and ${jobs} jobs ` +
+    '(it keeps every round for the inspector, in at most 4 GiB); the CLI has no such limit.';
   const saved = decodeState();
   for (const s of saved ?? [{}]) addScenario(s);
   $('#add-scenario').addEventListener('click', () => {

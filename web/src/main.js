@@ -120,8 +120,49 @@ async function cancelRun() {
 
 // ---------- scenario editor and the URL ----------
 
+/// One line for each field, shown where the field is (its tooltip) and in
+/// the help box, so no field needs the source to be understood.
+const FIELD_HELP = {
+  cluster: 'Nodes × GPUs per node, e.g. 16x4; groups of other types joined by +, e.g. 12x4:t4+4x8:a100.',
+  workload: 'Jobs and their arrival times. "Pollux load 0.5/1.5/2.0" are the Pollux artifact\'s job sets drawn at those arrival rates (a different set of jobs each).',
+  load: 'Load ×: divides every submit time of the chosen workload by this (2 = the same jobs arriving twice as fast). Not the same as the "Pollux load" sets, which are other jobs.',
+  policy: 'The planner that decides every round which job gets how many GPUs on which nodes.',
+  p: 'Pollux\'s fairness knob: the power of the generalized mean of speedups that goodput planners maximise (-1 = harmonic mean, fairer; 1 = arithmetic mean, more throughput).',
+  restart_delay_s: 'Seconds a job loses each time its GPUs change (checkpoint and restart).',
+  interval_s: 'Seconds between planning rounds.',
+  interference: 'avoid: no two distributed jobs share a node; allow: they may, and run slower by the slowdown below.',
+  interference_slowdown: 'Fraction of speed a distributed job loses on a shared node (0 = none), when interference is allowed.',
+  time_limit_s: 'Most seconds a MIP planner may solve one round; on time-out it returns its best plan so far (or falls back, saying why).',
+  seed: 'Seeds the planners\' and the simulator\'s randomness (e.g. pollux-ga\'s search); a whole number >= 0. Same seed, same result.',
+};
+
+/// One line for each policy.
+const POLICY_HELP = {
+  fifo: 'First in, first out: jobs get the GPUs they asked for, in arrival order.',
+  srtf: 'Shortest remaining time first (knows each job\'s remaining work: an oracle).',
+  optimus: 'Optimus + oracle: GPUs go where they cut remaining time most.',
+  tiresias: 'Tiresias 2D-LAS: least attained GPU-time first, no job-length knowledge.',
+  'tiresias-gittins': 'Tiresias 2D-Gittins: Gittins index over attained service.',
+  'pollux-ga': 'Pollux as published: a genetic search for the allocation of highest goodput.',
+  greedy: 'Goodput, greedily: repeatedly gives a GPU to the job that gains most.',
+  'mip-exact': 'Goodput, exactly: a MIP over every job × node; in the browser solved by microlp (same as mip-exact-microlp).',
+  'mip-aggregate': 'Goodput MIP over node shapes rather than single nodes (smaller, faster); microlp in the browser (same as mip-aggregate-microlp).',
+  'mip-exact-microlp': 'mip-exact with the microlp solver (in the browser, mip-exact is this too).',
+  'mip-aggregate-microlp': 'mip-aggregate with the microlp solver (in the browser, mip-aggregate is this too).',
+  'mip-node': 'The plain node-level goodput MIP, kept as a cross-check.',
+  'pollux-mip': 'Goodput MIP: exact up to 400 jobs × 128 nodes, aggregate above.',
+  'pollux-mip-aggregate': 'Goodput MIP over node shapes at every size.',
+};
+
+const GOODPUT_NOTE = 'value: the job\'s term in the objective, its speedup over the fair share (× a restart penalty if it moves); ' +
+  'objective: their generalized mean with power p. Only goodput planners (greedy, pollux-*, mip-*) maximise it; ' +
+  'the others (fifo, tiresias, ...) allocate by other rules, so their objective can sit near 0.';
+
 const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
   'interference', 'interference_slowdown', 'time_limit_s', 'seed'];
+const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'load ×', policy: 'policy', p: 'p',
+  restart_delay_s: 'restart delay', interval_s: 'interval', interference: 'interference',
+  interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed' };
 const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed']);
 
 function scenarioElements() {
@@ -134,10 +175,19 @@ function addScenario(values) {
   for (const w of state.catalog.workloads) wl.add(new Option(`${w.label} (${w.jobs} jobs)`, w.id));
   wl.add(new Option('Uploaded file', 'upload'));
   const pol = node.querySelector('[name=policy]');
-  for (const p of state.catalog.policies) pol.add(new Option(p, p));
+  for (const p of state.catalog.policies) {
+    const o = new Option(p, p);
+    o.title = POLICY_HELP[p] ?? '';
+    pol.add(o);
+  }
+  for (const [f, text] of Object.entries(FIELD_HELP)) node.querySelector(`[name=${f}]`).closest('label').title = text;
+  const help = node.querySelector('.policy-help');
+  const showPolicy = () => { help.textContent = `${pol.value}: ${POLICY_HELP[pol.value] ?? ''}`; };
+  pol.addEventListener('change', showPolicy);
   const s = { ...state.catalog.defaults, ...values };
   if (!s.label) s.label = freshLabel();
   for (const f of FIELDS) node.querySelector(`[name=${f}]`).value = s[f];
+  showPolicy();
   node.upload = null;
   node.querySelector('[name=upload]').addEventListener('change', async (ev) => {
     const file = ev.target.files[0];
@@ -297,7 +347,7 @@ const METRICS = [
   ['p99_jct_s', 'p99 JCT (h)', (v) => v / HOUR, true],
   ['imagenet_mean_jct_s', 'imagenet mean JCT (h)', (v) => (v == null ? null : v / HOUR), true],
   ['makespan_s', 'makespan (h)', (v) => v / HOUR, true],
-  ['gpu_utilization', 'GPU utilization', (v) => v, false],
+  ['gpu_utilization', 'GPU allocation', (v) => v, false],
   ['restarts', 'restarts', (v) => v, true],
   ['rounds', 'rounds', (v) => v, null],
   ['planner_ms', 'planner ms (mean)', (v) => v.mean, true],
@@ -311,8 +361,14 @@ function fmt(v) {
 function renderSummary() {
   const t = $('#summary');
   const runs = state.runs;
-  const head = `<tr><th>metric</th>${runs.map((r, i) =>
-    `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small></th>`).join('')}</tr>`;
+  // Each what-if column names what it changes against the first scenario.
+  const differs = (r) => FIELDS.filter((f) => f !== 'label' && r.scenario[f] !== runs[0].scenario[f])
+    .map((f) => `${FIELD_NAMES[f]} ${r.scenario[f]}`);
+  const head = `<tr><th>metric</th>${runs.map((r, i) => {
+    const what = i === 0 ? 'baseline' : (differs(r).join(', ') || 'same settings');
+    return `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: <span class="differs">${esc(what)}</span>` +
+      `<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small></th>`;
+  }).join('')}</tr>`;
   const rows = METRICS.map(([key, name, get, lowerBetter]) => {
     const base = get(runs[0].summary[key]);
     const cells = runs.map((r, i) => {
@@ -556,7 +612,8 @@ function renderInspector(d) {
     `<span>objective <b class="objective">${d.objective.toFixed(4)}</b></span><span>bound ${bound}</span>` +
     `<span>gap ${gap}</span><span>solve ${d.solve_ms.toFixed(2)} ms</span><span>p = ${d.p}</span>` +
     `<span>fair share ${d.fair_share[1]} GPU</span>` + (d.reason ? `<div class="reason">note: ${esc(d.reason)}</div>` : '') +
-    (d.bound == null ? `<div class="note">bound and gap —: ${NO_BOUND}.</div>` : '');
+    (d.bound == null ? `<div class="note">bound and gap —: ${NO_BOUND}.</div>` : '') +
+    `<div class="note">${GOODPUT_NOTE}</div>`;
   const rows = d.jobs.map((j) => {
     const table = j.speedups
       .filter((s) => s.gpus === j.chosen_gpus || (s.gpus & (s.gpus - 1)) === 0)
@@ -629,6 +686,11 @@ async function main() {
     const li = document.createElement('li');
     li.innerHTML = `<b>${esc(f.name)}</b>: ${esc(f.looks_like)}`;
     $('#formats').append(li);
+  }
+  for (const [f, text] of Object.entries(FIELD_HELP)) {
+    const li = document.createElement('li');
+    li.innerHTML = `<b>${esc(FIELD_NAMES[f])}</b>: ${esc(text)}`;
+    $('#field-help').append(li);
   }
   const [nodes, gpus, jobs] = state.catalog.limits;
   $('#limits').textContent = `The browser takes at most ${nodes} nodes, ${gpus} GPUs and ${jobs} jobs ` +

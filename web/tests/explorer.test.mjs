@@ -451,3 +451,27 @@ test('smaller mends: unique labels, broken links, negative seeds, a scrolling Ga
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+test('every field and policy is explained in place, and what-if columns name what they change', async () => {
+  const { page, context, errors } = await openPage();
+  const untitled = await page.locator('#scenarios .scenario label').evaluateAll((ls) =>
+    ls.filter((l) => !l.classList.contains('upload-label') && !l.title).map((l) => l.textContent.trim()));
+  assert.deepEqual(untitled, []);
+  assert.match(await page.textContent('.policy-help'), /^tiresias: Tiresias 2D-LAS/);
+  await setField(page, 0, 'policy', 'mip-exact');
+  assert.match(await page.textContent('.policy-help'), /same as mip-exact-microlp/);
+  assert.ok(await page.locator('#field-help li').count() >= 11);
+  await setField(page, 0, 'policy', 'fifo');
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'p', 1);
+  await setField(page, 1, 'cluster', '8x4');
+  assert.match(await runAndWait(page), /^Done/);
+  const heads = await page.locator('#summary th .differs').allTextContents();
+  assert.deepEqual(heads, ['baseline', 'cluster 8x4, p 1']);
+  // One word for one thing: the CLI says "allocation".
+  assert.doesNotMatch(await page.textContent('main'), /utilization/i);
+  assert.match(await page.textContent('#inspector'), /objective: their generalized mean/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -426,8 +426,10 @@ function renderCharts() {
     const j = r.jobs.map((x) => x.jct_s / HOUR).sort((a, b) => a - b);
     return j.map((x, k) => [x, (k + 1) / j.length]);
   });
+  // JCTs span minutes to days: a log axis shows both ends.
+  const log = $('#cdf-log').checked;
   mkChart($('#chart-cdf'), {
-    scales: { x: { time: false }, y: { range: [0, 1] } },
+    scales: { x: log ? { time: false, distr: 3 } : { time: false }, y: { range: [0, 1] } },
     axes: [{ label: 'JCT (h)' }, { label: 'fraction of jobs' }],
     series: [{ label: 'JCT h' }, ...runSeries({ paths: uPlot.paths.stepped({ align: 1 }) })],
   }, aligned(cdf));
@@ -721,6 +723,7 @@ async function main() {
     renderGantt();
   });
   $('#inspect-run').addEventListener('change', inspect);
+  $('#cdf-log').addEventListener('change', renderCharts);
   for (const p of state.catalog.policies) $('#resolve-planner').add(new Option(p, p));
   $('#resolve-planner').value = 'pollux-mip';
   $('#resolve').addEventListener('click', resolveRound);

@@ -472,6 +472,12 @@ test('every field and policy is explained in place, and what-if columns name wha
   // One word for one thing: the CLI says "allocation".
   assert.doesNotMatch(await page.textContent('main'), /utilization/i);
   assert.match(await page.textContent('#inspector'), /objective: their generalized mean/);
+  // The JCT CDF on a log-time axis, and back.
+  const before = await page.locator('#chart-cdf canvas').evaluate((c) => c.toDataURL());
+  await page.check('#cdf-log');
+  const logged = await page.locator('#chart-cdf canvas').evaluate((c) => c.toDataURL());
+  assert.notEqual(logged, before);
+  assert.equal(await page.locator('#chart-cdf .u-legend .u-series').count(), 3);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -21,6 +21,7 @@ await esbuild.build({
 });
 copyFileSync('src/index.html', 'dist/index.html');
 copyFileSync('src/style.css', 'dist/style.css');
+copyFileSync('src/favicon.svg', 'dist/favicon.svg');
 copyFileSync('node_modules/uplot/dist/uPlot.min.css', 'dist/uPlot.min.css');
 copyFileSync(pkg, 'dist/gpuplan_wasm_bg.wasm');
 console.log('build: web/dist ready');

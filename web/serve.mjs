@@ -12,6 +12,7 @@ const TYPES = {
   '.css': 'text/css; charset=utf-8',
   '.wasm': 'application/wasm',
   '.json': 'application/json',
+  '.svg': 'image/svg+xml',
 };
 
 /** Serve `root` on 127.0.0.1:`port` (0 = any free port); resolves to the server.

@@ -33,12 +33,39 @@ function startWorker() {
       }
       onWorkerMessage(m);
     };
-    w.onerror = (e) => reject(new Error(e.message || 'worker failed to start'));
+    let started = false;
+    w.onerror = (e) => {
+      if (!started) reject(new Error(e.message || 'worker failed to start'));
+      else engineCrashed(e.message || 'the engine stopped');
+    };
+    const ready = resolve;
+    resolve = (cat) => {
+      started = true;
+      ready(cat);
+    };
     state.worker = w;
   });
 }
 
+/// A trapped wasm instance keeps its broken state (held borrows, a lost
+/// stack pointer), so every later call would fail too: throw the worker
+/// away, start a fresh one, and fail only what was in flight.
+function engineCrashed(message) {
+  state.worker.terminate();
+  const err = new Error(`The engine crashed (${message}) and was restarted; the next run starts afresh.`);
+  const r = state.running;
+  state.running = null;
+  for (const p of state.pending.values()) p.reject(err);
+  state.pending.clear();
+  state.restarting = startWorker().finally(() => { state.restarting = null; });
+  r?.reject(err);
+}
+
 function onWorkerMessage(m) {
+  if (m.type === 'error' && m.fatal) {
+    engineCrashed(m.message);
+    return;
+  }
   const r = state.running;
   if (m.type === 'progress' && r && m.id === r.id) {
     r.onProgress(m);
@@ -57,7 +84,8 @@ function onWorkerMessage(m) {
   }
 }
 
-function runInWorker(scenario, onProgress) {
+async function runInWorker(scenario, onProgress) {
+  if (state.restarting) await state.restarting;
   return new Promise((resolve, reject) => {
     const id = state.nextId++;
     const sab = globalThis.crossOriginIsolated ? new SharedArrayBuffer(4) : null;
@@ -66,7 +94,8 @@ function runInWorker(scenario, onProgress) {
   });
 }
 
-function inspectInWorker(runId, index, options = null) {
+async function inspectInWorker(runId, index, options = null) {
+  if (state.restarting) await state.restarting;
   return new Promise((resolve, reject) => {
     const id = state.nextId++;
     state.pending.set(id, { resolve, reject });
@@ -91,8 +120,49 @@ async function cancelRun() {
 
 // ---------- scenario editor and the URL ----------
 
+/// One line for each field, shown where the field is (its tooltip) and in
+/// the help box, so no field needs the source to be understood.
+const FIELD_HELP = {
+  cluster: 'Nodes × GPUs per node, e.g. 16x4; groups of other types joined by +, e.g. 12x4:t4+4x8:a100.',
+  workload: 'Jobs and their arrival times. "Pollux load 0.5/1.5/2.0" are the Pollux artifact\'s job sets drawn at those arrival rates (a different set of jobs each).',
+  load: 'Load ×: divides every submit time of the chosen workload by this (2 = the same jobs arriving twice as fast). Not the same as the "Pollux load" sets, which are other jobs.',
+  policy: 'The planner that decides every round which job gets how many GPUs on which nodes.',
+  p: 'Pollux\'s fairness knob: the power of the generalized mean of speedups that goodput planners maximise (-1 = harmonic mean, fairer; 1 = arithmetic mean, more throughput).',
+  restart_delay_s: 'Seconds a job loses each time its GPUs change (checkpoint and restart).',
+  interval_s: 'Seconds between planning rounds.',
+  interference: 'avoid: no two distributed jobs share a node; allow: they may, and run slower by the slowdown below.',
+  interference_slowdown: 'Fraction of speed a distributed job loses on a shared node (0 = none), when interference is allowed.',
+  time_limit_s: 'Most seconds a MIP planner may solve one round; on time-out it returns its best plan so far (or falls back, saying why).',
+  seed: 'Seeds the planners\' and the simulator\'s randomness (e.g. pollux-ga\'s search); a whole number >= 0. Same seed, same result.',
+};
+
+/// One line for each policy.
+const POLICY_HELP = {
+  fifo: 'First in, first out: jobs get the GPUs they asked for, in arrival order.',
+  srtf: 'Shortest remaining time first (knows each job\'s remaining work: an oracle).',
+  optimus: 'Optimus + oracle: GPUs go where they cut remaining time most.',
+  tiresias: 'Tiresias 2D-LAS: least attained GPU-time first, no job-length knowledge.',
+  'tiresias-gittins': 'Tiresias 2D-Gittins: Gittins index over attained service.',
+  'pollux-ga': 'Pollux as published: a genetic search for the allocation of highest goodput.',
+  greedy: 'Goodput, greedily: repeatedly gives a GPU to the job that gains most.',
+  'mip-exact': 'Goodput, exactly: a MIP over every job × node; in the browser solved by microlp (same as mip-exact-microlp).',
+  'mip-aggregate': 'Goodput MIP over node shapes rather than single nodes (smaller, faster); microlp in the browser (same as mip-aggregate-microlp).',
+  'mip-exact-microlp': 'mip-exact with the microlp solver (in the browser, mip-exact is this too).',
+  'mip-aggregate-microlp': 'mip-aggregate with the microlp solver (in the browser, mip-aggregate is this too).',
+  'mip-node': 'The plain node-level goodput MIP, kept as a cross-check.',
+  'pollux-mip': 'Goodput MIP: exact up to 400 jobs × 128 nodes, aggregate above.',
+  'pollux-mip-aggregate': 'Goodput MIP over node shapes at every size.',
+};
+
+const GOODPUT_NOTE = 'value: the job\'s term in the objective, its speedup over the fair share (× a restart penalty if it moves); ' +
+  'objective: their generalized mean with power p. Only goodput planners (greedy, pollux-*, mip-*) maximise it; ' +
+  'the others (fifo, tiresias, ...) allocate by other rules, so their objective can sit near 0.';
+
 const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
   'interference', 'interference_slowdown', 'time_limit_s', 'seed'];
+const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'load ×', policy: 'policy', p: 'p',
+  restart_delay_s: 'restart delay', interval_s: 'interval', interference: 'interference',
+  interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed' };
 const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed']);
 
 function scenarioElements() {
@@ -105,10 +175,19 @@ function addScenario(values) {
   for (const w of state.catalog.workloads) wl.add(new Option(`${w.label} (${w.jobs} jobs)`, w.id));
   wl.add(new Option('Uploaded file', 'upload'));
   const pol = node.querySelector('[name=policy]');
-  for (const p of state.catalog.policies) pol.add(new Option(p, p));
+  for (const p of state.catalog.policies) {
+    const o = new Option(p, p);
+    o.title = POLICY_HELP[p] ?? '';
+    pol.add(o);
+  }
+  for (const [f, text] of Object.entries(FIELD_HELP)) node.querySelector(`[name=${f}]`).closest('label').title = text;
+  const help = node.querySelector('.policy-help');
+  const showPolicy = () => { help.textContent = `${pol.value}: ${POLICY_HELP[pol.value] ?? ''}`; };
+  pol.addEventListener('change', showPolicy);
   const s = { ...state.catalog.defaults, ...values };
-  if (!s.label) s.label = String.fromCharCode(65 + scenarioElements().length);
+  if (!s.label) s.label = freshLabel();
   for (const f of FIELDS) node.querySelector(`[name=${f}]`).value = s[f];
+  showPolicy();
   node.upload = null;
   node.querySelector('[name=upload]').addEventListener('change', async (ev) => {
     const file = ev.target.files[0];
@@ -124,6 +203,18 @@ function addScenario(values) {
   node.addEventListener('input', onEdit);
   $('#scenarios').append(node);
   onEdit();
+}
+
+/// The first of A, B, ..., Z, A2, ... that no scenario uses (removing B of
+/// A, B, C used to give a second C).
+function freshLabel() {
+  const used = new Set(scenarioElements().map((el) => el.querySelector('[name=label]').value));
+  for (let n = 1; ; n++) {
+    for (let c = 0; c < 26; c++) {
+      const l = String.fromCharCode(65 + c) + (n > 1 ? n : '');
+      if (!used.has(l)) return l;
+    }
+  }
 }
 
 function readScenario(node) {
@@ -146,15 +237,29 @@ function encodeState() {
   return '#s=' + encodeURIComponent(JSON.stringify(list));
 }
 
+/// Scenarios from the share link; a link that cannot be read says so
+/// (it used to fall back to the defaults silently).
 function decodeState() {
+  if (!location.hash) return null;
   const m = location.hash.match(/^#s=(.*)$/);
-  if (!m) return null;
-  try {
-    const list = JSON.parse(decodeURIComponent(m[1]));
-    return Array.isArray(list) && list.length ? list : null;
-  } catch {
+  const broken = (why) => {
+    showError(`This share link could not be read (${why}); showing the default scenario instead.`);
     return null;
+  };
+  if (!m) return broken('it does not start with #s=');
+  let list;
+  try {
+    list = JSON.parse(decodeURIComponent(m[1]));
+  } catch (e) {
+    return broken(e.message);
   }
+  if (!Array.isArray(list) || !list.length || !list.every((x) => x && typeof x === 'object')) {
+    return broken('it holds no list of scenarios');
+  }
+  const known = new Set(FIELDS);
+  const unknown = list.flatMap((x) => Object.keys(x)).filter((k) => !known.has(k));
+  if (unknown.length) return broken(`unknown field ${unknown[0]}`);
+  return list;
 }
 
 function onEdit() {
@@ -183,18 +288,31 @@ function showError(text) {
   e.hidden = !text;
 }
 
+/// A scenario's own checks, before the engine sees it: messages the engine
+/// would give as a JSON parser error (a negative seed is not a u64).
+function precheck(s) {
+  if (!Number.isInteger(s.seed) || s.seed < 0) return `seed must be a whole number >= 0, got ${s.seed}`;
+  return null;
+}
+
+/// Runs every scenario in turn. One that fails is named and skipped; the
+/// others' results are kept, and so are those finished before a Cancel.
 async function runAll() {
   showError('');
   const list = scenarios();
   $('#run').disabled = true;
   $('#cancel').disabled = false;
   const runs = [];
-  try {
-    for (let i = 0; i < list.length; i++) {
-      const s = list[i];
-      const label = s.label || `#${i + 1}`;
-      setStatus(`Running ${label} (${i + 1}/${list.length})…`);
-      $('#progress').value = 0;
+  const failed = [];
+  let cancelled = false;
+  for (let i = 0; i < list.length && !cancelled; i++) {
+    const s = list[i];
+    const label = s.label || `#${i + 1}`;
+    setStatus(`Running ${label} (${i + 1}/${list.length})…`);
+    $('#progress').value = i / list.length;
+    try {
+      const bad = precheck(s);
+      if (bad) throw new Error(bad);
       const { result, elapsed_ms } = await runInWorker(s, (p) => {
         $('#progress').value = (i + p.done / Math.max(1, p.total)) / list.length;
         setStatus(`Running ${label}: round ${p.round}, t = ${(p.now_s / HOUR).toFixed(1)} h, ` +
@@ -202,22 +320,23 @@ async function runAll() {
       });
       result.elapsed_ms = elapsed_ms;
       runs.push(result);
+    } catch (e) {
+      if (e.message === 'cancelled') cancelled = true;
+      else failed.push(`Scenario ${label}: ${e.message}`);
     }
-    $('#progress').value = 1;
-    state.runs = runs;
-    setStatus(`Done: ${runs.map((r) => `${r.scenario.label} in ${(r.elapsed_ms / 1000).toFixed(1)} s`).join(', ')}`);
-    renderResults();
-  } catch (e) {
-    $('#progress').value = 0;
-    if (e.message === 'cancelled') setStatus('Cancelled.');
-    else {
-      setStatus('Failed.');
-      showError(e.message);
-    }
-  } finally {
-    $('#run').disabled = false;
-    $('#cancel').disabled = true;
   }
+  $('#progress').value = runs.length ? 1 : 0;
+  const kept = runs.map((r) => `${r.scenario.label} in ${(r.elapsed_ms / 1000).toFixed(1)} s`).join(', ');
+  if (cancelled) setStatus(runs.length ? `Cancelled; kept ${kept}.` : 'Cancelled.');
+  else if (!runs.length) setStatus('Failed.');
+  else setStatus(`Done: ${kept}${failed.length ? `; ${failed.length} failed (see below)` : ''}`);
+  showError(failed.join('\n'));
+  if (runs.length) {
+    state.runs = runs;
+    renderResults();
+  }
+  $('#run').disabled = false;
+  $('#cancel').disabled = true;
 }
 
 // ---------- results ----------
@@ -228,7 +347,7 @@ const METRICS = [
   ['p99_jct_s', 'p99 JCT (h)', (v) => v / HOUR, true],
   ['imagenet_mean_jct_s', 'imagenet mean JCT (h)', (v) => (v == null ? null : v / HOUR), true],
   ['makespan_s', 'makespan (h)', (v) => v / HOUR, true],
-  ['gpu_utilization', 'GPU utilization', (v) => v, false],
+  ['gpu_utilization', 'GPU allocation', (v) => v, false],
   ['restarts', 'restarts', (v) => v, true],
   ['rounds', 'rounds', (v) => v, null],
   ['planner_ms', 'planner ms (mean)', (v) => v.mean, true],
@@ -242,8 +361,14 @@ function fmt(v) {
 function renderSummary() {
   const t = $('#summary');
   const runs = state.runs;
-  const head = `<tr><th>metric</th>${runs.map((r, i) =>
-    `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small></th>`).join('')}</tr>`;
+  // Each what-if column names what it changes against the first scenario.
+  const differs = (r) => FIELDS.filter((f) => f !== 'label' && r.scenario[f] !== runs[0].scenario[f])
+    .map((f) => `${FIELD_NAMES[f]} ${r.scenario[f]}`);
+  const head = `<tr><th>metric</th>${runs.map((r, i) => {
+    const what = i === 0 ? 'baseline' : (differs(r).join(', ') || 'same settings');
+    return `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: <span class="differs">${esc(what)}</span>` +
+      `<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small></th>`;
+  }).join('')}</tr>`;
   const rows = METRICS.map(([key, name, get, lowerBetter]) => {
     const base = get(runs[0].summary[key]);
     const cells = runs.map((r, i) => {
@@ -301,8 +426,10 @@ function renderCharts() {
     const j = r.jobs.map((x) => x.jct_s / HOUR).sort((a, b) => a - b);
     return j.map((x, k) => [x, (k + 1) / j.length]);
   });
+  // JCTs span minutes to days: a log axis shows both ends.
+  const log = $('#cdf-log').checked;
   mkChart($('#chart-cdf'), {
-    scales: { x: { time: false }, y: { range: [0, 1] } },
+    scales: { x: log ? { time: false, distr: 3 } : { time: false }, y: { range: [0, 1] } },
     axes: [{ label: 'JCT (h)' }, { label: 'fraction of jobs' }],
     series: [{ label: 'JCT h' }, ...runSeries({ paths: uPlot.paths.stepped({ align: 1 }) })],
   }, aligned(cdf));
@@ -323,32 +450,78 @@ function jobColor(id) {
   return `hsl(${(id * 137.508) % 360}, 60%, 55%)`;
 }
 
+/// Places each segment's GPUs on GPU slots of its nodes, as the CLI's Gantt
+/// does (interval colouring per node), so that jobs sharing a node are drawn
+/// side by side instead of over each other. Returns one bar per GPU slot.
+function ganttBars(run) {
+  const free = run.cluster.nodes.map((n) => new Array(n.gpus).fill(0));
+  const segs = [...run.segments].sort((a, b) => a.start_s - b.start_s);
+  const bars = [];
+  for (const s of segs) {
+    for (const [node, gpus] of s.nodes) {
+      const slots = free[node];
+      let placed = 0;
+      for (let slot = 0; slot < slots.length && placed < gpus; slot++) {
+        if (slots[slot] <= s.start_s + 1e-9) {
+          slots[slot] = s.end_s;
+          placed++;
+          bars.push({ job: s.job, node, slot, start_s: s.start_s, end_s: s.end_s });
+        }
+      }
+    }
+  }
+  return bars;
+}
+
+/// Rows taller than this many pixels in all scroll inside the figure.
+const GANTT_MAX_PX = 560;
+
 function renderGantt() {
   const r = state.runs[Number($('#gantt-run').value) || 0];
   if (!r) return;
-  const nodes = r.cluster.nodes.length;
+  const nodes = r.cluster.nodes;
   const end = Math.max(...r.segments.map((s) => s.end_s), 1) / HOUR;
+  const bars = ganttBars(r);
+  state.ganttBars = bars;
   const el = $('#chart-gantt');
+  el.style.maxHeight = `${GANTT_MAX_PX}px`;
+  // Every label fits at 12 px a row; past that, every k-th node is named.
+  const rowPx = Math.max(4, Math.min(16, Math.floor(4000 / nodes.length)));
+  const every = Math.max(1, Math.ceil(12 / rowPx));
   mkChart(el, {
-    height: Math.max(220, 16 * nodes + 60),
-    scales: { x: { time: false, range: [0, end] }, y: { range: [0, nodes] } },
-    axes: [{ label: 'time (h)' }, { label: 'node', values: (u, ticks) => ticks.map((t) => (Number.isInteger(t) ? `node${t}` : '')) }],
+    height: Math.max(220, rowPx * nodes.length + 60),
+    scales: { x: { time: false, range: [0, end] }, y: { range: [0, nodes.length] } },
+    axes: [{ label: 'time (h)' }, {
+      label: 'node (rows: its GPUs)',
+      size: 70,
+      grid: { show: false },
+      splits: () => nodes.map((_, i) => i + 0.5).filter((_, i) => i % every === 0),
+      values: (u, ticks) => ticks.map((t) => nodes[Math.floor(t)]?.name ?? ''),
+    }],
     series: [{}, { label: 'allocations', stroke: 'transparent' }],
     legend: { show: false },
     hooks: {
       draw: [(u) => {
         const ctx = u.ctx;
         ctx.save();
-        for (const s of r.segments) {
-          const x0 = u.valToPos(s.start_s / HOUR, 'x', true);
-          const x1 = u.valToPos(s.end_s / HOUR, 'x', true);
-          for (const [node, gpus] of s.nodes) {
-            const cap = r.cluster.nodes[node].gpus;
-            const y0 = u.valToPos(node + 1, 'y', true);
-            const y1 = u.valToPos(node + 1 - gpus / cap * 0.9, 'y', true);
-            ctx.fillStyle = jobColor(s.job);
-            ctx.fillRect(x0, y0, Math.max(1, x1 - x0), y1 - y0);
-          }
+        // Node boundaries.
+        ctx.strokeStyle = '#c8d0d8';
+        ctx.lineWidth = 1;
+        ctx.beginPath();
+        for (let i = 0; i <= nodes.length; i++) {
+          const y = Math.round(u.valToPos(i, 'y', true)) + 0.5;
+          ctx.moveTo(u.bbox.left, y);
+          ctx.lineTo(u.bbox.left + u.bbox.width, y);
+        }
+        ctx.stroke();
+        for (const b of bars) {
+          const x0 = u.valToPos(b.start_s / HOUR, 'x', true);
+          const x1 = u.valToPos(b.end_s / HOUR, 'x', true);
+          const h = 0.9 / nodes[b.node].gpus;
+          const y0 = u.valToPos(b.node + 0.95 - b.slot * h, 'y', true);
+          const y1 = u.valToPos(b.node + 0.95 - (b.slot + 0.85) * h, 'y', true);
+          ctx.fillStyle = jobColor(b.job);
+          ctx.fillRect(x0, y0, Math.max(1, x1 - x0), Math.max(1, y1 - y0));
         }
         ctx.restore();
       }],
@@ -402,26 +575,47 @@ async function resolveRound() {
     const d = await inspectInWorker(r.run_id, state.inspected.index,
       { planner, time_limit_s: r.scenario.time_limit_s || 10, seed: r.scenario.seed });
     const diff = d.objective - state.inspected.objective;
-    out.innerHTML = `${esc(planner)}: objective <b class="resolved-objective">${d.objective.toFixed(4)}</b> ` +
+    // A fallback (e.g. the MIP out of time) says why, and where each job went.
+    out.innerHTML = `${esc(d.planner)}: objective <b class="resolved-objective">${d.objective.toFixed(4)}</b> ` +
       `(${diff >= 0 ? '+' : ''}${diff.toFixed(4)} vs ${esc(state.inspected.planner)}), status ${d.status}, ` +
-      `gap ${d.gap == null ? '–' : d.gap.toExponential(2)}, ${d.solve_ms.toFixed(1)} ms; GPUs: ` +
-      d.jobs.map((j) => `${esc(j.name)} ${j.chosen_gpus}`).join(', ');
+      `bound ${boundText(d)}, gap ${gapText(d)}, ${d.solve_ms.toFixed(1)} ms` +
+      (d.reason ? `<div class="reason">note: ${esc(d.reason)}</div>` : '') +
+      `<div class="placement">placement: ${d.jobs.map((j) => `${esc(j.name)} ${placement(j)}`).join('; ')}</div>`;
   } catch (e) {
     out.textContent = e.message;
   }
 }
 
+const NO_BOUND = 'no proven bound: the planner is not a MIP, or the solver stopped before proving one';
+
+/// The solver's own bound; shown to 6 digits so that it never reads below
+/// the objective after rounding.
+function boundText(d) {
+  return d.bound == null ? `<span class="none" title="${NO_BOUND}">—</span>` : `<span class="bound">${d.bound.toFixed(6)}</span>`;
+}
+
+function gapText(d) {
+  return d.gap == null ? `<span class="none" title="${NO_BOUND}">—</span>` : `<span class="gap">${d.gap.toExponential(2)}</span>`;
+}
+
+function placement(j) {
+  if (!j.chosen_gpus) return 'none';
+  return j.chosen.map(([n, k]) => `n${n}×${k}`).join(' ');
+}
+
 function renderInspector(d) {
   state.inspected = d;
   $('#resolve-out').textContent = '';
-  const gap = d.gap == null ? '–' : d.gap.toExponential(2);
-  const bound = d.bound == null ? '–' : fmt(d.bound);
+  const gap = gapText(d);
+  const bound = boundText(d);
   $('#inspect-head').innerHTML =
     `<span>round <b>${d.index}</b> of ${d.rounds}</span><span>t = ${(d.now_s / HOUR).toFixed(2)} h</span>` +
     `<span>planner <b>${esc(d.planner)}</b></span><span>status <b class="status">${d.status}</b></span>` +
     `<span>objective <b class="objective">${d.objective.toFixed(4)}</b></span><span>bound ${bound}</span>` +
     `<span>gap ${gap}</span><span>solve ${d.solve_ms.toFixed(2)} ms</span><span>p = ${d.p}</span>` +
-    `<span>fair share ${d.fair_share[1]} GPU</span>` + (d.reason ? `<div>note: ${esc(d.reason)}</div>` : '');
+    `<span>fair share ${d.fair_share[1]} GPU</span>` + (d.reason ? `<div class="reason">note: ${esc(d.reason)}</div>` : '') +
+    (d.bound == null ? `<div class="note">bound and gap —: ${NO_BOUND}.</div>` : '') +
+    `<div class="note">${GOODPUT_NOTE}</div>`;
   const rows = d.jobs.map((j) => {
     const table = j.speedups
       .filter((s) => s.gpus === j.chosen_gpus || (s.gpus & (s.gpus - 1)) === 0)
@@ -490,6 +684,19 @@ async function main() {
     showError(e.message);
     return;
   }
+  for (const f of state.catalog.formats) {
+    const li = document.createElement('li');
+    li.innerHTML = `<b>${esc(f.name)}</b>: ${esc(f.looks_like)}`;
+    $('#formats').append(li);
+  }
+  for (const [f, text] of Object.entries(FIELD_HELP)) {
+    const li = document.createElement('li');
+    li.innerHTML = `<b>${esc(FIELD_NAMES[f])}</b>: ${esc(text)}`;
+    $('#field-help').append(li);
+  }
+  const [nodes, gpus, jobs] = state.catalog.limits;
+  $('#limits').textContent = `The browser takes at most ${nodes} nodes, ${gpus} GPUs and ${jobs} jobs ` +
+    '(it keeps every round for the inspector, in at most 4 GiB); the CLI has no such limit.';
   const saved = decodeState();
   for (const s of saved ?? [{}]) addScenario(s);
   $('#add-scenario').addEventListener('click', () => {
@@ -516,6 +723,7 @@ async function main() {
     renderGantt();
   });
   $('#inspect-run').addEventListener('change', inspect);
+  $('#cdf-log').addEventListener('change', renderCharts);
   for (const p of state.catalog.policies) $('#resolve-planner').add(new Option(p, p));
   $('#resolve-planner').value = 'pollux-mip';
   $('#resolve').addEventListener('click', resolveRound);

@@ -3,7 +3,9 @@
 //   in:  {type: 'run', id, scenario, cancel?: SharedArrayBuffer}   {type: 'inspect', id, runId, index}
 //        {type: 'resolve', id, runId, index, options}
 //   out: {type: 'ready', catalog} {type: 'progress', id, ...} {type: 'done', id, result}
-//        {type: 'inspected', id, round} {type: 'error', id, message}
+//        {type: 'inspected', id, round} {type: 'error', id, message, fatal?}
+//   fatal: the wasm instance trapped (a Rust panic or out of memory); it is
+//   unusable from then on, so the page replaces this worker.
 import init, { catalog, inspect_round, resolve_round, run_scenario, warm_up } from '../pkg/gpuplan_wasm.js';
 
 const PROGRESS_EVERY_MS = 100;
@@ -38,8 +40,13 @@ function run(msg) {
     const json = run_scenario(JSON.stringify(msg.scenario), progress);
     postMessage({ type: 'done', id: msg.id, result: json, elapsed_ms: performance.now() - t0 });
   } catch (e) {
-    postMessage({ type: 'error', id: msg.id, message: String(e.message ?? e) });
+    postError(msg.id, e);
   }
+}
+
+function postError(id, e) {
+  const fatal = e instanceof WebAssembly.RuntimeError;
+  postMessage({ type: 'error', id, message: String(e.message ?? e), fatal });
 }
 
 // Messages can arrive before the engine is loaded (the page posts a run as
@@ -59,7 +66,7 @@ function handle(msg) {
         : resolve_round(msg.runId, msg.index, JSON.stringify(msg.options));
       postMessage({ type: 'inspected', id: msg.id, round: JSON.parse(json) });
     } catch (e) {
-      postMessage({ type: 'error', id: msg.id, message: String(e.message ?? e) });
+      postError(msg.id, e);
     }
   }
 }

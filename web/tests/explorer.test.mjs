@@ -192,7 +192,8 @@ test('a malformed uploaded workload shows the CLI message and the page keeps wor
   await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
   assert.equal(await page.inputValue('[name=workload]'), 'upload');
   assert.match(await runAndWait(page), /^Failed/);
-  assert.equal((await page.textContent('#error')).trim(), expected);
+  // Named after its scenario, then the CLI's own words.
+  assert.equal((await page.textContent('#error')).trim(), `Scenario A: ${expected}`);
   await page.screenshot({ path: join(ARTIFACTS, 'bad-upload.png'), fullPage: true });
   // Still working: a bundled workload runs afterwards.
   await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
@@ -227,4 +228,256 @@ test('Cancel without cross-origin isolation restarts the worker', async () => {
   } finally {
     plain.close();
   }
+});
+
+// Records the bars the Gantt paints (fillRect on its canvas), in canvas pixels.
+const RECORD_GANTT = () => {
+  const fill = CanvasRenderingContext2D.prototype.fillRect;
+  globalThis.__ganttRects = [];
+  CanvasRenderingContext2D.prototype.fillRect = function (x, y, w, h) {
+    if (this.canvas.closest?.('#chart-gantt')) globalThis.__ganttRects.push({ x, y, w, h });
+    return fill.call(this, x, y, w, h);
+  };
+  const text = CanvasRenderingContext2D.prototype.fillText;
+  globalThis.__ganttTexts = [];
+  CanvasRenderingContext2D.prototype.fillText = function (t, ...rest) {
+    if (this.canvas.closest?.('#chart-gantt')) globalThis.__ganttTexts.push(String(t));
+    return text.call(this, t, ...rest);
+  };
+};
+
+// Issue 18: co-located jobs were painted over each other (every bar started
+// at the top of its node's row). Each job must keep its own GPU rows.
+test('the Gantt draws jobs that share a node side by side, never over each other', async () => {
+  const { page, context, errors } = await openPage();
+  await page.addInitScript(RECORD_GANTT);
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  await setField(page, 0, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  // The run does put several jobs on one node at once (else this tests nothing).
+  const shared = run.segments.some((a) => run.segments.some((b) => a.job !== b.job &&
+    a.start_s < b.end_s && b.start_s < a.end_s &&
+    a.nodes.some(([n]) => b.nodes.some(([m]) => m === n))));
+  assert.ok(shared, 'no two jobs share a node in this run');
+  await page.evaluate(() => { globalThis.__ganttRects = []; });
+  await page.dispatchEvent('#gantt-run', 'change');
+  const rects = await page.evaluate(() => globalThis.__ganttRects);
+  const sorted = [...rects].sort((a, b) => a.x - b.x);
+  let overlaps = 0;
+  for (let i = 0; i < sorted.length; i++) {
+    const a = sorted[i];
+    for (let j = i + 1; j < sorted.length && sorted[j].x < a.x + a.w; j++) {
+      const b = sorted[j];
+      const ox = Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x);
+      const oy = Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y);
+      if (ox > 1.01 && oy > 0.5) overlaps++;
+    }
+  }
+  assert.equal(overlaps, 0, `${overlaps} bars painted over others`);
+  // One bar per GPU a job holds on a node.
+  const gpuBars = run.segments.reduce((n, s) => n + s.nodes.reduce((k, [, g]) => k + g, 0), 0);
+  assert.equal(rects.length, gpuBars);
+  // Rows are named after the cluster's nodes.
+  const texts = await page.evaluate(() => globalThis.__ganttTexts);
+  assert.ok(texts.includes('node15') && texts.includes('node0'), texts.join(' '));
+  await page.locator('#chart-gantt').screenshot({ path: join(ARTIFACTS, 'gantt.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 18: a cluster of 100000 nodes ran out of wasm memory after 30 s
+// ("unreachable"), and every later run failed the same way.
+test('a cluster beyond the browser limits is refused at once, with the limit named', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'cluster', '100000x8');
+  const t0 = Date.now();
+  assert.match(await runAndWait(page, 20_000), /^Failed/);
+  assert.ok(Date.now() - t0 < 10_000, `took ${Date.now() - t0} ms`);
+  assert.match(await page.textContent('#error'), /Scenario A: .*at most 1024 nodes/);
+  assert.match(await page.textContent('#limits'), /at most 1024 nodes/);
+  await setField(page, 0, 'cluster', '16x4');
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Every run of the first engine instance traps as a wasm panic does; a
+// second instance (the worker script fetched again) is healthy.
+const TRAP_EVERY_RUN = `{
+  const get = Object.getOwnPropertyDescriptor(WebAssembly.Instance.prototype, 'exports').get;
+  Object.defineProperty(WebAssembly.Instance.prototype, 'exports', { get() {
+    const ex = Object.assign({}, get.call(this));
+    ex.run_scenario = () => { throw new WebAssembly.RuntimeError('unreachable'); };
+    return ex;
+  } });
+}
+`;
+
+test('a crashed engine is replaced and the next run works', async () => {
+  const { page, context, errors } = await openPage('', url);
+  let served = 0;
+  await context.route('**/worker.js', async (route) => {
+    const res = await route.fetch();
+    served++;
+    const body = (served === 1 ? TRAP_EVERY_RUN : '') + (await res.text());
+    await route.fulfill({ response: res, body, headers: { ...res.headers(), 'cache-control': 'no-store' } });
+  });
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Failed/);
+  assert.match(await page.textContent('#error'), /crashed \(unreachable\) and was restarted/);
+  assert.match(await runAndWait(page), /^Done/);
+  assert.equal(served, 2);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 18: upload took only the Pollux format.
+test('an upload in the native format runs, and the page lists the accepted formats', async () => {
+  const native = 'name,submit_s,gpus,app,batch_size,duration_s,model,group\n' +
+    'cifar10-0,0,4,cifar10,2048,,,\njob-3,120.5,2,,,3600,vgg19,\n';
+  const { page, context, errors } = await openPage();
+  const formats = await page.locator('#formats li').allTextContents();
+  assert.ok(formats.some((f) => f.startsWith('gpuplan')) && formats.some((f) => f.startsWith('pollux')), formats.join('|'));
+  await page.setInputFiles('[name=upload]', { name: 'mine.csv', mimeType: 'text/csv', buffer: Buffer.from(native) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  assert.equal(run.jobs.length, 2);
+  assert.equal(run.summary.workload, 'mine');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 18: one invalid scenario threw the others' results away, unnamed.
+test('an invalid scenario is named and the valid ones keep their results', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await page.click('#add-scenario');
+  await setField(page, 2, 'cluster', 'lots');
+  const status = await runAndWait(page);
+  assert.match(status, /^Done: A in .*, B in .*; 1 failed/);
+  assert.match(await page.textContent('#error'), /^Scenario C: .*lots/);
+  const runs = await exportedJson(page);
+  assert.deepEqual(runs.map((r) => r.scenario.label), ['A', 'B']);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('Cancel keeps the scenarios that finished', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'workload', 'workloads/workload-6');
+  await setField(page, 1, 'policy', 'pollux-mip');
+  await page.click('#run');
+  await page.waitForFunction(() => /^Running B: round/.test(document.querySelector('#status').textContent), null, { timeout: 60_000 });
+  await page.click('#cancel');
+  await page.waitForFunction(() => /^Cancelled/.test(document.querySelector('#status').textContent), null, { timeout: 60_000 });
+  assert.match(await page.textContent('#status'), /^Cancelled; kept A in/);
+  const runs = await exportedJson(page);
+  assert.deepEqual(runs.map((r) => r.scenario.label), ['A']);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 18: the browser's MIP bound was objective × (1 + 1e-4), gap 1.00e-4 always.
+test('the MIP shows microlp\'s own bound, or says there is none', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-3');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  await page.waitForSelector('#inspect-head .objective');
+  await page.selectOption('#resolve-planner', 'pollux-mip');
+  await page.click('#resolve');
+  await page.waitForSelector('#resolve-out .resolved-objective', { timeout: 60_000 });
+  const objective = Number(await page.textContent('#resolve-out .resolved-objective'));
+  const bound = await page.locator('#resolve-out .bound').count()
+    ? Number(await page.textContent('#resolve-out .bound')) : null;
+  const gap = await page.locator('#resolve-out .gap').count() ? await page.textContent('#resolve-out .gap') : null;
+  if (bound == null) {
+    assert.equal(gap, null);
+    assert.match(await page.locator('#resolve-out .none').first().getAttribute('title'), /no proven bound/);
+  } else {
+    assert.ok(bound >= objective - 1e-4, `bound ${bound} < objective ${objective}`);
+    assert.notEqual(gap, '1.00e-4');
+  }
+  assert.match(await page.textContent('#resolve-out .placement'), /placement: .*n\d+×\d/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('smaller mends: unique labels, broken links, negative seeds, a scrolling Gantt, a favicon', async () => {
+  const { page, context, errors } = await openPage();
+  const missing = [];
+  page.on('response', (r) => { if (r.status() === 404) missing.push(r.url()); });
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  // Labels: A, B, C; remove B; the next is B again, never a second C.
+  await page.click('#add-scenario');
+  await page.click('#add-scenario');
+  await page.locator('#scenarios .scenario').nth(1).locator('.remove').click();
+  await page.click('#add-scenario');
+  const labels = await page.locator('#scenarios [name=label]').evaluateAll((els) => els.map((e) => e.value));
+  assert.equal(new Set(labels).size, labels.length, labels.join(','));
+  // A negative seed gets a plain message, not a JSON parser error.
+  for (let i = 2; i >= 1; i--) await page.locator('#scenarios .scenario').nth(i).locator('.remove').click();
+  await setField(page, 0, 'seed', -3);
+  assert.match(await runAndWait(page), /^Failed/);
+  assert.equal((await page.textContent('#error')).trim(), 'Scenario A: seed must be a whole number >= 0, got -3');
+  // 256 nodes: the Gantt scrolls inside a capped box.
+  await setField(page, 0, 'seed', 0);
+  await setField(page, 0, 'cluster', '256x4');
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  const box = await page.locator('#chart-gantt').evaluate((e) => ({ h: e.clientHeight, s: e.scrollHeight }));
+  assert.ok(box.h <= 560 && box.s > box.h, JSON.stringify(box));
+  assert.deepEqual(missing, []);
+  // A share link that cannot be read says so.
+  const broken = await openPage('#s=%5Bnot-json');
+  assert.match(await broken.page.textContent('#error'), /share link could not be read/);
+  await broken.context.close();
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('every field and policy is explained in place, and what-if columns name what they change', async () => {
+  const { page, context, errors } = await openPage();
+  const untitled = await page.locator('#scenarios .scenario label').evaluateAll((ls) =>
+    ls.filter((l) => !l.classList.contains('upload-label') && !l.title).map((l) => l.textContent.trim()));
+  assert.deepEqual(untitled, []);
+  assert.match(await page.textContent('.policy-help'), /^tiresias: Tiresias 2D-LAS/);
+  await setField(page, 0, 'policy', 'mip-exact');
+  assert.match(await page.textContent('.policy-help'), /same as mip-exact-microlp/);
+  assert.ok(await page.locator('#field-help li').count() >= 11);
+  await setField(page, 0, 'policy', 'fifo');
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'p', 1);
+  await setField(page, 1, 'cluster', '8x4');
+  assert.match(await runAndWait(page), /^Done/);
+  const heads = await page.locator('#summary th .differs').allTextContents();
+  assert.deepEqual(heads, ['baseline', 'cluster 8x4, p 1']);
+  // One word for one thing: the CLI says "allocation".
+  assert.doesNotMatch(await page.textContent('main'), /utilization/i);
+  assert.match(await page.textContent('#inspector'), /objective: their generalized mean/);
+  // The JCT CDF on a log-time axis, and back.
+  const before = await page.locator('#chart-cdf canvas').evaluate((c) => c.toDataURL());
+  await page.check('#cdf-log');
+  const logged = await page.locator('#chart-cdf canvas').evaluate((c) => c.toDataURL());
+  assert.notEqual(logged, before);
+  assert.equal(await page.locator('#chart-cdf .u-legend .u-series').count(), 3);
+  assert.deepEqual(errors, []);
+  await context.close();
 });

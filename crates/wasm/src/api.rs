@@ -4,10 +4,11 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use gpuplan_core::{objective, Cluster, Interference, JobSpec, Plan, PlanReport, Round};
+use gpuplan_core::{objective, Cluster, Interference, Plan, PlanReport, Round};
 use gpuplan_sim::data::{self, Profiles};
 use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
-use gpuplan_sim::{simulate, workload, Control, SimConfig};
+use gpuplan_sim::trace::{self, workload::DurationJobs, Format, LoadOptions};
+use gpuplan_sim::{simulate_workload, Control, SimConfig, WorkloadJob};
 use gpuplan_solve::{registry, run_round, speedup, Limits};
 use serde::{Deserialize, Serialize};
 
@@ -70,6 +71,44 @@ const SETS: &[(&str, &str, [&str; 8])] = &[
     ),
 ];
 
+/// The most the browser takes on. The page keeps every round's input for the
+/// inspector, and wasm32 has at most 4 GiB: a cluster of 100000 nodes filled
+/// it after 30 s and crashed the engine. Bigger runs belong to the CLI.
+pub const MAX_NODES: u32 = 1024;
+pub const MAX_GPUS: u32 = 8192;
+pub const MAX_JOBS: usize = 5000;
+
+/// Trace formats an upload may be in: the CLI's, less Gavel, whose
+/// throughput table (1.2 MB) is not bundled into the page.
+const UPLOAD_FORMATS: [Format; 6] = [
+    Format::Gpuplan,
+    Format::Pollux,
+    Format::Philly,
+    Format::Tiresias,
+    Format::Shockwave,
+    Format::Pal,
+];
+
+/// One accepted upload format, as the page lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FormatInfo {
+    pub name: &'static str,
+    /// What the file looks like (its header, or the field count).
+    pub looks_like: &'static str,
+}
+
+fn looks_like(f: Format) -> &'static str {
+    match f {
+        Format::Gpuplan => "gpuplan native CSV: name,submit_s,gpus,... (docs/workload-format.md)",
+        Format::Pollux => "Pollux workload CSV: name,time,application,num_replicas,batch_size",
+        Format::Philly => "Pollux's philly.csv: timestamp,duration,num_gpus,gpu_time,cluster",
+        Format::Tiresias => "Tiresias job CSV: job_id,num_gpu,submit_time,...,model_name,duration",
+        Format::Shockwave => "Shockwave .trace: 12 TAB-separated fields",
+        Format::Pal => "PAL / Sia-Philly CSV: job_id,num_gpus,submit_time,duration,model",
+        Format::Gavel => "Gavel .trace: 7 or 10 TAB-separated fields",
+    }
+}
+
 /// One bundled workload as the page lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadInfo {
@@ -85,6 +124,10 @@ pub struct Catalog {
     pub workloads: Vec<WorkloadInfo>,
     pub policies: Vec<&'static str>,
     pub defaults: Scenario,
+    /// Formats an upload may be in (detected from the first line, as the CLI does).
+    pub formats: Vec<FormatInfo>,
+    /// [`MAX_NODES`], [`MAX_GPUS`], [`MAX_JOBS`], for the page to state.
+    pub limits: (u32, u32, usize),
 }
 
 /// Text of a bundled workload by id.
@@ -177,10 +220,26 @@ impl Default for Scenario {
 
 /// Parse a cluster spec: `+`-joined `NODESxGPUS[:type]` groups.
 pub fn parse_cluster(spec: &str) -> Result<Cluster, ApiError> {
+    let too_big = || {
+        invalid(format!(
+            "cluster {spec}: the browser takes at most {MAX_NODES} nodes and {MAX_GPUS} GPUs; \
+             simulate bigger clusters with the CLI (gpuplan simulate --cluster {spec})"
+        ))
+    };
     let mut nodes = Vec::new();
     for group in spec.split('+') {
+        // Checked before parsing: the parser would allocate every node first.
+        let count = group.split_once(['x', 'X']).map(|(n, _)| n.trim().parse::<u64>());
+        if let Some(Ok(n)) = count {
+            if n + nodes.len() as u64 > u64::from(MAX_NODES) {
+                return Err(too_big());
+            }
+        }
         let c: Cluster = group.trim().parse()?;
         nodes.extend(c.nodes);
+    }
+    if nodes.iter().map(|n| u64::from(n.gpus)).sum::<u64>() > u64::from(MAX_GPUS) {
+        return Err(too_big());
     }
     for (i, n) in nodes.iter_mut().enumerate() {
         n.name = format!("node{i}");
@@ -237,7 +296,9 @@ impl Scenario {
     }
 
     /// The jobs and the workload's name (the file stem, as the CLI reports it).
-    pub fn jobs(&self, profiles: &Profiles) -> Result<(Vec<JobSpec>, String), ApiError> {
+    /// Files are read as `gpuplan simulate --workload` reads them: the format
+    /// is detected from the first line, jobs with only a duration run rigid.
+    pub fn jobs(&self, profiles: &Profiles) -> Result<(Vec<WorkloadJob>, String), ApiError> {
         if !(self.load.is_finite() && self.load > 0.0) {
             return Err(invalid(format!("load multiplier must be > 0, got {}", self.load)));
         }
@@ -252,14 +313,40 @@ impl Scenario {
                 (format!("{id}.csv"), text)
             }
         };
-        let mut jobs = workload::parse_pollux_workload(&source, text.as_bytes(), profiles)?;
+        let accepted = || UPLOAD_FORMATS.map(Format::name).join(", ");
+        let format = match trace::detect(text.as_bytes()) {
+            Some(Format::Gavel) => {
+                return Err(invalid(format!(
+                    "{source}: a Gavel trace needs Gavel's throughput table, which the browser \
+                     does not carry; run it with the CLI. The browser reads: {}",
+                    accepted()
+                )))
+            }
+            Some(f) => f,
+            None => {
+                return Err(invalid(format!(
+                    "{source}:1:header: cannot tell the trace format from the first line; \
+                     the browser reads: {}",
+                    accepted()
+                )))
+            }
+        };
+        let t = trace::load(format, &source, text.as_bytes(), &LoadOptions::default())?;
+        if t.jobs.len() > MAX_JOBS {
+            return Err(invalid(format!(
+                "{source}: {} jobs; the browser takes at most {MAX_JOBS}; run it with the CLI",
+                t.jobs.len()
+            )));
+        }
+        let mut jobs = trace::workload::to_workload(&t, DurationJobs::Rigid, profiles, self.seed)
+            .map_err(|e| invalid(format!("{source}: {e}")))?;
         if self.load != 1.0 {
             for j in &mut jobs {
-                j.submit_s /= self.load;
+                j.spec.submit_s /= self.load;
             }
         }
         let stem = source.rsplit('/').next().unwrap_or(&source);
-        let stem = stem.strip_suffix(".csv").unwrap_or(stem).to_string();
+        let stem = stem.rsplit_once('.').map_or(stem, |(a, _)| a).to_string();
         Ok((jobs, stem))
     }
 }
@@ -340,6 +427,14 @@ pub fn catalog() -> Result<String, ApiError> {
         workloads,
         policies: registry::names(),
         defaults: Scenario::default(),
+        formats: UPLOAD_FORMATS
+            .iter()
+            .map(|&f| FormatInfo {
+                name: f.name(),
+                looks_like: looks_like(f),
+            })
+            .collect(),
+        limits: (MAX_NODES, MAX_GPUS, MAX_JOBS),
     })
 }
 
@@ -370,7 +465,7 @@ pub fn run_scenario(
     let mut planner = registry::create(&scenario.policy)?;
     with_profiles(|profiles| {
         let (jobs, workload_name) = scenario.jobs(profiles)?;
-        let mut submits: Vec<f64> = jobs.iter().map(|j| j.submit_s).collect();
+        let mut submits: Vec<f64> = jobs.iter().map(|j| j.spec.submit_s).collect();
         submits.sort_by(f64::total_cmp);
         let total = jobs.len();
         let mut kept: KeptRounds = Vec::new();
@@ -388,7 +483,7 @@ pub fn run_scenario(
             cancelled = c == Control::Cancel;
             c
         };
-        let result = simulate(&cfg, profiles, &jobs, planner.as_mut(), &mut observer);
+        let result = simulate_workload(&cfg, profiles, &jobs, planner.as_mut(), &mut observer);
         if cancelled {
             return Err(ApiError::Cancelled);
         }
@@ -637,7 +732,8 @@ mod tests {
         for w in c["workloads"].as_array().unwrap() {
             let id = w["id"].as_str().unwrap();
             let jobs =
-                workload::parse_pollux_workload(id, bundled(id).unwrap().as_bytes(), &profiles).unwrap();
+                gpuplan_sim::workload::parse_pollux_workload(id, bundled(id).unwrap().as_bytes(), &profiles)
+                    .unwrap();
             assert_eq!(w["jobs"], jobs.len(), "{id}");
         }
         assert!(c["policies"]
@@ -665,7 +761,7 @@ mod tests {
         let profiles = data::pollux_profiles().unwrap();
         let (jobs, _) = s.jobs(&profiles).unwrap();
         let mut planner = registry::create("fifo").unwrap();
-        let direct = simulate(
+        let direct = simulate_workload(
             &SimConfig::default(),
             &profiles,
             &jobs,
@@ -749,7 +845,10 @@ mod tests {
         let (a, _) = base.jobs(&profiles).unwrap();
         let (b, _) = twice.jobs(&profiles).unwrap();
         assert_eq!(a.len(), b.len());
-        assert!(a.iter().zip(&b).all(|(x, y)| y.submit_s == x.submit_s / 2.0));
+        assert!(a
+            .iter()
+            .zip(&b)
+            .all(|(x, y)| y.spec.submit_s == x.spec.submit_s / 2.0));
         let bad = Scenario {
             load: 0.0,
             ..Default::default()
@@ -789,5 +888,84 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("round:1:"));
+    }
+
+    #[test]
+    fn clusters_and_workloads_beyond_the_limits_are_refused_up_front() {
+        let s = Scenario {
+            cluster: "100000x8".into(),
+            ..Default::default()
+        };
+        let msg = run_scenario(&s, &mut quiet).unwrap_err().to_string();
+        assert!(msg.contains("at most 1024 nodes"), "{msg}");
+        assert!(parse_cluster("1000x4+100x4").is_err());
+        assert!(parse_cluster("4294967295x1").is_err());
+        assert!(parse_cluster("1024x8").is_ok());
+        assert!(parse_cluster("1024x9").is_err());
+        let rows: String = (0..=MAX_JOBS).map(|i| format!("j{i},{i},1,,,60\n")).collect();
+        let s = Scenario {
+            workload: "upload".into(),
+            upload: Some(Upload {
+                name: "big.csv".into(),
+                text: format!("name,submit_s,gpus,app,batch_size,duration_s\n{rows}"),
+            }),
+            ..Default::default()
+        };
+        let msg = run_scenario(&s, &mut quiet).unwrap_err().to_string();
+        assert!(msg.contains("at most 5000"), "{msg}");
+    }
+
+    #[test]
+    fn uploads_in_the_native_format_run_and_unknown_formats_name_the_accepted_ones() {
+        let s = Scenario {
+            workload: "upload".into(),
+            upload: Some(Upload {
+                name: "mine.csv".into(),
+                text: "name,submit_s,gpus,app,batch_size,duration_s\na,0,4,cifar10,2048,\nb,60,2,,,600\n"
+                    .into(),
+            }),
+            policy: "fifo".into(),
+            ..Default::default()
+        };
+        let out = run_scenario(&s, &mut quiet).unwrap();
+        assert_eq!(out.jobs.len(), 2);
+        assert_eq!(out.summary.workload, "mine");
+        let bad = Scenario {
+            upload: Some(Upload {
+                name: "x.csv".into(),
+                text: "foo,bar\n1,2\n".into(),
+            }),
+            ..s
+        };
+        let msg = run_scenario(&bad, &mut quiet).unwrap_err().to_string();
+        assert!(
+            msg.contains("x.csv:1:header") && msg.contains("gpuplan, pollux, philly"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_mip_reports_microlps_own_bound_never_a_made_up_one() {
+        let s = Scenario {
+            workload: "workloads-0.5/workload-3".into(),
+            policy: "fifo".into(),
+            ..Default::default()
+        };
+        let out = run_scenario(&s, &mut quiet).unwrap();
+        let round = busiest_round(&out);
+        let r: serde_json::Value =
+            serde_json::from_str(&resolve(out.run_id, round, r#"{"planner": "pollux-mip"}"#).unwrap())
+                .unwrap();
+        let objective = r["objective"].as_f64().unwrap();
+        if let Some(bound) = r["bound"].as_f64() {
+            assert!(
+                bound >= objective - 1e-9,
+                "bound {bound} below objective {objective}"
+            );
+            // The old stand-in was objective × (1 + 1e-4): gap exactly 1e-4.
+            assert!((r["gap"].as_f64().unwrap() - 1e-4).abs() > 1e-9, "{r}");
+        } else {
+            assert!(r["gap"].is_null());
+        }
     }
 }

@@ -385,8 +385,7 @@ pub struct Solved {
     pub values: Vec<f64>,
     pub status: SolutionStatus,
     /// Proven bound on the model's objective (Σ of terms, or τ), offset
-    /// included: HiGHS's MIP dual bound; for microlp, known only at
-    /// optimality (objective relaxed by the gap tolerance).
+    /// included: HiGHS's MIP dual bound, microlp's best bound.
     pub bound: Option<f64>,
 }
 
@@ -395,6 +394,7 @@ fn finish_solve<M>(
     constraints: Vec<Constraint>,
     initial: Vec<(Variable, f64)>,
     watched: &[Variable],
+    bound_of: impl FnOnce(M::Solution) -> Option<f64>,
 ) -> Result<Solved, ResolutionError>
 where
     M: SolverModel<Error = ResolutionError> + WithInitialSolution,
@@ -406,10 +406,12 @@ where
         m.with_initial_solution(initial)
     };
     let sol = m.solve()?;
+    let values = watched.iter().map(|v| sol.value(*v)).collect();
+    let status = sol.status();
     Ok(Solved {
-        values: watched.iter().map(|v| sol.value(*v)).collect(),
-        status: sol.status(),
-        bound: None,
+        values,
+        status,
+        bound: bound_of(sol),
     })
 }
 
@@ -437,11 +439,6 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
             bound: Some(offset),
         });
     }
-    // Model objective value from the watched values (the solvers drop constants).
-    let lin: Vec<(Variable, f64)> = {
-        use good_lp::IntoAffineExpression;
-        (&objective).linear_coefficients().collect()
-    };
     let problem = if minimise {
         vars.minimise(objective)
     } else {
@@ -460,19 +457,10 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
             m = m
                 .with_mip_gap(gap as f32)
                 .map_err(|e| ResolutionError::Str(e.to_string()))?;
-            let mut solved = finish_solve(m, constraints, initial, &watched)?;
-            if matches!(solved.status, SolutionStatus::Optimal | SolutionStatus::GapLimit) {
-                let index: std::collections::HashMap<Variable, usize> =
-                    watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
-                let obj: f64 = offset
-                    + lin
-                        .iter()
-                        .map(|(v, c)| c * index.get(v).map_or(0.0, |&i| solved.values[i]))
-                        .sum::<f64>();
-                let slack = gap * obj.abs();
-                solved.bound = Some(if minimise { obj - slack } else { obj + slack });
-            }
-            Ok(solved)
+            // microlp's own proven bound; it never sees good_lp's constant.
+            finish_solve(m, constraints, initial, &watched, |sol| {
+                sol.into_inner().stats().best_bound.map(|b| b + offset)
+            })
         }
     }
 }

@@ -13,11 +13,14 @@
 //! assert!(registry::create("nope").err().unwrap().to_string().contains("tiresias-gittins"));
 //! ```
 
+pub mod candidates;
+pub mod fallback;
 pub mod mip;
 pub mod pipeline;
 pub mod placement;
 pub mod planners;
 pub mod registry;
+pub mod solver;
 pub mod speedup;
 #[cfg(test)]
 pub(crate) mod testutil;

@@ -3,6 +3,8 @@
 
 use gpuplan_core::{Allocation, Cluster, NodeId};
 
+use crate::candidates::{charge, Choice, Pick};
+
 /// Free GPUs per node, tracked while a plan is built.
 #[derive(Debug, Clone)]
 pub struct FreeGpus {
@@ -113,39 +115,30 @@ mod tests {
 /// decreasing, preferring the node they already run on. A job that no
 /// longer fits is shrunk to the next smaller packable size, else dropped;
 /// every such event is reported. The result is always a valid placement.
-pub fn pack(round: &gpuplan_core::Round, choices: &[(usize, crate::mip::Choice)]) -> Packed {
-    let typed: Vec<(usize, crate::mip::Choice, Option<&str>)> =
-        choices.iter().map(|&(i, c)| (i, c, None)).collect();
-    pack_typed(round, &typed)
-}
-
-/// [`pack`] with an optional GPU type per choice (`mip-aggregate` decides
-/// the type). A job's GPUs are always of one type: a multi-node job takes
-/// whole nodes of the first type (in node order) with enough of them.
-pub fn pack_typed(
-    round: &gpuplan_core::Round,
-    choices: &[(usize, crate::mip::Choice, Option<&str>)],
-) -> Packed {
-    use crate::mip::Choice;
-    let node_type: Vec<&str> = round.cluster.nodes.iter().map(|n| n.gpu_type.as_str()).collect();
-    let mut type_names: Vec<&str> = Vec::new();
-    for t in &node_type {
-        if !type_names.contains(t) {
-            type_names.push(t);
-        }
-    }
+///
+/// A pick may name its GPU type (`mip-aggregate` decides the type). A job's
+/// GPUs are always of one type: a multi-node job takes whole nodes of the
+/// first type (in `Cluster::types()` order) with enough of them.
+pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
+    let node_type = round.cluster.type_index();
+    let n_types = round.cluster.types().len();
     let n_nodes = round.cluster.num_nodes();
     let cap: Vec<u32> = round.cluster.nodes.iter().map(|n| n.gpus).collect();
     let g = round.cluster.max_gpus_per_node().max(1);
     let mut free = cap.clone();
     let mut multi = vec![false; n_nodes];
     let mut out = Packed::default();
-    let mut rest: Vec<(usize, u32, u32, Option<&str>)> = Vec::new();
+    let mut rest: Vec<(usize, u32, u32, Option<usize>)> = Vec::new();
     let avoid = round.params.interference == gpuplan_core::Interference::Avoid;
     // Pinned (non-preemptible) jobs first: they cannot go anywhere else.
-    let mut ordered: Vec<(usize, Choice, Option<&str>)> = choices.to_vec();
-    ordered.sort_by_key(|&(i, _, _)| (round.jobs[i].preemptible, i));
-    for &(i, c, ty) in &ordered {
+    let mut ordered: Vec<Pick> = choices.to_vec();
+    ordered.sort_by_key(|p| (round.jobs[p.job].preemptible, p.job));
+    for &Pick {
+        job: i,
+        choice: c,
+        gpu_type: ty,
+    } in &ordered
+    {
         let j = &round.jobs[i];
         match c {
             Choice::Keep => {
@@ -171,7 +164,7 @@ pub fn pack_typed(
     }
     // Larger first (by what a shape takes: whole nodes for an unpackable
     // size); ties by job index for determinism.
-    let taken = |r: &(usize, u32, u32, Option<&str>)| crate::mip::charge(r.1, r.2, g).0;
+    let taken = |r: &(usize, u32, u32, Option<usize>)| charge(r.1, r.2, g).0;
     rest.sort_by(|a, b| taken(b).cmp(&taken(a)).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
     for (i, nodes, gpus, want) in rest {
         let type_ok = |m: usize| want.is_none_or(|t| node_type[m] == t);
@@ -186,14 +179,11 @@ pub fn pack_typed(
                 // more when `k` does not divide).
                 let per = k.div_ceil(n);
                 // Whole nodes of one type, the type of the current nodes first.
-                let pick = type_names
-                    .iter()
-                    .filter(|t| want.is_none_or(|w| w == **t))
+                let pick = (0..n_types)
+                    .filter(|&t| want.is_none_or(|w| w == t))
                     .map(|t| {
                         let mut cands: Vec<usize> = (0..n_nodes)
-                            .filter(|&m| {
-                                node_type[m] == *t && free[m] == cap[m] && cap[m] >= per && !multi[m]
-                            })
+                            .filter(|&m| node_type[m] == t && free[m] == cap[m] && cap[m] >= per && !multi[m])
                             .collect();
                         cands.sort_by_key(|&m| (!current.contains(&m), m));
                         cands

@@ -3,12 +3,12 @@
 use crate::mip::aggregate::MipAggregate;
 use crate::mip::exact::{MipExact, PolluxMip};
 use crate::mip::node::MipNode;
-use crate::mip::Solver;
 use crate::planners::greedy::Greedy;
 use crate::planners::{
     fifo::Fifo, optimus::Optimus, pollux_ga::PolluxGa, srtf::Srtf, tiresias::Tiresias,
     tiresias_gittins::TiresiasGittins,
 };
+use crate::solver::Solver;
 use crate::{PlanError, Planner};
 
 /// Rounds with at most this many job × node cells use the exact model in

@@ -521,12 +521,15 @@ fn exact_reports_bound_and_gap_at_the_optimum() {
 }
 
 /// The model objective (power mean of chosen values) of an aggregate solution.
-fn aggregate_value(round: &Round, choices: &[(usize, gpuplan_solve::mip::Choice, Option<String>)]) -> f64 {
+fn aggregate_value(round: &Round, choices: &[gpuplan_solve::candidates::Pick]) -> f64 {
     use gpuplan_core::objective::{fair_share, power_mean, restart_factor, speedup};
-    use gpuplan_solve::mip::Choice;
+    use gpuplan_solve::candidates::Choice;
     let fair = fair_share(round);
     let mut v = vec![0.0; round.jobs.len()];
-    for &(j, c, _) in choices {
+    for &gpuplan_solve::candidates::Pick {
+        job: j, choice: c, ..
+    } in choices
+    {
         let job = &round.jobs[j];
         v[j] = match c {
             Choice::Keep => speedup(job, job.current().num_nodes(), job.current().num_gpus(), fair),
@@ -546,13 +549,13 @@ proptest! {
     #[test]
     fn aggregate_pricing_keeps_the_optimum(round in (1u32..6, 1u32..9).prop_flat_map(|(n, g)| check_round(n, g, 14))) {
         use gpuplan_solve::mip::aggregate::{solve_aggregate_with, Pricing};
-        use gpuplan_solve::mip::Solver;
+        use gpuplan_solve::solver::Solver;
         let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0 };
         let priced = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Lagrangian).unwrap();
         let full = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Off).unwrap();
-        let (a, b) = (aggregate_value(&round, &priced.0), aggregate_value(&round, &full.0));
+        let (a, b) = (aggregate_value(&round, &priced.choices), aggregate_value(&round, &full.choices));
         prop_assert!((a - b).abs() <= 1e-7 * b.abs().max(1.0), "priced {} vs full {}", a, b);
-        if let (Some(bound), true) = (priced.2, b.is_finite()) {
+        if let (Some(bound), true) = (priced.bound, b.is_finite()) {
             prop_assert!(bound >= b - 1e-7 * b.abs().max(1.0), "bound {} below optimum {}", bound, b);
         }
     }

@@ -6,8 +6,13 @@
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
-use super::{charge, job_options, solve, Choice, Model, Sense, Shapes, Solver};
-use crate::placement::pack_typed;
+use super::MIP_TRAITS;
+use crate::candidates::{
+    bound_to_mean, charge, job_options, type_capacity, Choice, Pick, Sense, Shapes, TypeCapacity,
+};
+use crate::fallback::{fallback, set_gap_cached};
+use crate::placement::pack;
+use crate::solver::{solve, Model, Solver};
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
@@ -23,25 +28,29 @@ impl MipAggregate {
     }
 }
 
-/// Chosen (job index, choice, GPU type) triples, the model's status, its
-/// bound on the generalized mean, per-job notes, and the speedup tables
-/// (reused to evaluate the plan).
-pub type AggregateSolution = (
-    Vec<(usize, Choice, Option<String>)>,
-    PlanStatus,
-    Option<f64>,
-    Vec<String>,
-    Vec<SpeedupCache>,
-);
+/// What the aggregate model decided, before the packer places it.
+#[derive(Debug, Clone)]
+pub struct AggregateSolution {
+    /// Per job that runs, its choice and GPU type.
+    pub choices: Vec<Pick>,
+    /// The model's status.
+    pub status: PlanStatus,
+    /// The model's bound on the generalized mean.
+    pub bound: Option<f64>,
+    /// Per-job notes (jobs that cannot run, and why).
+    pub notes: Vec<String>,
+    /// The speedup tables, reused to evaluate the plan.
+    pub caches: Vec<SpeedupCache>,
+}
 
 /// (choice, GPU type, value) candidates of one job; "nothing" is implicit.
 type Cands = Vec<(Choice, Option<usize>, f64)>;
 
-/// Everything the model is built from: GPU types in order of first
-/// appearance (name, nodes, GPUs, largest node), each node's type, and per
-/// job its candidates, its "nothing" term and whether it is pinned.
+/// Everything the model is built from: GPU types in `Cluster::types()`
+/// order with their capacity, each node's type, and per job its
+/// candidates, its "nothing" term and whether it is pinned.
 struct Prep {
-    types: Vec<(gpuplan_core::GpuType, u32, u32, u32)>,
+    types: Vec<TypeCapacity>,
     node_type: Vec<usize>,
     cands: Vec<Cands>,
     none_term: Vec<f64>,
@@ -81,14 +90,8 @@ fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     let sense = Sense::of(round.params.p);
     let n_nodes = round.cluster.num_nodes();
     let maxn = round.params.max_nodes_per_job.min(n_nodes as u32);
-    let mut types: Vec<(gpuplan_core::GpuType, u32, u32, u32)> =
-        round.cluster.types().into_iter().map(|t| (t, 0, 0, 0)).collect();
+    let types = type_capacity(&round.cluster);
     let node_type = round.cluster.type_index();
-    for (n, &i) in round.cluster.nodes.iter().zip(&node_type) {
-        types[i].1 += 1;
-        types[i].2 += n.gpus;
-        types[i].3 = types[i].3.max(n.gpus);
-    }
     let mut all = Vec::with_capacity(opts.len());
     for o in &opts {
         // (choice, type, value): keep, then packable shapes per type.
@@ -98,15 +101,15 @@ fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
                 Choice::Keep => cands.push((Choice::Keep, None, c.value)),
                 Choice::Config { nodes: 1, gpus } => {
                     for (ty, tt) in types.iter().enumerate() {
-                        if gpus.is_power_of_two() && gpus <= tt.3 {
+                        if gpus.is_power_of_two() && gpus <= tt.max_node {
                             cands.push((Choice::Config { nodes: 1, gpus }, Some(ty), c.value));
                         }
                     }
                 }
                 Choice::Config { gpus, .. } => {
                     for (ty, tt) in types.iter().enumerate() {
-                        let n = gpus / tt.3.max(1);
-                        if gpus % tt.3.max(1) == 0 && n >= 2 && n <= maxn.min(tt.1) {
+                        let n = gpus / tt.max_node.max(1);
+                        if gpus % tt.max_node.max(1) == 0 && n >= 2 && n <= maxn.min(tt.nodes) {
                             cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
                         }
                     }
@@ -121,8 +124,8 @@ fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
                     continue;
                 };
                 for (ty, tt) in types.iter().enumerate() {
-                    let n = gpus.div_ceil(tt.3.max(1));
-                    if (n == 1) == (nodes == 1) && n <= tt.1 && (n == 1 || n <= maxn) {
+                    let n = gpus.div_ceil(tt.max_node.max(1));
+                    if (n == 1) == (nodes == 1) && n <= tt.nodes && (n == 1 || n <= maxn) {
                         cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
                     }
                 }
@@ -206,7 +209,7 @@ fn build(
                         }
                     }
                     Some((Choice::Config { nodes, gpus }, Some(ty), _)) => {
-                        let (g, w) = charge(nodes, gpus, types[ty].3);
+                        let (g, w) = charge(nodes, gpus, types[ty].max_node);
                         gpu_sum[ty] += g as f64;
                         whole_nodes[ty] += w as f64;
                     }
@@ -236,7 +239,7 @@ fn build(
                             }
                         }
                         (Choice::Config { nodes, gpus }, Some(ty)) => {
-                            let (g, w) = charge(nodes, gpus, types[ty].3);
+                            let (g, w) = charge(nodes, gpus, types[ty].max_node);
                             gpu_sum[ty] += g as f64 * v;
                             if w > 0 {
                                 whole_nodes[ty] += w as f64 * v;
@@ -285,8 +288,8 @@ fn build(
         m.initial.push((u, 1.0));
     }
     for (ty, tt) in types.iter().enumerate() {
-        m.constraints.push(gpu_sum[ty].clone().leq(tt.2 as f64));
-        m.constraints.push(whole_nodes[ty].clone().leq(tt.1 as f64));
+        m.constraints.push(gpu_sum[ty].clone().leq(tt.gpus as f64));
+        m.constraints.push(whole_nodes[ty].clone().leq(tt.nodes as f64));
     }
     match t {
         Some(t) => {
@@ -365,7 +368,7 @@ impl Relax {
                                 (sc, g, share, true)
                             }
                             Choice::Config { nodes, gpus } => {
-                                let (g, w) = charge(nodes, gpus, prep.types[0].3);
+                                let (g, w) = charge(nodes, gpus, prep.types[0].max_node);
                                 (sc, g as f64, w as f64, false)
                             }
                         }
@@ -378,8 +381,8 @@ impl Relax {
         Relax {
             opts,
             none_ok: prep.pinned.iter().map(|p| !p).collect(),
-            gpus: prep.types[0].2 as f64,
-            nodes: prep.types[0].1 as f64,
+            gpus: prep.types[0].gpus as f64,
+            nodes: prep.types[0].nodes as f64,
         }
     }
 
@@ -606,7 +609,11 @@ pub fn solve_aggregate_with(
         };
         if let Some(i) = pick {
             let (c, ty, _) = prep.cands[j][i];
-            choices.push((j, c, ty.map(|ty| prep.types[ty].0.as_str().to_string())));
+            choices.push(Pick {
+                job: j,
+                choice: c,
+                gpu_type: ty,
+            });
         }
     }
     let status = match solved.status {
@@ -624,8 +631,14 @@ pub fn solve_aggregate_with(
         }),
         None => solved.bound,
     };
-    let bound = bound.and_then(|b| super::bound_to_mean(sense, b, round.jobs.len()));
-    Ok((choices, status, bound, notes, caches))
+    let bound = bound.and_then(|b| bound_to_mean(sense, b, round.jobs.len()));
+    Ok(AggregateSolution {
+        choices,
+        status,
+        bound,
+        notes,
+        caches,
+    })
 }
 
 /// Price out the one-type model: returns the slots (most jobs fixed), a
@@ -640,7 +653,7 @@ fn reduce(round: &Round, prep: &Prep) -> Option<(Vec<Slot>, Vec<Option<usize>>, 
         return None;
     }
     // A feasible incumbent: raise both prices until the picks fit.
-    let g = prep.types[0].3.max(1) as f64;
+    let g = prep.types[0].max_node.max(1) as f64;
     let mut inc = vec![0usize; n];
     let d = relax.bisect(|d| {
         relax.eval(lam + d, mu + d * g, &mut inc);
@@ -691,15 +704,19 @@ impl Planner for MipAggregate {
     }
 
     fn traits(&self) -> PlannerTraits {
-        super::MIP_TRAITS
+        MIP_TRAITS
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         match solve_aggregate(round, self.solver, limits) {
-            Ok((choices, status, bound, notes, mut caches)) => {
-                let typed: Vec<(usize, Choice, Option<&str>)> =
-                    choices.iter().map(|(j, c, t)| (*j, *c, t.as_deref())).collect();
-                let packed = pack_typed(round, &typed);
+            Ok(AggregateSolution {
+                choices,
+                status,
+                bound,
+                notes,
+                mut caches,
+            }) => {
+                let packed = pack(round, &choices);
                 let mut plan = Plan::new(self.name, status);
                 for (i, a) in packed.allocations {
                     plan.allocations.insert(round.jobs[i].id, a);
@@ -710,7 +727,7 @@ impl Planner for MipAggregate {
                 // The bound is over packable shapes only: a bound for this
                 // model, not for the exact problem (docs/formulation.md).
                 plan.bound = bound;
-                super::set_gap_cached(round, &mut plan, &mut caches);
+                set_gap_cached(round, &mut plan, &mut caches);
                 if plan.reason.is_some() && plan.status == PlanStatus::Optimal {
                     // The packer had to change something: no longer the model's optimum.
                     plan.status = PlanStatus::Feasible;
@@ -722,7 +739,7 @@ impl Planner for MipAggregate {
                 }
                 Ok(plan)
             }
-            Err(reason) => Ok(super::fallback(self.name, round, &reason)),
+            Err(reason) => Ok(fallback(self.name, round, &reason)),
         }
     }
 }

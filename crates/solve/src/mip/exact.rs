@@ -17,8 +17,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use good_lp::{Expression, Variable};
 use gpuplan_core::{Allocation, Interference, NodeId, Plan, PlanStatus, Round};
 
-use super::{bound_to_mean, finish, job_options, solve, Choice, Model, Sense, Shapes, Solver, MIP_TRAITS};
+use super::MIP_TRAITS;
+use crate::candidates::{bound_to_mean, job_options, type_capacity, Choice, Sense, Shapes, TypeCapacity};
+use crate::fallback::{finish, SolvedPlan};
 use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
+use crate::solver::{solve, Model, Solver};
 use crate::speedup::{evaluate_cached, max_gpus, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
@@ -37,13 +40,6 @@ struct JobCands {
     opts: Vec<(Opt, f64)>,
     none_value: f64,
     pinned: bool,
-}
-
-/// Nodes of one GPU type (jobs never mix types).
-struct GpuType {
-    nodes: usize,
-    max_node: u32,
-    total: u32,
 }
 
 /// A node's content: the multi-node piece slot (0 = none) and single-job slots (descending).
@@ -77,7 +73,7 @@ impl MipExact {
 /// jobs that cannot run at all.
 fn candidates(
     round: &Round,
-    types: &[GpuType],
+    types: &[TypeCapacity],
     keep_ok: &[bool],
 ) -> (Vec<JobCands>, Vec<String>, Vec<SpeedupCache>) {
     let n_nodes = round.cluster.num_nodes() as u32;
@@ -128,7 +124,7 @@ fn candidates(
             }
             if t.nodes >= 2 {
                 for &(k, v) in &multis {
-                    if k <= t.total && k <= maxn * t.max_node {
+                    if k <= t.gpus && k <= maxn * t.max_node {
                         opts.push((Opt::Multi { ty, gpus: k }, v));
                     }
                 }
@@ -138,7 +134,7 @@ fn candidates(
             notes.push(why);
         } else if !o.pinned && !opts.iter().any(|(o, _)| *o != Opt::Keep) {
             let job = &round.jobs[j];
-            let largest = types.iter().map(|t| t.total).max().unwrap_or(0);
+            let largest = types.iter().map(|t| t.gpus).max().unwrap_or(0);
             if job.min_gpus > largest {
                 notes.push(format!(
                     "job {} needs at least {} GPUs of one type but the largest GPU type has {largest}",
@@ -235,7 +231,7 @@ struct Ctx<'a> {
     round: &'a Round,
     sense: Sense,
     avoid: bool,
-    types: Vec<GpuType>,
+    types: Vec<TypeCapacity>,
     node_type: Vec<usize>,
     /// Free GPUs and multi-node slot after pinned jobs.
     rho0: Vec<u32>,
@@ -251,30 +247,9 @@ struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     fn new(round: &'a Round) -> Self {
         let avoid = round.params.interference == Interference::Avoid;
-        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
-        for n in &round.cluster.nodes {
-            let next = names.len();
-            names.entry(n.gpu_type.as_str()).or_insert(next);
-        }
-        let node_type: Vec<usize> = round
-            .cluster
-            .nodes
-            .iter()
-            .map(|n| names[n.gpu_type.as_str()])
-            .collect();
-        let mut types: Vec<GpuType> = (0..names.len())
-            .map(|_| GpuType {
-                nodes: 0,
-                max_node: 0,
-                total: 0,
-            })
-            .collect();
-        for (n, &ty) in round.cluster.nodes.iter().zip(&node_type) {
-            let t = &mut types[ty];
-            t.nodes += 1;
-            t.max_node = t.max_node.max(n.gpus);
-            t.total += n.gpus;
-        }
+        // Types in `Cluster::types()` order (first appearance).
+        let node_type = round.cluster.type_index();
+        let types = type_capacity(&round.cluster);
         let n_nodes = round.cluster.num_nodes();
         let mut rho0: Vec<u32> = round.cluster.nodes.iter().map(|n| n.gpus).collect();
         let mut sig0 = vec![1u32; n_nodes];
@@ -833,7 +808,7 @@ fn keep_all(round: &Round) -> Plan {
 }
 
 /// Build, warm-start, solve and decode the pattern model. `Err` is the reason for a fallback.
-pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Plan, Vec<String>), String> {
+pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
     if round.params.interference == Interference::Allow {
         // Without the rule a node may hold pieces of several multi-node jobs,
         // and slot counts no longer guarantee that one job's pieces land on
@@ -869,7 +844,10 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pl
     plan.bound = solved
         .bound
         .and_then(|b| bound_to_mean(ctx.sense, b, round.jobs.len()));
-    Ok((plan, ctx.notes))
+    Ok(SolvedPlan {
+        plan,
+        notes: ctx.notes,
+    })
 }
 
 impl Planner for MipExact {

@@ -15,8 +15,11 @@ use std::collections::BTreeMap;
 use good_lp::{Expression, Variable};
 use gpuplan_core::{Allocation, Interference, NodeId, Plan, PlanStatus, Round};
 
-use super::{job_options, solve, Choice, Model, Sense, Shapes, Solver};
+use super::MIP_TRAITS;
+use crate::candidates::{bound_to_mean, job_options, Choice, Sense, Shapes};
+use crate::fallback::{finish, SolvedPlan};
 use crate::planners::greedy::{greedy_choices, plan_from_choices};
+use crate::solver::{solve, Model, Solver};
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
@@ -33,7 +36,7 @@ impl MipNode {
 }
 
 /// Solve the exact model; `Err` is the reason for a fallback.
-pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Plan, Vec<String>), String> {
+pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
     let n_nodes = round.cluster.num_nodes();
     let cap: Vec<f64> = round.cluster.nodes.iter().map(|n| n.gpus as f64).collect();
     let mut caches: Vec<SpeedupCache> = round
@@ -346,8 +349,8 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<(Pla
     }
     plan.bound = solved
         .bound
-        .and_then(|b| super::bound_to_mean(sense, b, round.jobs.len()));
-    Ok((plan, notes))
+        .and_then(|b| bound_to_mean(sense, b, round.jobs.len()));
+    Ok(SolvedPlan { plan, notes })
 }
 
 impl Planner for MipNode {
@@ -356,14 +359,10 @@ impl Planner for MipNode {
     }
 
     fn traits(&self) -> PlannerTraits {
-        super::MIP_TRAITS
+        MIP_TRAITS
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
-        Ok(super::finish(
-            self.name,
-            round,
-            solve_node(round, self.solver, limits),
-        ))
+        Ok(finish(self.name, round, solve_node(round, self.solver, limits)))
     }
 }

@@ -11,7 +11,7 @@ use std::collections::BinaryHeap;
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
-use crate::mip::{charge, job_options, Choice, JobOptions, Sense, Shapes};
+use crate::candidates::{charge, job_options, Choice, JobOptions, Pick, Sense, Shapes};
 use crate::placement::pack;
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
@@ -102,8 +102,9 @@ fn best_move(
     best
 }
 
-/// The greedy choice per job (None = nothing), shared with the MIP fallback.
-pub fn greedy_choices(round: &Round) -> Vec<(usize, Choice)> {
+/// The greedy choice per job (a job without a pick gets nothing), shared
+/// with the MIP fallback.
+pub fn greedy_choices(round: &Round) -> Vec<Pick> {
     let mut caches: Vec<SpeedupCache> = round
         .jobs
         .iter()
@@ -117,7 +118,7 @@ pub fn greedy_choices(round: &Round) -> Vec<(usize, Choice)> {
 
 /// [`greedy_choices`] over speedup tables the caller already holds (one
 /// per job, in round order), so a MIP's warm start does not redo them.
-pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<(usize, Choice)> {
+pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<Pick> {
     let opts = job_options(round, caches, Shapes::Packable);
     let sense = Sense::of(round.params.p);
     // Node size for what an unpackable shape takes (`charge`), read once.
@@ -159,12 +160,12 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<(u
     }
     pick.iter()
         .enumerate()
-        .filter_map(|(j, p)| p.map(|c| (j, opts[j].candidates[c].choice)))
+        .filter_map(|(j, p)| p.map(|c| Pick::new(j, opts[j].candidates[c].choice)))
         .collect()
 }
 
 /// Pack choices into a plan with the given status.
-pub fn plan_from_choices(name: &str, round: &Round, choices: &[(usize, Choice)], status: PlanStatus) -> Plan {
+pub fn plan_from_choices(name: &str, round: &Round, choices: &[Pick], status: PlanStatus) -> Plan {
     let packed = pack(round, choices);
     let mut plan = Plan::new(name, status);
     for (i, a) in packed.allocations {

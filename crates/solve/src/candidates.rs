@@ -1,0 +1,304 @@
+//! The candidate layer shared by greedy and the MIPs: per job, the ways it
+//! may run this round (keep, a (nodes, GPUs) configuration, nothing) and
+//! each one's value from the goodput model, plus the objective's per-choice
+//! terms ([`Sense`]). It sits below the solver binding, the packer and every
+//! planner, so they agree on what a choice is worth without importing each
+//! other.
+
+use gpuplan_core::math::Libm;
+use gpuplan_core::objective::{fair_share, restart_factor, EPSILON};
+use gpuplan_core::{Cluster, Round, RoundJob};
+
+use crate::speedup::{max_gpus, SpeedupCache};
+
+/// One way a job may run this round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Choice {
+    /// Keep exactly the current GPUs: full speedup, no restart.
+    Keep,
+    /// Any placement with this many nodes and GPUs: speedup × restart factor.
+    Config { nodes: u32, gpus: u32 },
+}
+
+/// A candidate with its value (speedup × factor) for the objective.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate {
+    pub choice: Choice,
+    pub value: f64,
+}
+
+/// Everything about one job's options this round.
+#[derive(Debug, Clone)]
+pub struct JobOptions {
+    pub candidates: Vec<Candidate>,
+    /// Value if the job gets nothing (0: a running job loses its speedup too).
+    pub none_value: f64,
+    /// Non-preemptible and running: must keep.
+    pub pinned: bool,
+    /// Why the job cannot run at all, if so.
+    pub infeasible: Option<String>,
+}
+
+/// Node counts to offer for k GPUs on G-GPU nodes. The goodput model
+/// depends on the node count only through "one node or several" (the sync
+/// constants), so two candidates cover every placement exactly: 1 (if k
+/// fits a node) and 2, which stands for "two or more" — the exact model
+/// lets such a job span 2..=min(k, max_nodes) nodes.
+pub fn node_counts(k: u32, per_node: u32, max_nodes: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    if k <= per_node {
+        v.push(1);
+    }
+    if k >= 2 && max_nodes >= 2 {
+        v.push(2);
+    }
+    v
+}
+
+/// Build every job's options for the exact formulation (all k, pruned node counts).
+pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -> Vec<JobOptions> {
+    let g = round.cluster.max_gpus_per_node().max(1);
+    let nodes = round.cluster.num_nodes() as u32;
+    let max_nodes = round.params.max_nodes_per_job.min(nodes);
+    round
+        .jobs
+        .iter()
+        .zip(caches.iter_mut())
+        .map(|(j, cache)| {
+            let factor = restart_factor(j, round.params.restart_penalty_s);
+            let cur = j.current();
+            let pinned = !j.preemptible && !cur.is_empty();
+            let mut candidates = Vec::new();
+            if !cur.is_empty() {
+                candidates.push(Candidate {
+                    choice: Choice::Keep,
+                    value: cache.get(j, cur.num_nodes(), cur.num_gpus()),
+                });
+            }
+            let kmax = max_gpus(j, round);
+            let mut infeasible = None;
+            if j.min_gpus.max(1) > round.cluster.total_gpus() {
+                infeasible = Some(format!(
+                    "job {} needs at least {} GPUs but the cluster has {}",
+                    j.name,
+                    j.min_gpus,
+                    round.cluster.total_gpus()
+                ));
+            } else if !pinned {
+                for k in j.min_gpus.max(1)..=kmax {
+                    let counts: Vec<u32> = match shapes {
+                        Shapes::Any => node_counts(k, g, max_nodes),
+                        Shapes::Packable => {
+                            if k <= g && k.is_power_of_two() {
+                                vec![1]
+                            } else if k > g && k % g == 0 && k / g <= max_nodes {
+                                vec![k / g]
+                            } else {
+                                vec![]
+                            }
+                        }
+                    };
+                    for n in counts {
+                        let s = cache.get(j, n, k);
+                        if s > 0.0 {
+                            candidates.push(Candidate {
+                                choice: Choice::Config { nodes: n, gpus: k },
+                                value: s * factor,
+                            });
+                        }
+                    }
+                }
+                // A job whose every allowed size is unpackable (rigid 12 GPUs on
+                // 8-GPU nodes, or 6 on one node) would never run: offer it whole
+                // nodes, of which it uses `k` GPUs (see [`charge`]).
+                if shapes == Shapes::Packable && candidates.iter().all(|c| c.choice == Choice::Keep) {
+                    for k in j.min_gpus.max(1)..=kmax {
+                        let n = k.div_ceil(g);
+                        if n > max_nodes {
+                            break;
+                        }
+                        let s = cache.get(j, n, k);
+                        if s > 0.0 {
+                            candidates.push(Candidate {
+                                choice: Choice::Config { nodes: n, gpus: k },
+                                value: s * factor,
+                            });
+                        }
+                    }
+                }
+                if candidates.iter().all(|c| c.choice == Choice::Keep) && kmax < j.min_gpus.max(1) {
+                    infeasible = Some(format!(
+                        "job {} may use at most {kmax} GPUs this round but needs at least {}",
+                        j.name, j.min_gpus
+                    ));
+                }
+            }
+            JobOptions {
+                candidates,
+                none_value: 0.0,
+                pinned,
+                infeasible,
+            }
+        })
+        .collect()
+}
+
+/// What a shape takes from the pool on nodes of `g` GPUs: (GPUs, whole
+/// nodes). A power of two within a node takes its GPUs and packs with
+/// others; whole nodes beyond take exactly themselves; any other size
+/// reserves ⌈k/g⌉ whole nodes (at least `nodes`), because only then does
+/// every choice the aggregate model accepts still pack.
+pub fn charge(nodes: u32, gpus: u32, g: u32) -> (u32, u32) {
+    let g = g.max(1);
+    if nodes <= 1 && gpus <= g && gpus.is_power_of_two() {
+        (gpus, 0)
+    } else if nodes > 1 && gpus == nodes * g {
+        (gpus, nodes)
+    } else {
+        let n = gpus.div_ceil(g).max(nodes).max(1);
+        (n * g, n)
+    }
+}
+
+/// Which configurations a formulation offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shapes {
+    /// Every GPU count, with the fewest or one more nodes (exact placement follows).
+    Any,
+    /// Powers of two within a node, whole nodes beyond: always packable.
+    /// A job with no such size in its limits gets whole nodes instead.
+    Packable,
+}
+
+/// The objective is linear in the choices: each choice contributes a term of
+/// its value. Direction and transform depend on p.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sense {
+    /// p < 0: minimise Σ (v+ε)^p.
+    MinPower(f64),
+    /// p = 0: maximise Σ ln(v+ε).
+    MaxLog,
+    /// p > 0: maximise Σ (v+ε)^p.
+    MaxPower(f64),
+    /// p = −∞: maximise the minimum.
+    MaxMin,
+}
+
+impl Sense {
+    pub fn of(p: f64) -> Self {
+        if p == f64::NEG_INFINITY {
+            Sense::MaxMin
+        } else if p < 0.0 {
+            Sense::MinPower(p)
+        } else if p == 0.0 {
+            Sense::MaxLog
+        } else {
+            Sense::MaxPower(p)
+        }
+    }
+
+    pub fn term(self, v: f64) -> f64 {
+        let x = v.max(0.0) + EPSILON;
+        match self {
+            Sense::MinPower(p) | Sense::MaxPower(p) => x.libm_pow(p),
+            Sense::MaxLog => x.libm_ln(),
+            Sense::MaxMin => x,
+        }
+    }
+
+    /// Convert a bound on Σ terms over `n` jobs to a bound on the power mean.
+    pub fn to_mean(self, total: f64, n: usize) -> f64 {
+        let n = n.max(1) as f64;
+        match self {
+            Sense::MinPower(p) | Sense::MaxPower(p) => (total / n).libm_pow(1.0 / p),
+            Sense::MaxLog => (total / n).libm_exp(),
+            Sense::MaxMin => total,
+        }
+    }
+}
+
+/// One job's chosen candidate, as the packer takes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pick {
+    /// Index of the job in `Round::jobs`.
+    pub job: usize,
+    pub choice: Choice,
+    /// Index into `Cluster::types()` when the formulation chose the GPU type
+    /// (`mip-aggregate`); `None` lets the packer take any one type.
+    pub gpu_type: Option<usize>,
+}
+
+impl Pick {
+    /// A choice without a GPU type.
+    pub fn new(job: usize, choice: Choice) -> Self {
+        Pick {
+            job,
+            choice,
+            gpu_type: None,
+        }
+    }
+}
+
+/// Capacity of one GPU type, in `Cluster::types()` order. Jobs never mix
+/// types, so the models count GPUs and nodes per type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TypeCapacity {
+    /// Nodes of this type.
+    pub nodes: u32,
+    /// GPUs on them in all.
+    pub gpus: u32,
+    /// The largest node of this type.
+    pub max_node: u32,
+}
+
+/// Per GPU type (indexed as `Cluster::type_index()` indexes nodes), its capacity.
+pub fn type_capacity(cluster: &Cluster) -> Vec<TypeCapacity> {
+    let mut out = vec![
+        TypeCapacity {
+            nodes: 0,
+            gpus: 0,
+            max_node: 0,
+        };
+        cluster.types().len()
+    ];
+    for (n, ty) in cluster.nodes.iter().zip(cluster.type_index()) {
+        let t = &mut out[ty];
+        t.nodes += 1;
+        t.gpus += n.gpus;
+        t.max_node = t.max_node.max(n.gpus);
+    }
+    out
+}
+
+/// A bound on Σ terms (or τ) as a bound on the generalized mean over `n` jobs,
+/// the same scale as `objective::evaluate`; `None` if it is not finite.
+pub fn bound_to_mean(sense: Sense, bound: f64, n: usize) -> Option<f64> {
+    let b = match sense {
+        // For p < 0 every term is positive, so a bound ≤ 0 carries no information.
+        Sense::MinPower(_) if bound <= 0.0 => return None,
+        _ => sense.to_mean(bound, n),
+    };
+    b.is_finite().then_some(b)
+}
+
+/// The fair share, exposed so formulations and tests agree on it.
+pub fn fair(round: &Round) -> (u32, u32) {
+    fair_share(round)
+}
+
+/// Value of one job under an allocation, for incumbents and checks.
+pub fn value_of(
+    job: &RoundJob,
+    nodes: u32,
+    gpus: u32,
+    keep: bool,
+    cache: &mut SpeedupCache,
+    round: &Round,
+) -> f64 {
+    let s = cache.get(job, nodes, gpus);
+    if keep {
+        s
+    } else {
+        s * restart_factor(job, round.params.restart_penalty_s)
+    }
+}

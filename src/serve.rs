@@ -56,6 +56,9 @@ pub struct ServeArgs {
     /// `nvml` (this machine's GPUs) or `fake:NODESxGPUS` (simulated, e.g. fake:2x4).
     #[arg(long, default_value = "nvml")]
     pub devices: String,
+    /// How jobs are run: `local` (process groups on this machine).
+    #[arg(long, default_value = "local")]
+    pub engine: String,
     /// Time between planning rounds.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub interval: Duration,
@@ -111,6 +114,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     gpuplan_exec::serve_blocking(gpuplan_exec::ServeConfig {
         daemon: cfg,
         devices: a.devices,
+        engine: a.engine,
         listen: a.listen,
         token,
     })?;

@@ -22,7 +22,6 @@ use serde_json::json;
 
 use crate::daemon::{Config, Daemon, Report};
 use crate::device::Fault;
-use crate::engine::LocalEngine;
 use crate::spec::JobSubmission;
 use crate::ExecError;
 
@@ -32,6 +31,8 @@ pub struct ServeConfig {
     pub daemon: Config,
     /// `nvml` or `fake:NxG`.
     pub devices: String,
+    /// Engine name (see [`crate::engine::ENGINES`]).
+    pub engine: String,
     pub listen: SocketAddr,
     /// Admin token; `None` = read STATE/token, creating it (mode 0600) if absent.
     pub token: Option<String>,
@@ -266,8 +267,10 @@ pub fn load_or_create_token(state_dir: &std::path::Path, given: Option<String>) 
 /// Run the daemon until SIGINT or SIGTERM. Jobs keep running when it stops
 /// and are re-adopted by the next start on the same state directory.
 pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
+    // Refuse an oracle planner before touching devices or the state.
+    crate::daemon::live_planner(&cfg.daemon.planner)?;
+    let engine = crate::engine::open(&cfg.engine)?;
     let devices = crate::device::open(&cfg.devices)?;
-    gpuplan_solve::registry::create(&cfg.daemon.planner)?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| ExecError::Io {
@@ -293,7 +296,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
     dcfg.report_base = format!("http://{addr}");
     let interval = Duration::from_secs_f64(dcfg.interval_s.max(0.01));
     let tick = (interval / 4).clamp(Duration::from_millis(20), Duration::from_millis(500));
-    let daemon = Daemon::open(dcfg, devices, Box::new(LocalEngine::default()))?;
+    let daemon = Daemon::open(dcfg, devices, engine)?;
     let shared = Arc::new(Shared {
         daemon: Mutex::new(daemon),
         token,

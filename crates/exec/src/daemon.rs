@@ -7,16 +7,18 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
-use gpuplan_core::fit::{fit_perf_params, prior_perf_params, Observation};
+use gpuplan_core::fit::Observation;
 use gpuplan_core::{
     Allocation, BatchLimits, Cluster, GoodputModel, GpuId, GradParams, JobId, JobState, Node, NodeId,
-    PerfParams, PolicyParams, Round, RoundJob,
+    PolicyParams, Round,
 };
-use gpuplan_solve::{run_round, Decision, Limits, Planner};
+use gpuplan_solve::agent::{round_job, Agent, BatchTarget, FitMemo, JobFacts};
+use gpuplan_solve::{run_round, Decision, Limits, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
+use crate::clock::{Clock, SystemClock};
 use crate::device::{Devices, Fault, Gpu, Health};
 use crate::engine::{log_file, Engine, LaunchRequest, RankProc, RankSpec, RankStatus, Signal};
 use crate::journal::Journal;
@@ -102,16 +104,7 @@ pub struct Attempt {
     pub started_unix_s: f64,
 }
 
-/// Mean of the step times reported at one (nodes, GPUs, local batch).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ObsAgg {
-    pub nodes: u32,
-    pub gpus: u32,
-    pub local_bsz: u32,
-    pub accum_time_s_sum: f64,
-    pub step_time_s_sum: f64,
-    pub count: u64,
-}
+pub use gpuplan_solve::agent::ObsAgg;
 
 /// Everything the daemon knows about one job; the journal's unit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -139,12 +132,11 @@ pub struct JobRecord {
     pub progress: f64,
     pub epoch: u32,
     pub step: u64,
-    pub observations: Vec<ObsAgg>,
-    pub grad: Option<GradParams>,
+    /// Measurements and the fit (journaled as `observations` and `grad`).
+    #[serde(flatten)]
+    pub agent: Agent,
     pub last_log: Vec<String>,
     pub finished_unix_s: Option<f64>,
-    #[serde(skip)]
-    fitted: Option<PerfParams>,
 }
 
 /// What a job sends to its report endpoint (see docs/job-protocol.md).
@@ -208,10 +200,27 @@ pub struct Prepared {
     stats: RoundStats,
 }
 
+/// The planner named `name`, if it can run on a live cluster: one that
+/// reads the simulator's oracle is refused here, at start, with the list of
+/// those that can (it would otherwise plan with no oracle, silently).
+pub fn live_planner(name: &str) -> Result<Box<dyn Planner>, ExecError> {
+    let planner = gpuplan_solve::registry::create(name)?;
+    gpuplan_solve::pipeline::check_live(planner.as_ref())?;
+    Ok(planner)
+}
+
+/// Which batch a job runs at under a planner: the one policy
+/// ([`BatchTarget::for_job`]), where the job allows adapting when its spec
+/// lets the batch grow (`max_batch_size` above `batch_size`). The simulator
+/// asks the same question.
+pub fn batch_target(traits: &PlannerTraits, spec: &JobSubmission) -> BatchTarget {
+    let allows = spec.max_batch_size.is_some_and(|m| m > spec.batch_size);
+    BatchTarget::for_job(traits, allows, spec.batch_size)
+}
+
+/// The system clock's time (the API's; the daemon reads its own [`Clock`]).
 pub fn now_unix_s() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+    SystemClock.now_unix_s()
 }
 
 fn ms(t: Instant) -> f64 {
@@ -265,56 +274,21 @@ impl JobRecord {
         }
     }
 
-    /// The fitted goodput model, as the simulator builds it: throughput
-    /// parameters fitted to the mean step time at each measured
-    /// configuration, gradient statistics from the latest report.
-    pub fn model(&mut self) -> Option<GoodputModel> {
-        if self.observations.is_empty() {
-            return None;
-        }
-        if self.fitted.is_none() {
-            let obs: Vec<Observation> = self
-                .observations
-                .iter()
-                .map(|o| Observation {
-                    nodes: o.nodes,
-                    gpus: o.gpus,
-                    local_bsz: o.local_bsz,
-                    accum_time_s: o.accum_time_s_sum / o.count as f64,
-                    step_time_s: o.step_time_s_sum / o.count as f64,
-                })
-                .collect();
-            self.fitted = Some(fit_perf_params(&obs));
-        }
-        Some(GoodputModel {
-            perf: self.fitted?,
-            grad: self.grad.unwrap_or(GradParams { sqr: 1.0, var: 0.0 }),
-            limits: self.limits(),
-            accumulation: true,
-        })
+    /// The fitted goodput model, built as the simulator builds it.
+    pub fn model(&mut self, memo: &mut FitMemo) -> Option<GoodputModel> {
+        let limits = self.limits();
+        self.agent.model(limits, memo)
     }
 
     /// Batch size, local batch and accumulation for `gpus` GPUs on `nodes`
-    /// nodes: goodput-optimal once a model exists and the batch may grow,
-    /// else the user's batch split over the GPUs.
-    fn choose_batch(&mut self, nodes: u32, gpus: u32) {
-        let adaptive = self.limits().max_batch > self.limits().init_batch;
-        let model = self.model();
-        let prior = GoodputModel {
-            perf: prior_perf_params(),
-            grad: GradParams { sqr: 1.0, var: 0.0 },
-            limits: self.limits(),
-            accumulation: true,
-        };
-        let choice = match model {
-            Some(m) if adaptive => m.optimize(nodes, gpus),
-            _ => None,
-        }
-        .or_else(|| prior.at_batch(nodes, gpus, self.spec.batch_size as f64));
-        if let Some(c) = choice {
+    /// nodes, under the planner's batch policy (the simulator's rule).
+    fn choose_batch(&mut self, traits: &PlannerTraits, nodes: u32, gpus: u32, memo: &mut FitMemo) {
+        let target = batch_target(traits, &self.spec);
+        let limits = self.limits();
+        if let Some(c) = self.agent.choose_batch(limits, target, nodes, gpus, memo) {
             self.local_bsz = c.local_bsz;
             self.accum_steps = c.accum_steps;
-            self.batch_size = gpus * c.local_bsz * (c.accum_steps + 1);
+            self.batch_size = c.batch(gpus);
         }
     }
 
@@ -378,6 +352,10 @@ pub struct Daemon {
     last_tick_unix_s: f64,
     /// Jobs whose reports changed them since they were last journaled.
     dirty: BTreeSet<JobId>,
+    /// The planner's traits: its batch policy decides each job's batch.
+    traits: PlannerTraits,
+    memo: FitMemo,
+    clock: Box<dyn Clock>,
 }
 
 impl Daemon {
@@ -387,6 +365,16 @@ impl Daemon {
         cfg: Config,
         devices: Box<dyn Devices>,
         engine: Box<dyn Engine>,
+    ) -> Result<Daemon, ExecError> {
+        Daemon::open_with_clock(cfg, devices, engine, Box::new(SystemClock))
+    }
+
+    /// [`Daemon::open`] on an injected clock (tests advance a manual one).
+    pub fn open_with_clock(
+        cfg: Config,
+        devices: Box<dyn Devices>,
+        engine: Box<dyn Engine>,
+        clock: Box<dyn Clock>,
     ) -> Result<Daemon, ExecError> {
         let dir = &cfg.state_dir;
         std::fs::create_dir_all(dir.join("jobs")).map_err(|source| ExecError::Io {
@@ -401,6 +389,7 @@ impl Daemon {
             }
         }
         let next_id = jobs.keys().next_back().map_or(1, |k: &JobId| k.0 + 1);
+        let traits = live_planner(&cfg.planner)?.traits();
         let mut d = Daemon {
             cfg,
             devices,
@@ -411,8 +400,11 @@ impl Daemon {
             gpus: Vec::new(),
             rounds: 0,
             last_round: None,
-            last_tick_unix_s: now_unix_s(),
+            last_tick_unix_s: clock.now_unix_s(),
             dirty: BTreeSet::new(),
+            traits,
+            memo: FitMemo::default(),
+            clock,
         };
         d.recover()?;
         let all: Vec<Entry> = d.jobs.values().map(|j| Entry::Job(Box::new(j.clone()))).collect();
@@ -424,7 +416,7 @@ impl Daemon {
     /// intended but not as spawned are looked up among live processes;
     /// a half-started attempt is stopped and relaunched.
     fn recover(&mut self) -> Result<(), ExecError> {
-        let now = now_unix_s();
+        let now = self.clock.now_unix_s();
         let ids: Vec<JobId> = self.jobs.keys().copied().collect();
         for id in ids {
             let job = self.jobs.get_mut(&id).expect("id from keys");
@@ -496,7 +488,7 @@ impl Daemon {
             id,
             batch_size: spec.batch_size,
             spec,
-            submit_unix_s: now_unix_s(),
+            submit_unix_s: self.clock.now_unix_s(),
             status: JobStatus::Queued,
             reason: None,
             token: token.clone(),
@@ -513,11 +505,9 @@ impl Daemon {
             progress: 0.0,
             epoch: 0,
             step: 0,
-            observations: Vec::new(),
-            grad: None,
+            agent: Agent::default(),
             last_log: Vec::new(),
             finished_unix_s: None,
-            fitted: None,
         };
         self.jobs.insert(id, job);
         self.save(&[id])?;
@@ -529,7 +519,7 @@ impl Daemon {
     }
 
     pub fn cancel(&mut self, id: JobId) -> Result<JobView, ExecError> {
-        let now = now_unix_s();
+        let now = self.clock.now_unix_s();
         let job = self
             .jobs
             .get_mut(&id)
@@ -596,29 +586,15 @@ impl Daemon {
             .collect::<BTreeSet<_>>()
             .len()
             .max(1) as u32;
-        let accum = r.accum_time_s.unwrap_or(r.step_time_s);
-        match job
-            .observations
-            .iter_mut()
-            .find(|o| o.nodes == nodes && o.gpus == gpus && o.local_bsz == r.local_bsz)
-        {
-            Some(o) => {
-                o.accum_time_s_sum += accum;
-                o.step_time_s_sum += r.step_time_s;
-                o.count += 1;
-            }
-            None => job.observations.push(ObsAgg {
-                nodes,
-                gpus,
-                local_bsz: r.local_bsz,
-                accum_time_s_sum: accum,
-                step_time_s_sum: r.step_time_s,
-                count: 1,
-            }),
-        }
-        job.fitted = None;
+        job.agent.observe(Observation {
+            nodes,
+            gpus,
+            local_bsz: r.local_bsz,
+            accum_time_s: r.accum_time_s.unwrap_or(r.step_time_s),
+            step_time_s: r.step_time_s,
+        });
         if let (Some(sqr), Some(var)) = (r.grad_sqr, r.grad_var) {
-            job.grad = Some(GradParams { sqr, var });
+            job.agent.grad = Some(GradParams { sqr, var });
         }
         if let Some(s) = r.step {
             job.step = s;
@@ -638,7 +614,7 @@ impl Daemon {
     }
 
     pub fn view(&self, id: JobId) -> Option<JobView> {
-        let now = now_unix_s();
+        let now = self.clock.now_unix_s();
         let j = self.jobs.get(&id)?;
         let mut m = j.clone();
         Some(JobView {
@@ -660,7 +636,12 @@ impl Daemon {
             last_log: j.last_log.clone(),
             submit_unix_s: j.submit_unix_s,
             finished_unix_s: j.finished_unix_s,
-            model: if j.fitted.is_some() { m.model() } else { None },
+            // A view shows a fit already made; it does not fit.
+            model: if j.agent.is_fitted() {
+                m.model(&mut FitMemo::default())
+            } else {
+                None
+            },
         })
     }
 
@@ -708,7 +689,7 @@ impl Daemon {
     /// Collect devices and build the round. `None` when there is nothing to plan.
     pub fn prepare(&mut self) -> Result<Option<Prepared>, ExecError> {
         let t0 = Instant::now();
-        let now = now_unix_s();
+        let now = self.clock.now_unix_s();
         self.rounds += 1;
         let mut stats = RoundStats {
             round: self.rounds,
@@ -788,7 +769,7 @@ impl Daemon {
             }
             let alloc = Allocation::from_gpus(j.gpus.iter().map(|u| slot_of[u]).collect());
             targets.insert(j.id, j.gpus.clone());
-            round_jobs.push(RoundJob {
+            let facts = JobFacts {
                 id: j.id,
                 name: j.spec.name.clone(),
                 app: j.spec.app.clone().unwrap_or_default(),
@@ -798,22 +779,22 @@ impl Daemon {
                 min_gpus: j.spec.min_gpus,
                 max_gpus: j.spec.max_gpus,
                 preemptible: j.spec.preemptible,
-                state: JobState {
-                    progress: j.progress,
-                    epoch: j.epoch,
-                    attained_gpu_s: j.attained_gpu_s,
-                    age_s: (now - j.submit_unix_s).max(0.0),
-                    restarts: j.restarts,
-                    allocation: alloc,
-                    max_gpus_used: j.max_gpus_used,
-                    batch_size: j.batch_size,
-                    local_bsz: j.local_bsz,
-                    accum_steps: j.accum_steps,
-                },
-                model: j.model(),
-                oracle: None,
                 restart_penalty_s: j.spec.restart_cost_s,
-            });
+                limits: Some(j.limits()),
+            };
+            let state = JobState {
+                progress: j.progress,
+                epoch: j.epoch,
+                attained_gpu_s: j.attained_gpu_s,
+                age_s: (now - j.submit_unix_s).max(0.0),
+                restarts: j.restarts,
+                allocation: alloc,
+                max_gpus_used: j.max_gpus_used,
+                batch_size: j.batch_size,
+                local_bsz: j.local_bsz,
+                accum_steps: j.accum_steps,
+            };
+            round_jobs.push(round_job(facts, state, &mut j.agent, None, &mut self.memo));
         }
         stats.active_jobs = round_jobs.len();
         stats.collect_ms = ms(t0);
@@ -843,7 +824,7 @@ impl Daemon {
         decision: Result<Decision, String>,
     ) -> Result<RoundStats, ExecError> {
         let t0 = Instant::now();
-        let now = now_unix_s();
+        let now = self.clock.now_unix_s();
         let Prepared {
             round,
             node_gpus,
@@ -921,7 +902,7 @@ impl Daemon {
                 }
                 j.max_gpus_used = j.max_gpus_used.max(j.gpus.len() as u32);
                 let nodes = per_node.len() as u32;
-                j.choose_batch(nodes, j.gpus.len() as u32);
+                j.choose_batch(&self.traits, nodes, j.gpus.len() as u32, &mut self.memo);
             }
             if let Some(a) = j.attempt.as_mut() {
                 if a.term_sent_unix_s.is_none() {
@@ -956,7 +937,7 @@ impl Daemon {
     /// Watch processes: reap exits, escalate to SIGKILL, handle crashes and
     /// completions, and launch jobs whose GPUs are free.
     pub fn tick(&mut self) -> Result<(), ExecError> {
-        let now = now_unix_s();
+        let now = self.clock.now_unix_s();
         let dt = (now - self.last_tick_unix_s).max(0.0);
         self.last_tick_unix_s = now;
         let ids: Vec<JobId> = self
@@ -1115,7 +1096,12 @@ impl Daemon {
             }
         }
         if j.local_bsz == 0 {
-            j.choose_batch(per_node.len() as u32, j.gpus.len() as u32);
+            j.choose_batch(
+                &self.traits,
+                per_node.len() as u32,
+                j.gpus.len() as u32,
+                &mut self.memo,
+            );
         }
         j.attempts += 1;
         j.attempt = Some(Attempt {
@@ -1234,17 +1220,16 @@ mod tests {
     use gpuplan_core::PlanStatus;
 
     fn daemon(state: &std::path::Path) -> Daemon {
-        let mut cfg = Config::new(state.to_path_buf(), "greedy");
+        daemon_with(state, "greedy", FakeDevices::new(1, 4))
+    }
+
+    fn daemon_with(state: &std::path::Path, planner: &str, devices: FakeDevices) -> Daemon {
+        let mut cfg = Config::new(state.to_path_buf(), planner);
         // A SIGTERM that lands while a rank's shell is still starting can be
         // lost; SIGKILL after the grace period covers it, so waits below
         // allow several grace periods.
         cfg.grace_s = 1.0;
-        Daemon::open(
-            cfg,
-            Box::new(FakeDevices::new(1, 4)),
-            Box::new(LocalEngine::default()),
-        )
-        .unwrap()
+        Daemon::open(cfg, Box::new(devices), Box::new(LocalEngine::default())).unwrap()
     }
 
     fn spec() -> JobSubmission {
@@ -1376,6 +1361,117 @@ mod tests {
         d.tick().unwrap();
         assert!(d.jobs[&id].attempt.is_none(), "not relaunched");
         assert_eq!(d.jobs[&id].attempts, 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Drift case 1 of issue 12: tiresias does not honour the interference
+    /// rule, and three 6-GPU jobs on 3×4 GPUs need two of them to share a
+    /// node. The daemon once threw such plans away every round, so none
+    /// ever started; the pipeline now relaxes the rule, and all complete.
+    #[test]
+    fn tiresias_runs_three_six_gpu_jobs_on_3x4_to_completion() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-tir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut d = daemon_with(&dir, "tiresias", FakeDevices::new(3, 4));
+        let mut planner = live_planner("tiresias").unwrap();
+        let spec = JobSubmission::from_toml(
+            "name = \"six\"\ncommand = \"exec sleep 1\"\nmin_gpus = 6\nmax_gpus = 6\nbatch_size = 48\nmax_batch_size = 480\n",
+            "t",
+        )
+        .unwrap();
+        let ids: Vec<JobId> = (0..3).map(|_| d.submit(spec.clone()).unwrap().0).collect();
+        let mut rounds = 0;
+        while !ids.iter().all(|id| d.jobs[id].status.is_final()) {
+            rounds += 1;
+            assert!(rounds < 300, "not all complete: {:?}", d.views());
+            let st = d.round_blocking(planner.as_mut()).unwrap();
+            assert!(st.note.is_none(), "round {rounds}: {:?}", st.note);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        for id in &ids {
+            let j = &d.jobs[id];
+            assert_eq!(j.status, JobStatus::Completed, "{:?}", d.view(*id));
+            assert_eq!(j.max_gpus_used, 6);
+            // A fixed-batch planner keeps the user's batch, though the spec
+            // would let it grow.
+            assert_eq!(j.batch_size, 48);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Drift case 2: a planner that needs the simulator's oracle is refused
+    /// at start (`serve` calls this), naming the planners that can run.
+    #[test]
+    fn oracle_planners_are_refused_with_the_live_list() {
+        let e = live_planner("srtf").err().expect("srtf is refused").to_string();
+        assert!(e.contains("srtf"), "{e}");
+        for live in gpuplan_solve::registry::live_names() {
+            assert!(e.contains(live), "{e} lacks {live}");
+        }
+        assert!(live_planner("tiresias").is_ok());
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-srtf-{}", std::process::id()));
+        let mut cfg = Config::new(dir.clone(), "srtf");
+        cfg.grace_s = 1.0;
+        assert!(Daemon::open(
+            cfg,
+            Box::new(FakeDevices::new(1, 1)),
+            Box::new(LocalEngine::default())
+        )
+        .is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Supervision reads only the injected clock: a job that ignores
+    /// SIGTERM is killed once the clock passes its grace period, not before,
+    /// and a crashed job waits out its back-off on the same clock.
+    #[test]
+    fn grace_and_backoff_follow_the_injected_clock() {
+        use crate::clock::ManualClock;
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-clock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let clock = ManualClock::new(1_000_000.0);
+        let mut cfg = Config::new(dir.clone(), "greedy");
+        cfg.grace_s = 60.0;
+        cfg.backoff_s = 100.0;
+        let mut d = Daemon::open_with_clock(
+            cfg,
+            Box::new(FakeDevices::new(1, 4)),
+            Box::new(LocalEngine::default()),
+            Box::new(clock.clone()),
+        )
+        .unwrap();
+        let stubborn = JobSubmission::from_toml(
+            "name = \"t\"\ncommand = \"trap '' TERM; exec sleep 30\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
+            "t",
+        )
+        .unwrap();
+        let (id, _) = d.submit(stubborn).unwrap();
+        plan_gpus(&mut d, id, 1);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        d.cancel(id).unwrap();
+        for _ in 0..10 {
+            d.tick().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+        assert_eq!(d.view(id).unwrap().phase, "stopping", "SIGTERM is ignored");
+        clock.advance(61.0);
+        wait_stopped(&mut d, id);
+        assert_eq!(d.view(id).unwrap().phase, "cancelled");
+
+        let crash = JobSubmission::from_toml(
+            "name = \"c\"\ncommand = \"exit 3\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
+            "t",
+        )
+        .unwrap();
+        let (id, _) = d.submit(crash).unwrap();
+        plan_gpus(&mut d, id, 1);
+        wait_stopped(&mut d, id);
+        assert_eq!(d.jobs[&id].crashes, 1);
+        assert_eq!(d.view(id).unwrap().phase, "backoff");
+        assert!(d.prepare().unwrap().is_none(), "not planned during its back-off");
+        clock.advance(101.0);
+        assert_eq!(d.view(id).unwrap().phase, "queued");
+        assert!(d.prepare().unwrap().is_some());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -85,6 +85,21 @@ pub trait Engine: Send {
     fn adopt(&mut self, dir: &Path, ranks: u32) -> Vec<Option<RankProc>>;
 }
 
+/// The engines `serve --engine` accepts (a second, e.g. Slurm, is one
+/// more name here and one more arm in [`open`]).
+pub const ENGINES: &[&str] = &["local"];
+
+/// Open an engine by name; an unknown name is refused with the valid ones.
+pub fn open(name: &str) -> Result<Box<dyn Engine>, ExecError> {
+    match name {
+        "local" => Ok(Box::new(LocalEngine::default())),
+        _ => Err(ExecError::Config(format!(
+            "--engine {name}: unknown engine; valid: {}",
+            ENGINES.join(", ")
+        ))),
+    }
+}
+
 /// Runs the user's command under `sh`, keeps SIGTERM from killing the
 /// wrapper (so it can record the exit code), and writes the code to a file
 /// that a restarted daemon can read for processes it did not spawn.
@@ -294,5 +309,17 @@ impl Engine for LocalEngine {
             }
         }
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_engines_are_refused_with_the_valid_ones() {
+        assert_eq!(open("local").unwrap().name(), "local");
+        let e = open("slurm").err().expect("not an engine yet").to_string();
+        assert!(e.contains("slurm") && e.contains("valid: local"), "{e}");
     }
 }

@@ -15,6 +15,7 @@
 //! ```
 
 pub mod api;
+pub mod clock;
 pub mod daemon;
 pub mod device;
 pub mod engine;

@@ -7,16 +7,12 @@
 //! then apply the plan, charging a restart delay to every changed job.
 //! This follows the Pollux artifact's simulator (see docs/fidelity.md).
 
-use std::collections::{BTreeMap, HashMap};
-
-use gpuplan_core::fit::{fit_perf_params, Observation};
+use gpuplan_core::fit::Observation;
 use gpuplan_core::profile::AppProfile;
-use gpuplan_core::{
-    Allocation, Cluster, GoodputModel, GradParams, JobSpec, JobState, Oracle, PerfParams, Plan, PolicyParams,
-    Round, RoundJob,
-};
+use gpuplan_core::{Allocation, Cluster, JobSpec, JobState, Oracle, Plan, PolicyParams, Round};
+use gpuplan_solve::agent::{round_job, Agent, BatchTarget, FitMemo, JobFacts};
 use gpuplan_solve::pipeline::{batch_adapts, run_round};
-use gpuplan_solve::{Limits, PlanError, Planner};
+use gpuplan_solve::{Limits, PlanError, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
 use crate::data::Profiles;
@@ -98,43 +94,6 @@ pub enum Control {
     Cancel,
 }
 
-/// Fits by observation set. The fit is a pure function of the observations,
-/// and jobs of one application measure the same first configurations, so
-/// many jobs ask for the same fit: memoising it returns the very same
-/// parameters, only sooner. Bounded: cleared when full.
-#[derive(Default)]
-struct FitMemo {
-    fits: HashMap<Vec<[u64; 5]>, PerfParams>,
-}
-
-impl FitMemo {
-    const CAPACITY: usize = 1 << 16;
-
-    fn fit(&mut self, obs: &[Observation]) -> PerfParams {
-        let key: Vec<[u64; 5]> = obs
-            .iter()
-            .map(|o| {
-                [
-                    o.nodes as u64,
-                    o.gpus as u64,
-                    o.local_bsz as u64,
-                    o.accum_time_s.to_bits(),
-                    o.step_time_s.to_bits(),
-                ]
-            })
-            .collect();
-        if let Some(p) = self.fits.get(&key) {
-            return *p;
-        }
-        let p = fit_perf_params(obs);
-        if self.fits.len() >= Self::CAPACITY {
-            self.fits.clear();
-        }
-        self.fits.insert(key, p);
-        p
-    }
-}
-
 /// The simulator's private view of one job: ground truth plus what its
 /// agent has measured.
 struct SimJob<'a> {
@@ -144,7 +103,7 @@ struct SimJob<'a> {
     /// Seconds of work at the requested GPUs (rigid jobs only).
     rigid_s: f64,
     /// Fixed total batch (fixed-batch policies, and NCF as in the artifact).
-    target_batch: Option<u32>,
+    target: BatchTarget,
     max_gpus: u32,
     alloc: Allocation,
     shape: Vec<u32>,
@@ -158,10 +117,8 @@ struct SimJob<'a> {
     restarts: Option<u32>,
     max_gpus_used: u32,
     completion_s: Option<f64>,
-    observations: BTreeMap<(u32, u32, u32), Observation>,
-    perf: Option<PerfParams>,
-    perf_dirty: bool,
-    grad: Option<GradParams>,
+    /// What the job's agent has measured (first measurement per configuration).
+    agent: Agent,
     segment_start_s: f64,
     oracle_steps: Option<Vec<f64>>,
 }
@@ -171,61 +128,20 @@ impl SimJob<'_> {
         self.alloc.num_gpus() * self.local_bsz * (self.accum_steps + 1)
     }
 
-    fn fitted(&mut self, memo: &mut FitMemo) -> Option<PerfParams> {
-        if self.perf_dirty {
-            let obs: Vec<Observation> = self.observations.values().copied().collect();
-            self.perf = Some(memo.fit(&obs));
-            self.perf_dirty = false;
-        }
-        self.perf
-    }
-
-    fn model(&mut self, memo: &mut FitMemo) -> Option<GoodputModel> {
-        let limits = self.profile?.limits;
-        let perf = self.fitted(memo)?;
-        let grad = self.grad?;
-        Some(GoodputModel {
-            perf,
-            grad,
-            limits,
-            accumulation: true,
-        })
-    }
-
     /// Re-choose local batch and accumulation for the current placement, as
     /// the artifact's `update_local_bsz` does.
     fn update_local_bsz(&mut self, memo: &mut FitMemo) {
-        let r = self.alloc.num_gpus();
         let Some(profile) = self.profile else {
             return;
         };
-        if r == 0 {
-            return;
+        let (nodes, r) = (self.alloc.num_nodes(), self.alloc.num_gpus());
+        if let Some(c) = self
+            .agent
+            .choose_batch(profile.limits, self.target, nodes, r, memo)
+        {
+            self.local_bsz = c.local_bsz;
+            self.accum_steps = c.accum_steps;
         }
-        let lim = profile.limits;
-        let fixed = match self.target_batch {
-            Some(b) => Some(b),
-            None if self.perf.is_none() && !self.perf_dirty => Some(lim.init_batch.max(lim.min_local * r)),
-            None => None,
-        };
-        let (atomic, accum) = match fixed {
-            Some(b) => fixed_batch_split(b, r, lim.max_local, lim.init_batch),
-            None => {
-                let nodes = self.alloc.num_nodes();
-                match self.model(memo).and_then(|m| m.optimize(nodes, r)) {
-                    Some(c) => (c.local_bsz, c.accum_steps),
-                    None => fixed_batch_split(
-                        lim.init_batch.max(lim.min_local * r),
-                        r,
-                        lim.max_local,
-                        lim.init_batch,
-                    ),
-                }
-            }
-        };
-        let count = r * (accum + 1);
-        self.local_bsz = atomic.min(lim.max_batch / count).max(1);
-        self.accum_steps = accum;
     }
 
     /// Advance by `seconds` from `now`; returns nothing, updates state.
@@ -260,21 +176,14 @@ impl SimJob<'_> {
             let batch = self.batch() as f64;
             let st = profile.step_time(&self.shape, self.local_bsz as f64);
             let accum_time = (st.step_s - st.sync_s).max(1e-9);
-            let key = (nodes, r, self.local_bsz);
-            if !self.observations.contains_key(&key) {
-                self.observations.insert(
-                    key,
-                    Observation {
-                        nodes,
-                        gpus: r,
-                        local_bsz: self.local_bsz,
-                        accum_time_s: accum_time,
-                        step_time_s: st.step_s,
-                    },
-                );
-                self.perf_dirty = true;
-            }
-            self.grad = Some(profile.grad_params(self.epoch, batch));
+            self.agent.observe_first(Observation {
+                nodes,
+                gpus: r,
+                local_bsz: self.local_bsz,
+                accum_time_s: accum_time,
+                step_time_s: st.step_s,
+            });
+            self.agent.grad = Some(profile.grad_params(self.epoch, batch));
             let gain = profile.gain(self.epoch, batch);
             let total = st.step_s + accum_time * self.accum_steps as f64;
             let rate = gain / total * (1.0 - slowdown);
@@ -310,7 +219,10 @@ impl SimJob<'_> {
             };
         };
         let lim = profile.limits;
-        let batch = self.target_batch.unwrap_or(self.spec.batch_size);
+        let batch = match self.target {
+            BatchTarget::Fixed(b) => b,
+            BatchTarget::Adaptive => self.spec.batch_size,
+        };
         if self.oracle_steps.is_none() {
             let g = cluster.max_gpus_per_node().max(1);
             let kmax =
@@ -341,16 +253,17 @@ impl SimJob<'_> {
     }
 }
 
-/// Local batch and accumulation steps for a fixed total batch on r GPUs
-/// (the artifact's rule: accumulate when the local batch exceeds the limit;
-/// a single GPU above M0 always accumulates, to estimate gradient noise).
-pub fn fixed_batch_split(batch: u32, r: u32, max_local: u32, init_batch: u32) -> (u32, u32) {
-    let local = batch.div_ceil(r.max(1));
-    let mut accum = local.div_ceil(max_local.max(1)).saturating_sub(1);
-    if r == 1 && batch > init_batch {
-        accum = accum.max(1);
-    }
-    (local.div_ceil(accum + 1), accum)
+pub use gpuplan_solve::agent::fixed_batch_split;
+
+/// Which batch a job of a workload runs at under a planner: the one policy
+/// ([`BatchTarget::for_job`]); the artifact pins NCF to its tuned batch, and
+/// a rigid job has no batch to adapt. The daemon asks the same question.
+pub fn batch_target(traits: &PlannerTraits, job: &WorkloadJob) -> BatchTarget {
+    let allows = match job.work {
+        Work::Profiled => job.spec.app != "ncf",
+        Work::Rigid { .. } => false,
+    };
+    BatchTarget::for_job(traits, allows, job.spec.batch_size)
 }
 
 /// Run one workload of profile-driven jobs under one planner.
@@ -423,13 +336,18 @@ pub fn simulate_workload(
         // The artifact pins NCF to its tuned batch and one GPU for adaptive
         // policies; rigid jobs have no batch to adapt.
         let pinned_app = spec.app == "ncf" && profile.is_some();
-        let adapts = batch_adapts(&traits, !pinned_app);
         let ncf_pin = pinned_app && batch_adapts(&traits, true);
         jobs.push(SimJob {
             spec: spec.clone(),
             profile,
             rigid_s,
-            target_batch: if !adapts { Some(spec.batch_size) } else { None },
+            target: batch_target(
+                &traits,
+                &WorkloadJob {
+                    spec: spec.clone(),
+                    work: *work,
+                },
+            ),
             max_gpus: if ncf_pin { 1 } else { spec.max_gpus },
             alloc: Allocation::default(),
             shape: Vec::new(),
@@ -442,10 +360,7 @@ pub fn simulate_workload(
             restarts: None,
             max_gpus_used: 0,
             completion_s: None,
-            observations: BTreeMap::new(),
-            perf: None,
-            perf_dirty: false,
-            grad: None,
+            agent: Agent::default(),
             segment_start_s: 0.0,
             oracle_steps: None,
         });
@@ -532,19 +447,18 @@ pub fn simulate_workload(
         let mut round_jobs = Vec::with_capacity(active.len());
         for &i in &active {
             let j = &mut jobs[i];
-            let model = j.model(&mut memo);
             let oracle = if traits.needs_oracle {
                 Some(j.oracle(&cfg.cluster))
             } else {
                 None
             };
-            round_jobs.push(RoundJob {
+            let facts = JobFacts {
                 id: j.spec.id,
                 name: j.spec.name.clone(),
                 app: j.spec.app.clone(),
                 submit_s: j.spec.submit_s,
                 requested_gpus: j.spec.requested_gpus,
-                batch_size: j.target_batch.unwrap_or(j.spec.batch_size),
+                batch_size: j.spec.batch_size,
                 min_gpus: if j.profile.is_some() {
                     j.spec.min_gpus
                 } else {
@@ -552,22 +466,22 @@ pub fn simulate_workload(
                 },
                 max_gpus: j.max_gpus,
                 preemptible: j.spec.preemptible,
-                state: JobState {
-                    progress: j.progress,
-                    epoch: j.epoch,
-                    attained_gpu_s: j.attained_gpu_s,
-                    age_s: now - j.spec.submit_s,
-                    restarts: j.restarts.unwrap_or(0),
-                    allocation: j.alloc.clone(),
-                    max_gpus_used: j.max_gpus_used,
-                    batch_size: j.batch(),
-                    local_bsz: j.local_bsz,
-                    accum_steps: j.accum_steps,
-                },
-                model,
-                oracle,
                 restart_penalty_s: None,
-            });
+                limits: j.profile.map(|p| p.limits),
+            };
+            let state = JobState {
+                progress: j.progress,
+                epoch: j.epoch,
+                attained_gpu_s: j.attained_gpu_s,
+                age_s: now - j.spec.submit_s,
+                restarts: j.restarts.unwrap_or(0),
+                allocation: j.alloc.clone(),
+                max_gpus_used: j.max_gpus_used,
+                batch_size: j.batch(),
+                local_bsz: j.local_bsz,
+                accum_steps: j.accum_steps,
+            };
+            round_jobs.push(round_job(facts, state, &mut j.agent, oracle, &mut memo));
         }
         let round = Round {
             now_s: now,
@@ -698,21 +612,6 @@ fn slowdowns(jobs: &[SimJob], active: &[usize], cluster: &Cluster, slowdown: f64
             }
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fixed_split_matches_artifact_rule() {
-        // 2048 over 6 GPUs: local 342 ≤ 1024 → no accumulation.
-        assert_eq!(fixed_batch_split(2048, 6, 1024, 128), (342, 0));
-        // 384 over 6 GPUs with max local 12: local 64 → 6 micro-batches (5 accumulation steps), atomic 11.
-        assert_eq!(fixed_batch_split(384, 6, 12, 12), (11, 5));
-        // One GPU above M0 always accumulates.
-        assert_eq!(fixed_batch_split(256, 1, 1024, 128), (128, 1));
-    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ pub mod metrics;
 pub mod trace;
 pub mod workload;
 
-pub use engine::{simulate, simulate_workload, Control, IdleRounds, SimConfig, Work, WorkloadJob};
+pub use engine::{
+    batch_target, simulate, simulate_workload, Control, IdleRounds, SimConfig, Work, WorkloadJob,
+};
 pub use error::SimError;
 pub use metrics::{SimResult, Summary};

@@ -13,6 +13,7 @@
 //! assert!(registry::create("nope").err().unwrap().to_string().contains("tiresias-gittins"));
 //! ```
 
+pub mod agent;
 pub mod candidates;
 pub mod fallback;
 pub mod mip;

@@ -57,7 +57,10 @@ impl PlanOut {
         for j in &round.jobs {
             if let Some(a) = plan.allocations.get(&j.id) {
                 allocations.insert(j.name.clone(), a.nodes().map(|n| n.0).collect());
-                gpus.insert(j.name.clone(), a.gpus().iter().map(|g| (g.node.0, g.index)).collect());
+                gpus.insert(
+                    j.name.clone(),
+                    a.gpus().iter().map(|g| (g.node.0, g.index)).collect(),
+                );
             }
         }
         let changes = round
@@ -90,8 +93,8 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     let mut planner = registry::create(&a.planner)?;
     let mut round = load_round(&a.input)?;
     if let Some(p) = a.p {
-        if p.is_nan() {
-            bail!("--p must be a number");
+        if let Err(e) = gpuplan_core::check_p(p) {
+            bail!("--p: {e}");
         }
         round.params.p = p;
     }

@@ -149,7 +149,8 @@ pub fn bind_plan(round: &Round, plan: &mut Plan) {
     if plan.allocations.values().all(Allocation::is_bound) {
         return;
     }
-    let current: BTreeMap<JobId, &Allocation> = round.jobs.iter().map(|j| (j.id, &j.state.allocation)).collect();
+    let current: BTreeMap<JobId, &Allocation> =
+        round.jobs.iter().map(|j| (j.id, &j.state.allocation)).collect();
     let mut allocs: Vec<(&mut Allocation, Option<&Allocation>)> = plan
         .allocations
         .iter_mut()
@@ -219,14 +220,20 @@ mod tests {
         };
         let mut plan = Plan::new("t", PlanStatus::Feasible);
         // Job 1 grows to 2 GPUs, job 0 keeps its count: both at node level.
-        plan.allocations.insert(JobId(1), Allocation::from_counts(&[(NodeId(0), 2)]));
-        plan.allocations.insert(JobId(0), Allocation::from_counts(&[(NodeId(0), 2)]));
+        plan.allocations
+            .insert(JobId(1), Allocation::from_counts(&[(NodeId(0), 2)]));
+        plan.allocations
+            .insert(JobId(0), Allocation::from_counts(&[(NodeId(0), 2)]));
         bind_plan(&r, &mut plan);
         assert_eq!(plan.get(JobId(0)), r.jobs[0].state.allocation);
         assert_eq!(plan.get(JobId(1)).gpus(), &[g(0, 0), g(0, 1)]);
         // A full node leaves the extra slot unnamed for the validator.
-        plan.allocations.insert(JobId(1), Allocation::from_counts(&[(NodeId(0), 3)]));
+        plan.allocations
+            .insert(JobId(1), Allocation::from_counts(&[(NodeId(0), 3)]));
         bind_plan(&r, &mut plan);
-        assert_eq!(plan.get(JobId(1)).gpus().iter().filter(|g| !g.is_bound()).count(), 1);
+        assert_eq!(
+            plan.get(JobId(1)).gpus().iter().filter(|g| !g.is_bound()).count(),
+            1
+        );
     }
 }

@@ -48,7 +48,10 @@ impl GpuId {
 
     /// Some GPU on `node`, to be bound later.
     pub fn any_on(node: NodeId) -> Self {
-        GpuId { node, index: Self::ANY }
+        GpuId {
+            node,
+            index: Self::ANY,
+        }
     }
 
     pub fn is_bound(&self) -> bool {
@@ -248,7 +251,9 @@ mod tests {
         assert_eq!(named.gpus()[0], GpuId::new(NodeId(0), 1));
         assert_eq!(serde_json::to_string(&named).unwrap(), "[[0,1],[1,2],[1,3]]");
         assert!(named.same_nodes(&legacy.clone()) == (named.shape() == legacy.shape()));
-        let e = serde_json::from_str::<Allocation>("[[0,1],[0,1]]").unwrap_err().to_string();
+        let e = serde_json::from_str::<Allocation>("[[0,1],[0,1]]")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("listed twice"), "{e}");
         assert!(serde_json::from_str::<Allocation>("[[0,1,2]]").is_err());
         assert!(serde_json::from_str::<Allocation>("[-1]").is_err());

@@ -232,7 +232,10 @@ pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
         }
     }
     for job in &round.jobs {
-        if !job.preemptible && !job.state.allocation.is_empty() && !plan.get(job.id).same_gpus(&job.state.allocation) {
+        if !job.preemptible
+            && !job.state.allocation.is_empty()
+            && !plan.get(job.id).same_gpus(&job.state.allocation)
+        {
             errs.push(Violation::PinnedMoved(job.id));
         }
     }

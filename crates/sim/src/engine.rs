@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use gpuplan_core::fit::{fit_perf_params, Observation};
 use gpuplan_core::profile::AppProfile;
 use gpuplan_core::{
-    Allocation, Cluster, GoodputModel, GradParams, JobSpec, JobState, Oracle,
-    PerfParams, Plan, PolicyParams, Round, RoundJob,
+    Allocation, Cluster, GoodputModel, GradParams, JobSpec, JobState, Oracle, PerfParams, Plan, PolicyParams,
+    Round, RoundJob,
 };
 use gpuplan_solve::pipeline::{batch_adapts, run_round};
 use gpuplan_solve::{Limits, PlanError, Planner};
@@ -429,11 +429,7 @@ pub fn simulate_workload(
             spec: spec.clone(),
             profile,
             rigid_s,
-            target_batch: if !adapts {
-                Some(spec.batch_size)
-            } else {
-                None
-            },
+            target_batch: if !adapts { Some(spec.batch_size) } else { None },
             max_gpus: if ncf_pin { 1 } else { spec.max_gpus },
             alloc: Allocation::default(),
             shape: Vec::new(),

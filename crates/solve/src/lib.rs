@@ -59,7 +59,10 @@ pub enum PlanError {
     #[error("planner '{name}' reads the simulator's oracle (true job lengths) and cannot run on a live cluster; planners that can: {}", .live.join(", "))]
     NeedsOracle { name: String, live: Vec<String> },
     #[error("planner {planner} produced an invalid plan (a bug): {}", .violations.join("; "))]
-    InvalidPlan { planner: String, violations: Vec<String> },
+    InvalidPlan {
+        planner: String,
+        violations: Vec<String>,
+    },
 }
 
 /// How jobs' batch sizes are chosen while a planner runs them.
@@ -99,7 +102,11 @@ pub trait Planner: Send {
 
 /// Run a planner and time it, filling `solve_ms` and the planner name.
 /// Drivers call [`run_round`], which wraps this with the checks.
-pub(crate) fn run_planner(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
+pub(crate) fn run_planner(
+    planner: &mut dyn Planner,
+    round: &Round,
+    limits: &Limits,
+) -> Result<Plan, PlanError> {
     let t0 = web_time::Instant::now();
     let mut plan = planner.plan(round, limits)?;
     plan.solve_ms = t0.elapsed().as_secs_f64() * 1e3;

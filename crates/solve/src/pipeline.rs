@@ -11,7 +11,9 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use gpuplan_core::{bind_plan, bind_round, objective, validate, Allocation, Interference, JobId, Plan, PolicyParams, Round};
+use gpuplan_core::{
+    bind_plan, bind_round, objective, validate, Allocation, Interference, JobId, Plan, PolicyParams, Round,
+};
 
 use crate::{registry, BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 
@@ -141,7 +143,11 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
             change: change(&j.state.allocation, &plan.get(j.id)),
         })
         .collect();
-    Ok(Decision { plan, objective, diff })
+    Ok(Decision {
+        plan,
+        objective,
+        diff,
+    })
 }
 
 #[cfg(test)]
@@ -160,7 +166,10 @@ mod tests {
         assert_eq!(change(&a, &e), Change::Stop);
         assert_eq!(change(&a, &a), Change::Keep);
         assert_eq!(change(&a, &b), Change::Move);
-        assert_eq!(change(&a, &Allocation::from_gpus(vec![GpuId::new(NodeId(0), 0)])), Change::Resize);
+        assert_eq!(
+            change(&a, &Allocation::from_gpus(vec![GpuId::new(NodeId(0), 0)])),
+            Change::Resize
+        );
         assert!(!Change::Keep.restarts() && Change::Move.restarts());
     }
 
@@ -168,7 +177,10 @@ mod tests {
     fn oracle_planners_are_refused_live_with_the_list() {
         let p = registry::create("srtf").unwrap();
         let e = check_live(p.as_ref()).unwrap_err().to_string();
-        assert!(e.contains("srtf") && e.contains("tiresias") && !e.contains("optimus,"), "{e}");
+        assert!(
+            e.contains("srtf") && e.contains("tiresias") && !e.contains("optimus,"),
+            "{e}"
+        );
         assert!(check_live(registry::create("tiresias").unwrap().as_ref()).is_ok());
     }
 
@@ -177,7 +189,11 @@ mod tests {
     /// every driver applies the plan (the daemon once threw it away).
     #[test]
     fn baselines_are_held_to_their_own_rules() {
-        let mut r = round("3x4", 0.0, vec![job(0, 6, 0.0, 0.0, &[]), job(1, 6, 0.0, 0.0, &[])]);
+        let mut r = round(
+            "3x4",
+            0.0,
+            vec![job(0, 6, 0.0, 0.0, &[]), job(1, 6, 0.0, 0.0, &[])],
+        );
         r.params.interference = Interference::Avoid;
         let mut p = registry::create("tiresias").unwrap();
         let d = run_round(p.as_mut(), &r, &Limits::default()).unwrap();

@@ -216,7 +216,9 @@ fn brute_force(round: &Round) -> f64 {
                     }
                 }
                 let a = Allocation::from_counts(&counts);
-                if a.num_gpus() <= gpuplan_solve::speedup::max_gpus(j, round) || a.same_gpus(&j.state.allocation) {
+                if a.num_gpus() <= gpuplan_solve::speedup::max_gpus(j, round)
+                    || a.same_gpus(&j.state.allocation)
+                {
                     v.push(a);
                 }
             }
@@ -377,7 +379,12 @@ fn with_types(mut round: Round, types: &[bool], gpus_b: u32) -> Round {
         }
     }
     // Running jobs that straddle types may not exist in a real cluster: stop them.
-    let ty: Vec<String> = round.cluster.nodes.iter().map(|n| n.gpu_type.to_string()).collect();
+    let ty: Vec<String> = round
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| n.gpu_type.to_string())
+        .collect();
     for j in round.jobs.iter_mut() {
         let per = j.state.allocation.per_node();
         if per

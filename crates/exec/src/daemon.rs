@@ -11,7 +11,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use gpuplan_core::fit::{fit_perf_params, prior_perf_params, Observation};
 use gpuplan_core::{
-    Allocation, BatchLimits, Cluster, GoodputModel, GpuId, GradParams, JobId, JobState, Node, NodeId,
+    Allocation, BatchLimits, Cluster, GoodputModel, GradParams, GpuId, JobId, JobState, Node, NodeId,
     PerfParams, PolicyParams, Round, RoundJob,
 };
 use gpuplan_solve::{run_round, Decision, Limits, Planner};
@@ -837,11 +837,7 @@ impl Daemon {
     /// Apply a round's decision (already validated by the pipeline): map its
     /// GPUs to devices, journal, then signal the jobs that move. Launches
     /// happen in [`Daemon::tick`] once their GPUs are free.
-    pub fn apply(
-        &mut self,
-        prep: Prepared,
-        decision: Result<Decision, String>,
-    ) -> Result<RoundStats, ExecError> {
+    pub fn apply(&mut self, prep: Prepared, decision: Result<Decision, String>) -> Result<RoundStats, ExecError> {
         let t0 = Instant::now();
         let now = now_unix_s();
         let Prepared {

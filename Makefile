@@ -40,6 +40,12 @@ FUZZ_SECONDS ?= 60
 .PHONY: fuzz
 fuzz:
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+# Our plan fuzzer (not part of `make test`): generated rounds through every
+# planner and the validator, 10^5 by default: make fuzz-plans FUZZ_PLANS=100000
+FUZZ_PLANS ?= 100000
+.PHONY: fuzz-plans
+fuzz-plans: setup
+	PROPTEST_CASES=$(FUZZ_PLANS) $(CARGO) test --release --locked -p gpuplan-solve --test fuzz_plans -- --nocapture
 # The browser explorer (crates/wasm + web/): wasm via Debian's rustc-web, site via esbuild.
 WEB_PORT ?= 8066
 .PHONY: setup-web web serve test-web bench-web

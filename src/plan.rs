@@ -93,8 +93,8 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     let mut planner = registry::create(&a.planner)?;
     let mut round = load_round(&a.input)?;
     if let Some(p) = a.p {
-        if p.is_nan() {
-            bail!("--p must be a number");
+        if let Err(e) = gpuplan_core::check_p(p) {
+            bail!("--p: {e}");
         }
         round.params.p = p;
     }

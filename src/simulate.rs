@@ -117,8 +117,8 @@ impl SimOpts {
         if !(self.max_sim_days > 0.0 && self.max_sim_days.is_finite()) {
             bail!("--max-sim-days must be > 0, got {}", self.max_sim_days);
         }
-        if self.p.is_nan() {
-            bail!("--p must be a number");
+        if let Err(e) = gpuplan_core::check_p(self.p) {
+            bail!("--p: {e}");
         }
         let mut cfg = SimConfig {
             cluster,

@@ -31,4 +31,4 @@ pub use error::{CoreError, ParseError};
 pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
 pub use plan::{validate, validate_under, Plan, PlanReport, PlanStatus, Violation};
-pub use round::{Interference, Oracle, PolicyParams, Round, RoundJob};
+pub use round::{check_p, Interference, Oracle, PolicyParams, Round, RoundJob};

@@ -23,10 +23,14 @@ pub enum Interference {
 }
 
 /// Policy parameters shared by goodput-based planners.
+/// Unknown keys are refused: a misspelt parameter (`"p_min": true`) must
+/// not be silently ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct PolicyParams {
-    /// Power-mean exponent; `f64::NEG_INFINITY` (JSON `null` is not allowed, use -1e9 or "p_min": true) = max-min.
+    /// Power-mean exponent; `f64::NEG_INFINITY` = max-min, written `"-inf"`
+    /// in JSON (see [`p_json`]). Supported: [`P_MIN`]..=[`P_MAX`] or −∞.
+    #[serde(with = "p_json")]
     pub p: f64,
     /// δ in the restart factor (age − δ·restarts)/(age + δ).
     pub restart_penalty_s: f64,
@@ -35,6 +39,57 @@ pub struct PolicyParams {
     pub exploration_factor: u32,
     /// Most nodes one job may span.
     pub max_nodes_per_job: u32,
+}
+
+/// Most negative finite p supported: below it the MIP terms (v+ε)^p exceed
+/// what the solvers handle (at p = −8 HiGHS already fails on real rounds).
+pub const P_MIN: f64 = -5.0;
+/// Largest p supported, for the same reason on the other side.
+pub const P_MAX: f64 = 10.0;
+
+/// Whether `p` is one the planners handle: −∞ (max-min) or a number in
+/// [`P_MIN`]..=[`P_MAX`]. One message for the CLI and the round check.
+pub fn check_p(p: f64) -> Result<(), String> {
+    if p == f64::NEG_INFINITY || (P_MIN..=P_MAX).contains(&p) {
+        Ok(())
+    } else {
+        Err(format!(
+            "params.p: must be -inf (max-min) or in [{P_MIN}, {P_MAX}] (the range the solvers handle numerically), got {p}"
+        ))
+    }
+}
+
+/// p in JSON: a number, or the string `"-inf"` for max-min (JSON has no
+/// infinity, and `null` would be ambiguous). Written the same way, so a
+/// dumped round reads back.
+pub mod p_json {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if *p == f64::NEG_INFINITY {
+            s.serialize_str("-inf")
+        } else {
+            s.serialize_f64(*p)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Num(f64),
+            Str(String),
+        }
+        let bad = || serde::de::Error::custom("p: a number, or the string \"-inf\" for max-min");
+        // `null`: what versions before this spelling dumped for −∞ (JSON
+        // has no infinity), so those round files still load.
+        match Option::<Repr>::deserialize(d).map_err(|_| bad())? {
+            None => Ok(f64::NEG_INFINITY),
+            Some(Repr::Num(p)) => Ok(p),
+            Some(Repr::Str(s)) if s.trim() == "-inf" => Ok(f64::NEG_INFINITY),
+            Some(Repr::Str(_)) => Err(bad()),
+        }
+    }
 }
 
 impl Default for PolicyParams {
@@ -95,6 +150,10 @@ impl RoundJob {
 /// Largest node accepted (GPUs on one node). Far above any real machine;
 /// it keeps per-GPU tables small and sums far from overflow.
 pub const MAX_GPUS_PER_NODE: u32 = 4096;
+
+/// Largest cluster accepted (GPUs in all). Keeps every GPU sum in `u32`
+/// (two nodes of 2^31 once wrapped to "the cluster has 0").
+pub const MAX_GPUS_TOTAL: u64 = 1 << 20;
 
 /// The whole input of one planning round.
 ///
@@ -158,8 +217,17 @@ impl Round {
                 ));
             }
         }
-        if self.params.p.is_nan() {
-            errs.push("params.p: must be a number".into());
+        let total: u64 = self.cluster.nodes.iter().map(|n| u64::from(n.gpus)).sum();
+        if total > MAX_GPUS_TOTAL {
+            errs.push(format!(
+                "cluster.nodes: {total} GPUs in all, more than the {MAX_GPUS_TOTAL} supported"
+            ));
+        }
+        if let Err(e) = check_p(self.params.p) {
+            errs.push(e);
+        }
+        if self.params.max_nodes_per_job == 0 {
+            errs.push("params.max_nodes_per_job: must be >= 1".into());
         }
         if self.params.restart_penalty_s.is_nan() || self.params.restart_penalty_s < 0.0 {
             errs.push("params.restart_penalty_s: must be >= 0".into());
@@ -172,6 +240,21 @@ impl Round {
         let mut reported = Vec::new();
         let mut used = vec![0u32; self.cluster.nodes.len()];
         let mut holder = crate::bind::GpuTable::new(&self.cluster, u32::MAX);
+        // Sorted names find duplicates without hashing strings: first of
+        // each name, for every later job of that name.
+        let mut by_name: Vec<(&str, usize)> = self
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.name.as_str(), i))
+            .collect();
+        by_name.sort_unstable();
+        let mut name_first: Vec<Option<usize>> = vec![None; self.jobs.len()];
+        for w in by_name.chunk_by(|a, b| a.0 == b.0) {
+            for &(_, i) in &w[1..] {
+                name_first[i] = Some(w[0].1);
+            }
+        }
         for (i, j) in self.jobs.iter().enumerate() {
             // Built only when something is wrong: the simulator checks every round.
             let at = JobPath(i, &j.name);
@@ -179,6 +262,11 @@ impl Round {
                 errs.push(format!("{at}.id: duplicate id {}", j.id.0));
             } else if dup.binary_search(&j.id.0).is_ok() {
                 reported.push(j.id.0);
+            }
+            // Plans are reported by job name: two jobs of one name would
+            // make one job's GPUs vanish from the output.
+            if let Some(first) = name_first[i] {
+                errs.push(format!("{at}.name: duplicate name, also jobs[{first}]"));
             }
             if j.min_gpus > j.max_gpus {
                 errs.push(format!(
@@ -236,6 +324,7 @@ impl Round {
                 }
             }
         }
+        self.check_pinned(&mut errs);
         for (i, (u, n)) in used.iter().zip(&self.cluster.nodes).enumerate() {
             if *u > n.gpus {
                 errs.push(format!(
@@ -248,6 +337,72 @@ impl Round {
             Ok(())
         } else {
             Err(errs)
+        }
+    }
+
+    /// Why `job`'s current allocation breaks a per-job rule of this round
+    /// (GPU limits, node limit, one GPU type, nodes that exist), if it does.
+    pub fn keep_problem(&self, job: &RoundJob) -> Option<String> {
+        let cur = job.current();
+        let per = cur.per_node();
+        if per.iter().any(|(n, _)| n.0 as usize >= self.cluster.nodes.len()) {
+            return Some("uses a node that does not exist".into());
+        }
+        let k = cur.num_gpus();
+        if k < job.min_gpus.max(1) || k > job.max_gpus {
+            return Some(format!(
+                "holds {k} GPUs, outside min_gpus..=max_gpus {}..={}",
+                job.min_gpus, job.max_gpus
+            ));
+        }
+        if per.len() as u32 > self.params.max_nodes_per_job {
+            return Some(format!(
+                "spans {} nodes, more than params.max_nodes_per_job {}",
+                per.len(),
+                self.params.max_nodes_per_job
+            ));
+        }
+        let ty = |n: crate::NodeId| &self.cluster.nodes[n.0 as usize].gpu_type;
+        if per.iter().any(|(n, _)| ty(*n) != ty(per[0].0)) {
+            return Some("mixes GPU types".into());
+        }
+        None
+    }
+
+    /// Whether a planner may offer to keep `job`'s current GPUs: it runs and
+    /// its allocation obeys every per-job rule of this round (limits may
+    /// have changed since it started; the interference rule is the
+    /// planner's to check against the other jobs it keeps).
+    pub fn keepable(&self, job: &RoundJob) -> bool {
+        !job.current().is_empty() && self.keep_problem(job).is_none()
+    }
+
+    /// A pinned job (not preemptible, running) must keep its GPUs, so a
+    /// current allocation that breaks a rule makes the round unplannable:
+    /// that is the input's fault and is reported as such, with the path.
+    fn check_pinned(&self, errs: &mut Vec<String>) {
+        let avoid = self.params.interference == Interference::Avoid;
+        let mut multi: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+        for (i, j) in self.jobs.iter().enumerate() {
+            if j.preemptible || j.current().is_empty() {
+                continue;
+            }
+            let at = format!("jobs[{i}] ({}).state.allocation", j.name);
+            if let Some(why) = self.keep_problem(j) {
+                errs.push(format!("{at}: the job is pinned (preemptible: false) but {why}"));
+                continue;
+            }
+            let per = j.current().per_node();
+            if avoid && per.len() > 1 {
+                for (n, _) in per {
+                    if let Some(other) = multi.insert(n.0, i) {
+                        errs.push(format!(
+                            "{at}: pinned multi-node job shares node {} with pinned multi-node jobs[{other}], against params.interference \"avoid\"",
+                            n.0
+                        ));
+                    }
+                }
+            }
         }
     }
 }

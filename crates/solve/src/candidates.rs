@@ -69,7 +69,9 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             let cur = j.current();
             let pinned = !j.preemptible && !cur.is_empty();
             let mut candidates = Vec::new();
-            if !cur.is_empty() {
+            // Keeping is offered only where the current GPUs obey this
+            // round's per-job rules (limits change; old plans mixed types).
+            if pinned || round.keepable(j) {
                 candidates.push(Candidate {
                     choice: Choice::Keep,
                     value: cache.get(j, cur.num_nodes(), cur.num_gpus()),

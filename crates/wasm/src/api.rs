@@ -268,8 +268,8 @@ impl Scenario {
                 self.interference_slowdown
             )));
         }
-        if self.p.is_nan() {
-            return Err(invalid("p must be a number"));
+        if let Err(e) = gpuplan_core::check_p(self.p) {
+            return Err(invalid(e));
         }
         let interference = match self.interference.as_str() {
             "avoid" => Interference::Avoid,

@@ -230,6 +230,10 @@ pub struct Rows {
     pub errors: Vec<ParseError>,
     /// Rows that had at least one error.
     pub bad_rows: usize,
+    /// Line of each job name kept so far: names key a simulation's output
+    /// (`jobs.csv`) and the daemon's jobs, so a second row of one name is a
+    /// row error, never a second job.
+    pub names: std::collections::HashMap<String, u64>,
 }
 
 fn finish(format: Format, rows: Rows, bad: BadRows) -> Result<Trace, CoreError> {

@@ -106,6 +106,16 @@ impl<'a> Row<'a> {
 
 /// Keep a row's job, or count the row as bad.
 pub fn push(rows: &mut Rows, mut row: Row, job: Option<TraceJob>) {
+    if let Some(j) = &job {
+        if let Some(first) = rows.names.get(&j.name) {
+            row.err(
+                "name",
+                format!("duplicate job name '{}', first on line {first}", j.name),
+            );
+        } else if row.errors.is_empty() {
+            rows.names.insert(j.name.clone(), row.line);
+        }
+    }
     if row.errors.is_empty() {
         if let Some(j) = job {
             rows.jobs.push(j);

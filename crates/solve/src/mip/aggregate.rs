@@ -12,7 +12,9 @@ use crate::candidates::{
 };
 use crate::fallback::{fallback, set_gap_cached};
 use crate::placement::pack;
+use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
 use crate::solver::{solve, Model, Solver};
+use crate::speedup::evaluate_cached;
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
@@ -732,7 +734,31 @@ impl Planner for MipAggregate {
                     // The packer had to change something: no longer the model's optimum.
                     plan.status = PlanStatus::Feasible;
                 }
+                if plan.gap.is_some_and(|g| g > limits.gap + 1e-9) {
+                    // The bound is the aggregate model's: a packed plan below
+                    // it by more than the gap is not proven optimal.
+                    plan.status = PlanStatus::Feasible;
+                }
                 let mut all = notes;
+                // Packing may shrink or drop a job; the greedy plan is
+                // always packable, so the better of the two is returned
+                // and the plan is never worse than greedy (docs/formulation.md).
+                let picks = greedy_choices_with(round, &mut caches);
+                let greedy = plan_from_choices(self.name, round, &picks, PlanStatus::Feasible);
+                let (ours, theirs) = (
+                    evaluate_cached(round, &plan, &mut caches),
+                    evaluate_cached(round, &greedy, &mut caches),
+                );
+                if theirs > ours + 1e-12 * ours.abs().max(1.0) {
+                    plan.allocations = greedy.allocations;
+                    plan.status = PlanStatus::Feasible;
+                    super::set_gap_cached(round, &mut plan, &mut caches);
+                    all.push(format!(
+                        "greedy plan used: objective {theirs:.6} beats the packed aggregate solution's {ours:.6}"
+                    ));
+                    all.extend(greedy.reason);
+                    plan.reason = None;
+                }
                 all.extend(plan.reason.take());
                 if !all.is_empty() {
                     plan.reason = Some(all.join("; "));

@@ -154,7 +154,11 @@ fn candidates(
 /// Every pattern of a class: single slots drawn from `sizes` (the single-node
 /// GPU counts some job may choose on this type), with the piece slot taking
 /// what is left when pieces are possible, else only maximal fillings.
-fn patterns(rho: u32, pieces: bool, sizes: &[u32]) -> Vec<Pattern> {
+///
+/// `None` once more than `budget` fillings turn up: their number grows like
+/// the partitions of the node size (millions at 64 GPUs), so enumeration
+/// stops early instead of running past the time limit or out of memory.
+fn patterns(rho: u32, pieces: bool, sizes: &[u32], budget: usize) -> Option<Vec<Pattern>> {
     fn rec(
         rho: u32,
         sizes: &[u32],
@@ -162,23 +166,34 @@ fn patterns(rho: u32, pieces: bool, sizes: &[u32]) -> Vec<Pattern> {
         cur: &mut Vec<u32>,
         sum: u32,
         out: &mut Vec<(Vec<u32>, u32)>,
-    ) {
+        budget: usize,
+    ) -> bool {
+        if out.len() >= budget {
+            return false;
+        }
         out.push((cur.clone(), sum));
         for (i, &s) in sizes.iter().enumerate().skip(from) {
             if sum + s <= rho {
                 cur.push(s);
-                rec(rho, sizes, i, cur, sum + s, out);
+                let ok = rec(rho, sizes, i, cur, sum + s, out, budget);
                 cur.pop();
+                if !ok {
+                    return false;
+                }
             }
         }
+        true
     }
     let mut desc: Vec<u32> = sizes.iter().copied().filter(|&s| s <= rho).collect();
     desc.sort_by(|a, b| b.cmp(a));
     desc.dedup();
     let smallest = desc.last().copied().unwrap_or(u32::MAX);
     let mut all = Vec::new();
-    rec(rho, &desc, 0, &mut Vec::new(), 0, &mut all);
-    all.into_iter()
+    if !rec(rho, &desc, 0, &mut Vec::new(), 0, &mut all, budget) {
+        return None;
+    }
+    let pats = all
+        .into_iter()
         .filter_map(|(singles, sum)| {
             let left = rho - sum;
             let p = if pieces {
@@ -190,8 +205,14 @@ fn patterns(rho: u32, pieces: bool, sizes: &[u32]) -> Vec<Pattern> {
             };
             (p.piece > 0 || !p.singles.is_empty()).then_some(p)
         })
-        .collect()
+        .collect();
+    Some(pats)
 }
+
+/// Most pattern and piece variables the pattern model may have; above it
+/// `mip-exact` solves the node-level model instead (also exact), which
+/// stays small on big nodes.
+const MODEL_BUDGET: usize = 50_000;
 
 /// Shrink a placement to `k` GPUs without new nodes: largest pieces first,
 /// then whole one-GPU pieces while more than two nodes remain.
@@ -322,7 +343,8 @@ impl<'a> Ctx<'a> {
         set
     }
 
-    fn build(&self) -> Built {
+    /// `None` if the model would exceed [`MODEL_BUDGET`] variables.
+    fn build(&self) -> Option<Built> {
         let round = self.round;
         let sense = self.sense;
         let maxn = round
@@ -339,6 +361,7 @@ impl<'a> Ctx<'a> {
         let mut u: BTreeMap<(usize, usize), Vec<Variable>> = BTreeMap::new();
         let mut sizes: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); self.types.len()];
         let mut has_multi = vec![false; self.types.len()];
+        let mut cells = 0usize;
         for (j, c) in self.cands.iter().enumerate() {
             let none_term = sense.term(c.none_value);
             if c.pinned || c.opts.is_empty() {
@@ -381,6 +404,10 @@ impl<'a> Ctx<'a> {
             m.constraints.push(pick.eq(1.0));
             for (ty, (d, hi, k)) in multi {
                 let g = self.types[ty].max_node;
+                cells += g as usize;
+                if cells > MODEL_BUDGET {
+                    return None;
+                }
                 let vars_u: Vec<Variable> = (1..=g).map(|_| m.integer(0.0, maxn as f64)).collect();
                 let count: Expression = vars_u.iter().map(|&v| Expression::from(v)).sum();
                 let cap: Expression = vars_u.iter().enumerate().map(|(i, &v)| (i + 1) as f64 * v).sum();
@@ -450,7 +477,8 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             let sz: Vec<u32> = sizes[ty].iter().copied().collect();
-            let pats = patterns(rho, sig > 0 && has_multi[ty], &sz);
+            let pats = patterns(rho, sig > 0 && has_multi[ty], &sz, MODEL_BUDGET - cells)?;
+            cells += pats.len();
             if pats.is_empty() {
                 continue;
             }
@@ -500,14 +528,14 @@ impl<'a> Ctx<'a> {
             }
             None => m.objective = objective,
         }
-        Built {
+        Some(Built {
             model: m,
             z,
             u,
             t,
             r,
             tau,
-        }
+        })
     }
 
     /// The model's variable values for a valid plan, or `None` if the plan is
@@ -815,8 +843,15 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
         // distinct nodes; the node-level model stays exact there.
         return super::node::solve_node(round, solver, limits);
     }
+    let t0 = web_time::Instant::now();
     let mut ctx = Ctx::new(round);
-    let mut built = ctx.build();
+    let Some(mut built) = ctx.build() else {
+        let mut solved = super::node::solve_node(round, solver, limits)?;
+        solved
+            .notes
+            .push("pattern model too large for these node sizes; node-level model solved instead".into());
+        return Ok(solved);
+    };
     // Warm start: the better of the greedy plan and "keep everything running"
     // (last round's plan as applied) that the model can represent. Both reuse
     // the model's speedup tables.
@@ -834,7 +869,16 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
     let watched = built.model.watched.clone();
     let index: HashMap<Variable, usize> = watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
     let model = std::mem::take(&mut built.model);
-    let solved = solve(model, solver, limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
+    // Building counts against the time limit: the solver gets what is left.
+    let left = limits.time_limit_s - t0.elapsed().as_secs_f64();
+    if left <= 0.0 {
+        return Err("time limit reached while building the model".into());
+    }
+    let limits = Limits {
+        time_limit_s: left,
+        ..*limits
+    };
+    let solved = solve(model, solver, &limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
     let value = |v: Variable| solved.values[index[&v]];
     let mut plan = ctx.decode(&built, &value)?;
     plan.status = match solved.status {

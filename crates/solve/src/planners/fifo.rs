@@ -32,10 +32,11 @@ impl Planner for Fifo {
         let mut left = total;
         let mut decisions = Vec::new();
         for j in order {
-            let k = if j.current().is_empty() {
-                fixed_gpus(j)
-            } else {
+            // A running job keeps its size unless that now breaks its limits.
+            let k = if round.keepable(j) {
                 j.current().num_gpus()
+            } else {
+                fixed_gpus(j)
             };
             if k <= left {
                 left -= k;

@@ -13,8 +13,12 @@ use gpuplan_core::{Allocation, JobId, Plan, PlanStatus, Round, RoundJob};
 use crate::placement::FreeGpus;
 
 /// GPUs a fixed-size job runs with: its request, within its limits.
+/// 0 when the job may not run at all (`max_gpus` 0, or min above max).
 pub fn fixed_gpus(job: &RoundJob) -> u32 {
-    job.requested_gpus.clamp(job.min_gpus.max(1), job.max_gpus.max(1))
+    if job.max_gpus < job.min_gpus.max(1) {
+        return 0;
+    }
+    job.requested_gpus.clamp(job.min_gpus.max(1), job.max_gpus)
 }
 
 /// Turn a list of (job, GPU count) decisions into a plan.
@@ -48,12 +52,26 @@ pub fn place_counts_with(
         }
     }
     let mut rest = Vec::new();
+    let most = most_in_one_type(round);
     for &(id, k) in decisions {
         if k == 0 || plan.allocations.contains_key(&id) {
             continue;
         }
         let Some(j) = by_id(id) else { continue };
-        if j.current().num_gpus() == k && free.take(j.current()) {
+        // A request larger than any one GPU type can hold (48 GPUs where
+        // the largest type has 32) runs on as many as it can, within its
+        // limits; otherwise it would wait forever.
+        let k = if k > most && most >= j.min_gpus.max(1) {
+            most
+        } else {
+            k
+        };
+        // A size outside the job's limits is never placed, whatever the
+        // policy asked (it would be an invalid plan).
+        if k < j.min_gpus.max(1) || k > j.max_gpus {
+            continue;
+        }
+        if j.current().num_gpus() == k && round.keepable(j) && free.take(j.current()) {
             plan.allocations.insert(id, j.current().clone());
         } else {
             rest.push((id, k));
@@ -61,11 +79,83 @@ pub fn place_counts_with(
     }
     for (id, k) in rest {
         let Some(j) = by_id(id) else { continue };
-        if let Some(a) = place(j, &mut free, k) {
+        if let Some(a) = place_one_type(round, &mut free, k, |free, k| place(j, free, k)) {
             plan.allocations.insert(id, a);
         }
     }
     plan
+}
+
+/// The most GPUs one job can get: one type's largest nodes, up to
+/// `max_nodes_per_job` of them.
+fn most_in_one_type(round: &Round) -> u32 {
+    let types = round.cluster.type_index();
+    let n_types = types.iter().max().map_or(0, |m| m + 1);
+    (0..n_types)
+        .map(|t| {
+            let mut sizes: Vec<u32> = (0..types.len())
+                .filter(|&i| types[i] == t)
+                .map(|i| round.cluster.nodes[i].gpus)
+                .collect();
+            sizes.sort_unstable_by(|a, b| b.cmp(a));
+            sizes
+                .iter()
+                .take(round.params.max_nodes_per_job as usize)
+                .sum::<u32>()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Run `place` once per GPU type on a pool showing only that type's free
+/// GPUs, and take the result spanning the fewest nodes (the first type on
+/// ties; on a one-type cluster this is `place` itself). A job never mixes
+/// types, and never spans more than `max_nodes_per_job` nodes: where the
+/// policy's own placement would, it falls back to packing, else waits.
+fn place_one_type(
+    round: &Round,
+    free: &mut FreeGpus,
+    k: u32,
+    mut place: impl FnMut(&mut FreeGpus, u32) -> Option<Allocation>,
+) -> Option<Allocation> {
+    let types = round.cluster.type_index();
+    let n_types = types.iter().max().map_or(0, |m| m + 1);
+    let max_nodes = round.params.max_nodes_per_job;
+    let mut best: Option<(Allocation, FreeGpus)> = None;
+    for t in 0..n_types {
+        let mut view = free.clone();
+        for (f, &ty) in view.free.iter_mut().zip(&types) {
+            if ty != t {
+                *f = 0;
+            }
+        }
+        let mut tried = view.clone();
+        let a = place(&mut tried, k)
+            .filter(|a| a.num_nodes() <= max_nodes)
+            .map(|a| (a, tried))
+            .or_else(|| {
+                let mut packed = view.clone();
+                packed
+                    .take_packed(k)
+                    .filter(|a| a.num_nodes() <= max_nodes)
+                    .map(|a| (a, packed))
+            });
+        if let Some((a, after)) = a {
+            if best.as_ref().is_none_or(|(b, _)| a.num_nodes() < b.num_nodes()) {
+                // Only this type's nodes changed: carry the others over.
+                let mut next = free.clone();
+                for (i, &ty) in types.iter().enumerate() {
+                    if ty == t {
+                        next.free[i] = after.free[i];
+                    }
+                }
+                best = Some((a, next));
+            }
+        }
+    }
+    let (a, next) = best?;
+    *free = next;
+    Some(a)
 }
 
 /// Current allocation of a job in the round, for readability at call sites.

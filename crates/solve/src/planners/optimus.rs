@@ -75,7 +75,8 @@ impl Planner for Optimus {
                 break;
             }
             let need = j.min_gpus.max(1);
-            if need <= left {
+            // A job whose limits allow no size (max_gpus 0) waits.
+            if need <= left && need <= j.max_gpus {
                 k[i] = need;
                 left -= need;
                 if k[i] < ceiling(j) {

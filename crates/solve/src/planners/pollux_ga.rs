@@ -69,6 +69,8 @@ struct Ctx<'a> {
     /// Pollux scales speedups by dominant share × nodes (= 1 / GPUs per node).
     scale: f64,
     max_nodes: u32,
+    /// Each node's GPU type index ([`gpuplan_core::Cluster::type_index`]).
+    node_type: Vec<usize>,
 }
 
 impl Ctx<'_> {
@@ -178,11 +180,25 @@ impl Ctx<'_> {
                 }
             }
         }
-        // 2. Per-job caps: GPUs (random node order) and nodes.
+        // 2. Per-job caps: one GPU type (the one holding most of the job's
+        // GPUs, the first on ties), GPUs (random node order) and nodes.
         let mut nodes_order: Vec<usize> = (0..self.nodes).collect();
+        let n_types = self.node_type.iter().max().map_or(1, |m| m + 1);
         for j in 0..self.jobs {
             if self.pinned[j] {
                 continue;
+            }
+            if n_types > 1 {
+                let mut per_type = vec![0u32; n_types];
+                for n in 0..self.nodes {
+                    per_type[self.node_type[n]] += g[self.idx(j, n)];
+                }
+                let keep = (0..n_types).max_by(|&a, &b| per_type[a].cmp(&per_type[b]).then(b.cmp(&a)));
+                for n in 0..self.nodes {
+                    if Some(self.node_type[n]) != keep {
+                        g[j * self.nodes + n] = 0;
+                    }
+                }
             }
             nodes_order.shuffle(rng);
             let mut left = self.max_gpus[j];
@@ -301,6 +317,7 @@ impl Planner for PolluxGa {
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
+        let t0 = web_time::Instant::now();
         let jobs = round.jobs.len();
         let nodes = round.cluster.num_nodes();
         let mut plan = Plan::new(self.name(), PlanStatus::Feasible);
@@ -350,6 +367,7 @@ impl Planner for PolluxGa {
                 .collect(),
             scale: 1.0 / gpn as f64,
             max_nodes: round.params.max_nodes_per_job,
+            node_type: round.cluster.type_index(),
         };
         let mut cache: Vec<SpeedupCache> = max_g
             .iter()
@@ -384,7 +402,16 @@ impl Planner for PolluxGa {
             ctx.repair(g, &mut rng);
         }
         let mut objs: Vec<(f64, f64)> = pop.iter().map(|g| ctx.evaluate(g, &mut cache)).collect();
-        for _ in 0..self.config.generations {
+        // The time limit stops the search between generations (a generation
+        // of 3000 jobs takes ~0.1 s); the best individual so far is the plan.
+        for gen in 0..self.config.generations {
+            if t0.elapsed().as_secs_f64() > limits.time_limit_s {
+                plan.reason = Some(format!(
+                    "time limit reached after {gen} of {} generations",
+                    self.config.generations
+                ));
+                break;
+            }
             let mut seen: HashSet<Vec<u32>> = pop.iter().cloned().collect();
             let mut children = Vec::with_capacity(pop.len());
             let mut tries = 0;

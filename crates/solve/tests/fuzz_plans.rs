@@ -1,0 +1,320 @@
+//! Our own plan fuzzer: generated rounds, good and bad, through every
+//! registered planner via the one pipeline (`pipeline::run_round`).
+//!
+//! A round is either rejected by the input check (`Malformed`, naming a
+//! path) or planned validly; a planner never blames itself
+//! (`InvalidPlan`) and never panics. On small rounds the exact planners
+//! agree within the gap. `cargo test` runs a short run; `make fuzz-plans`
+//! runs 10^5 rounds (`PROPTEST_CASES`).
+
+use gpuplan_core::{
+    validate, Allocation, BatchLimits, Cluster, GoodputModel, GpuId, GradParams, Interference, JobId,
+    JobState, Node, NodeId, Oracle, PerfParams, PlanStatus, PolicyParams, Round, RoundJob,
+};
+use gpuplan_solve::pipeline::{rules, run_round};
+use gpuplan_solve::planners::pollux_ga::{GaConfig, PolluxGa};
+use gpuplan_solve::{registry, Limits, PlanError, Planner};
+use proptest::prelude::*;
+
+const TYPES: [&str; 3] = ["t4", "v100", "a100"];
+
+/// Cluster: a homogeneous shape from 1×1 to 64×8, or up to 8 nodes of
+/// mixed sizes and types.
+fn cluster() -> impl Strategy<Value = Cluster> {
+    prop_oneof![
+        3 => (1u32..=4, prop::sample::select(vec![1u32, 2, 3, 4, 8])).prop_map(|(n, g)| Cluster::homogeneous(n, g, "t4")),
+        1 => (1u32..=64, 1u32..=8).prop_map(|(n, g)| Cluster::homogeneous(n, g, "t4")),
+        3 => prop::collection::vec((1u32..=8, 0usize..3), 1..=6).prop_map(|nodes| Cluster {
+            nodes: nodes
+                .into_iter()
+                .enumerate()
+                .map(|(i, (g, t))| Node {
+                    name: format!("n{i}"),
+                    gpus: g,
+                    gpu_type: TYPES[t].into(),
+                })
+                .collect(),
+        }),
+    ]
+}
+
+/// One job's raw draws: (model params or none, min, max, requested,
+/// preemptible, current GPUs as (node, index or ANY), age, restarts,
+/// max used, oracle).
+type JobGen = (
+    Option<(f64, f64, f64)>,
+    u32,
+    u32,
+    u32,
+    bool,
+    Vec<(u32, Option<u32>)>,
+    f64,
+    u32,
+    u32,
+    bool,
+);
+
+fn job() -> impl Strategy<Value = JobGen> {
+    (
+        prop::option::of((0.01f64..0.3, 0.001f64..0.2, 0.0f64..50.0)),
+        prop::sample::select(vec![0u32, 0, 1, 1, 2, 3]),
+        prop::sample::select(vec![0u32, 1, 2, 3, 4, 6, 8, 8, 16, 64]),
+        1u32..=9,
+        prop::bool::weighted(0.75),
+        // Current GPUs: nodes may be out of range (then the check rejects),
+        // named or node-level, in any order, of any types, any count.
+        prop::collection::vec((0u32..9, prop::option::of(0u32..8)), 0..6),
+        prop::sample::select(vec![0.0f64, 1.0, 30.0, 1000.0, 50_000.0]),
+        0u32..4,
+        0u32..9,
+        any::<bool>(),
+    )
+}
+
+fn model((a, sync, var): (f64, f64, f64)) -> GoodputModel {
+    GoodputModel {
+        perf: PerfParams {
+            alpha_c: a,
+            beta_c: a / 100.0,
+            alpha_n: 4.0 * sync,
+            beta_n: sync / 5.0,
+            alpha_r: sync,
+            beta_r: sync / 10.0,
+            gamma: 1.3,
+        },
+        grad: GradParams { sqr: 1.0, var },
+        limits: BatchLimits {
+            init_batch: 64,
+            max_batch: 4096,
+            min_local: 16,
+            max_local: 256,
+        },
+        accumulation: true,
+    }
+}
+
+fn round() -> impl Strategy<Value = Round> {
+    (
+        cluster(),
+        prop::collection::vec(job(), 1..=8),
+        // p: every supported kind, and sometimes one the check rejects.
+        prop::sample::select(vec![
+            f64::NEG_INFINITY,
+            -5.0,
+            -1.0,
+            -0.5,
+            0.0,
+            0.5,
+            1.0,
+            2.0,
+            10.0,
+            -1e9,
+            f64::INFINITY,
+        ]),
+        any::<bool>(),
+        prop::sample::select(vec![0u32, 1, 2, 3, 16, 16, 16]),
+        1u32..=3,
+        // Whether to make the round consistent (drop clashing GPUs and
+        // pinned jobs that break rules) or leave whatever was drawn.
+        prop::bool::weighted(0.7),
+    )
+        .prop_map(|(cluster, jobs, p, avoid, max_nodes, explore, tidy)| {
+            build(cluster, jobs, p, avoid, max_nodes, explore, tidy)
+        })
+}
+
+fn build(
+    cluster: Cluster,
+    jobs: Vec<JobGen>,
+    p: f64,
+    avoid: bool,
+    max_nodes: u32,
+    explore: u32,
+    tidy: bool,
+) -> Round {
+    let n = cluster.nodes.len() as u32;
+    let mut taken = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (i, (m, min, max, req, pre, cur, age, restarts, used, oracle)) in jobs.into_iter().enumerate() {
+        let mut gpus = Vec::new();
+        for (node, ix) in cur {
+            let (node, ix) = if tidy {
+                let node = node % n;
+                let cap = cluster.nodes[node as usize].gpus;
+                (node, ix.map(|x| x % cap))
+            } else {
+                (node, ix)
+            };
+            let g = match ix {
+                Some(x) => GpuId::new(NodeId(node), x),
+                None => GpuId::any_on(NodeId(node)),
+            };
+            if tidy && g.is_bound() && !taken.insert(g) {
+                continue;
+            }
+            gpus.push(g);
+        }
+        // Unsorted on purpose: loading sorts, so order must not matter.
+        gpus.reverse();
+        let mut alloc = Allocation::from_gpus(gpus);
+        if tidy && alloc.duplicate().is_some() {
+            alloc = Allocation::default();
+        }
+        out.push(RoundJob {
+            id: JobId(i as u32),
+            name: format!("j{i}"),
+            app: "synthetic".into(),
+            submit_s: i as f64,
+            requested_gpus: req,
+            batch_size: 64,
+            min_gpus: min,
+            max_gpus: max,
+            preemptible: pre,
+            state: JobState {
+                age_s: age,
+                restarts,
+                attained_gpu_s: age * f64::from(alloc.num_gpus()),
+                max_gpus_used: used,
+                allocation: alloc,
+                ..Default::default()
+            },
+            model: m.map(model),
+            oracle: oracle.then(|| Oracle {
+                remaining_iters: 1000.0 * (i + 1) as f64,
+                step_time_s: (1..=8).map(|k| 1.0 / f64::from(k).sqrt()).collect(),
+            }),
+            restart_penalty_s: None,
+        });
+    }
+    let mut round = Round {
+        now_s: 1000.0,
+        cluster,
+        jobs: out,
+        params: PolicyParams {
+            p,
+            interference: if avoid {
+                Interference::Avoid
+            } else {
+                Interference::Allow
+            },
+            max_nodes_per_job: max_nodes,
+            exploration_factor: explore,
+            ..Default::default()
+        },
+    };
+    gpuplan_core::bind_round(&mut round);
+    if tidy {
+        // Over-full nodes and rule-breaking pinned jobs are input errors;
+        // a tidy round makes such jobs preemptible or idle instead.
+        let mut used = vec![0u32; round.cluster.nodes.len()];
+        for j in round.jobs.iter_mut() {
+            let fits = j.state.allocation.is_bound()
+                && j.state
+                    .allocation
+                    .per_node()
+                    .iter()
+                    .all(|(n, k)| used[n.0 as usize] + k <= round.cluster.nodes[n.0 as usize].gpus);
+            if !fits {
+                j.state.allocation = Allocation::default();
+            }
+            for (n, k) in j.state.allocation.per_node() {
+                used[n.0 as usize] += k;
+            }
+        }
+        let keep: Vec<bool> = round.jobs.iter().map(|j| round.keepable(j)).collect();
+        let mut multi = std::collections::HashSet::new();
+        for (j, ok) in round.jobs.iter_mut().zip(keep) {
+            let per = j.state.allocation.per_node();
+            let clash = avoid && per.len() > 1 && per.iter().any(|(n, _)| !multi.insert(n.0));
+            if !ok || clash {
+                j.preemptible = true;
+            }
+        }
+    }
+    round
+}
+
+/// Every registered planner, the GA shrunk so that a case stays fast
+/// (the same code paths, fewer generations).
+fn planners() -> Vec<Box<dyn Planner>> {
+    registry::names()
+        .into_iter()
+        .map(|n| {
+            if n == "pollux-ga" {
+                Box::new(PolluxGa::new(GaConfig {
+                    population: 12,
+                    generations: 6,
+                    ..Default::default()
+                })) as Box<dyn Planner>
+            } else {
+                registry::create(n).unwrap()
+            }
+        })
+        .collect()
+}
+
+fn limits() -> Limits {
+    Limits {
+        time_limit_s: 5.0,
+        ..Default::default()
+    }
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A path as the check writes it: `jobs[i] (name).field`, `params.x`, `cluster.nodes...`.
+fn names_a_path(msg: &str) -> bool {
+    msg.contains("jobs[") || msg.contains("params.") || msg.contains("cluster.")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(150), ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_planner_plans_validly_or_the_input_is_rejected(round in round()) {
+        let checked = round.check();
+        for mut p in planners() {
+            match run_round(p.as_mut(), &round, &limits()) {
+                Ok(d) => {
+                    prop_assert!(checked.is_ok(), "{} planned a round the check rejects: {:?}", p.name(), checked);
+                    let held = Round { params: rules(&p.traits(), &round.params), ..round.clone() };
+                    prop_assert!(validate(&held, &d.plan).is_ok(), "{}: {:?}", p.name(), validate(&held, &d.plan));
+                    let objective = d.objective(&round);
+                    prop_assert!(objective.is_finite() && objective >= 0.0, "{}: objective {}", p.name(), objective);
+                }
+                Err(PlanError::Malformed(m)) => {
+                    prop_assert!(checked.is_err(), "{} called a round malformed that the check accepts: {}", p.name(), m);
+                    prop_assert!(names_a_path(&m), "no path in: {}", m);
+                }
+                Err(e) => prop_assert!(false, "{}: {}", p.name(), e),
+            }
+        }
+    }
+
+    #[test]
+    fn exact_planners_agree_on_small_rounds(round in round()) {
+        let total = round.cluster.total_gpus();
+        if round.check().is_err() || total > 12 || round.jobs.len() > 5 {
+            return Ok(());
+        }
+        let lim = Limits { time_limit_s: 30.0, ..Default::default() };
+        let mut found = Vec::new();
+        for name in ["mip-exact", "mip-node", "mip-exact-microlp"] {
+            let mut p = registry::create(name).unwrap();
+            let d = run_round(p.as_mut(), &round, &lim).unwrap();
+            if d.plan.status == PlanStatus::Optimal {
+                found.push((name, d.objective(&round)));
+            }
+        }
+        // Gap 1e-4 on the solvers' sums; on the mean, allow a little more.
+        for w in found.windows(2) {
+            let ((a, x), (b, y)) = (w[0], w[1]);
+            prop_assert!((x - y).abs() <= 1e-3 * x.abs().max(y.abs()).max(1e-9), "{a} {x} vs {b} {y}");
+        }
+    }
+}

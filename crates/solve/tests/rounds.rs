@@ -1,0 +1,145 @@
+//! Regression rounds from the independent fuzzer (issue 13), each with its
+//! expected outcome: a valid plan from every planner, or an input error
+//! naming the offending path. `nodes4096.json` (280 KB) and
+//! `jobs3000-2x4.json` (1.3 MB) are left out for size.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use gpuplan_core::{validate, Round};
+use gpuplan_solve::pipeline::{rules, run_round};
+use gpuplan_solve::{registry, Limits, PlanError};
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rounds")
+}
+
+/// Files the input check must reject, with the path its message names.
+const MALFORMED: &[(&str, &str)] = &[
+    ("dup-name.json", "jobs[1] (resnet-a).name"),
+    ("max-nodes-zero.json", "params.max_nodes_per_job"),
+    ("maxnodes-zero.json", "params.max_nodes_per_job"),
+    ("p-minus-1e9.json", "params.p"),
+    ("pinned-interference.json", "jobs[1] (resnet-b).state.allocation"),
+    ("pinned-over-max.json", "jobs[0] (resnet-a).state.allocation"),
+    (
+        "pinned-span-over-limit.json",
+        "jobs[0] (resnet-a).state.allocation",
+    ),
+    ("u32-total-overflow.json", "cluster.nodes"),
+    ("u32max-gpus-node.json", "cluster.nodes[0].gpus"),
+];
+
+/// Files that do not even load, with what the message names.
+const UNREADABLE: &[(&str, &str)] = &[("p-min-ignored.json", "p_min")];
+
+fn load(name: &str) -> Result<Round, String> {
+    let text = std::fs::read_to_string(dir().join(name)).unwrap();
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+fn limits() -> Limits {
+    Limits {
+        time_limit_s: 5.0,
+        ..Default::default()
+    }
+}
+
+/// Every planner's objective on a round that must plan, each plan valid
+/// under the rules its planner honours.
+fn plan_all(name: &str, round: &Round) -> BTreeMap<&'static str, f64> {
+    let mut out = BTreeMap::new();
+    for p in registry::names() {
+        let mut planner = registry::create(p).unwrap();
+        let d = run_round(planner.as_mut(), round, &limits()).unwrap_or_else(|e| panic!("{name} {p}: {e}"));
+        let held = Round {
+            params: rules(&planner.traits(), &round.params),
+            ..round.clone()
+        };
+        validate(&held, &d.plan).unwrap_or_else(|v| panic!("{name} {p}: {v:?}"));
+        out.insert(p, d.objective(round));
+    }
+    out
+}
+
+#[test]
+fn every_round_file_plans_or_names_the_bad_path() {
+    let mut names: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 30, "round files missing: {names:?}");
+    for name in &names {
+        if let Some((_, what)) = UNREADABLE.iter().find(|(f, _)| f == name) {
+            let e = load(name).unwrap_err();
+            assert!(e.contains(what), "{name}: {e}");
+            continue;
+        }
+        let round = load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Some((_, path)) = MALFORMED.iter().find(|(f, _)| f == name) {
+            let errs = round.check().expect_err(name).join("; ");
+            assert!(errs.contains(path), "{name}: {errs}");
+            let mut p = registry::create("greedy").unwrap();
+            match run_round(p.as_mut(), &round, &limits()) {
+                Err(PlanError::Malformed(m)) => assert!(m.contains(path), "{name}: {m}"),
+                other => panic!("{name}: expected Malformed, got {other:?}"),
+            }
+            continue;
+        }
+        plan_all(name, &round);
+    }
+}
+
+/// D1: the order of a current allocation does not change any plan.
+#[test]
+fn unsorted_and_sorted_current_allocations_plan_alike() {
+    let a = plan_all("keep-sorted", &load("keep-sorted.json").unwrap());
+    let b = plan_all("keep-unsorted", &load("keep-unsorted.json").unwrap());
+    assert_eq!(a, b);
+}
+
+/// D4: the exact models agree once no planner may keep a type-mixed allocation.
+#[test]
+fn exact_models_agree_on_a_type_mixed_keep() {
+    let o = plan_all(
+        "exact-vs-node",
+        &load("exact-vs-node-typemixed-keep.json").unwrap(),
+    );
+    let (e, n) = (o["mip-exact"], o["mip-node"]);
+    assert!(
+        (e - n).abs() <= 1e-6 * e.abs().max(1.0),
+        "mip-exact {e} vs mip-node {n}"
+    );
+}
+
+/// D11: mip-aggregate is never worse than greedy.
+#[test]
+fn aggregate_is_at_least_as_good_as_greedy() {
+    for f in ["aggregate-below-greedy.json", "aggregate-below-greedy-8x8.json"] {
+        let o = plan_all(f, &load(f).unwrap());
+        for agg in ["mip-aggregate", "mip-aggregate-microlp"] {
+            assert!(
+                o[agg] >= o["greedy"] - 1e-12,
+                "{f}: {agg} {} < greedy {}",
+                o[agg],
+                o["greedy"]
+            );
+        }
+    }
+}
+
+/// D10: p = −∞ is written `"-inf"` and reads back; the legacy `null` reads as −∞.
+#[test]
+fn minus_infinity_round_trips() {
+    let mut r = load("dumped-with-p-inf.json").unwrap();
+    assert_eq!(r.params.p, f64::NEG_INFINITY);
+    let text = serde_json::to_string(&r).unwrap();
+    assert!(text.contains(r#""p":"-inf""#), "{text}");
+    let back: Round = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.params.p, f64::NEG_INFINITY);
+    r.params.p = -1.0;
+    let back: Round = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(back.params.p, -1.0);
+}

@@ -458,7 +458,9 @@ mod tests {
             e,
             vec![
                 "jobs[1] (j3).id: duplicate id 3",
-                "jobs[2] (j3).id: duplicate id 3"
+                "jobs[1] (j3).name: duplicate name, also jobs[0]",
+                "jobs[2] (j3).id: duplicate id 3",
+                "jobs[2] (j3).name: duplicate name, also jobs[0]"
             ]
         );
     }

@@ -771,7 +771,9 @@ impl Daemon {
             targets.insert(j.id, j.gpus.clone());
             let facts = JobFacts {
                 id: j.id,
-                name: j.spec.name.clone(),
+                // Users may give several jobs one name; a round's names are
+                // unique (plans are reported by name), so the id goes in.
+                name: format!("{}#{}", j.spec.name, j.id.0),
                 app: j.spec.app.clone().unwrap_or_default(),
                 submit_s: j.submit_unix_s,
                 requested_gpus: j.spec.max_gpus,

@@ -85,23 +85,130 @@ impl JobStatus {
     }
 }
 
-/// One launch of a job on a set of GPUs.
+/// Where an attempt is in its life. One enum instead of flags, so that no
+/// impossible mix (killed but never told to stop) can be written down.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Lifecycle {
+    /// Journaled as intended, not yet journaled as spawned.
+    Starting,
+    Running,
+    /// Told to stop (SIGTERM) at `since_unix_s`; `killed` once SIGKILL went out.
+    Stopping {
+        since_unix_s: f64,
+        cause: StopCause,
+        killed: bool,
+    },
+}
+
+/// Why an attempt is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    /// The daemon stopped it: a move, a cancel, a lost GPU, a restart roll-back.
+    Ordered,
+    /// A rank failed on its own; the others are being stopped.
+    Crashed,
+}
+
+/// One launch of a job on a set of GPUs. Journaled in the previous
+/// release's form ([`AttemptWire`]), so old journals load and new ones
+/// read the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "AttemptWire", into = "AttemptWire")]
 pub struct Attempt {
     pub n: u32,
     pub gpus: Vec<String>,
     pub dir: PathBuf,
-    /// False between the journaled intent and the journaled spawn.
+    pub ranks: Vec<RankProc>,
+    pub life: Lifecycle,
+    pub started_unix_s: f64,
+}
+
+impl Attempt {
+    pub fn is_stopping(&self) -> bool {
+        matches!(self.life, Lifecycle::Stopping { .. })
+    }
+
+    /// Start stopping it on the daemon's order; false if already stopping
+    /// (the first SIGTERM's time keeps counting the grace period).
+    fn order_stop(&mut self, now: f64) -> bool {
+        if self.is_stopping() {
+            return false;
+        }
+        self.life = Lifecycle::Stopping {
+            since_unix_s: now,
+            cause: StopCause::Ordered,
+            killed: false,
+        };
+        true
+    }
+}
+
+/// The journal's form of an [`Attempt`] (field names of earlier releases).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttemptWire {
+    pub n: u32,
+    pub gpus: Vec<String>,
+    pub dir: PathBuf,
     pub launched: bool,
     pub ranks: Vec<RankProc>,
     #[serde(default)]
     pub term_sent_unix_s: Option<f64>,
     #[serde(default)]
     pub kill_sent: bool,
-    /// A rank failed on its own; the others are being stopped.
     #[serde(default)]
     pub crashed: bool,
     pub started_unix_s: f64,
+}
+
+impl From<AttemptWire> for Attempt {
+    fn from(w: AttemptWire) -> Self {
+        let life = match w.term_sent_unix_s {
+            Some(t) => Lifecycle::Stopping {
+                since_unix_s: t,
+                cause: if w.crashed {
+                    StopCause::Crashed
+                } else {
+                    StopCause::Ordered
+                },
+                killed: w.kill_sent,
+            },
+            None if w.launched => Lifecycle::Running,
+            None => Lifecycle::Starting,
+        };
+        Attempt {
+            n: w.n,
+            gpus: w.gpus,
+            dir: w.dir,
+            ranks: w.ranks,
+            life,
+            started_unix_s: w.started_unix_s,
+        }
+    }
+}
+
+impl From<Attempt> for AttemptWire {
+    fn from(a: Attempt) -> Self {
+        let (launched, term, killed, crashed) = match a.life {
+            Lifecycle::Starting => (false, None, false, false),
+            Lifecycle::Running => (true, None, false, false),
+            Lifecycle::Stopping {
+                since_unix_s,
+                cause,
+                killed,
+            } => (true, Some(since_unix_s), killed, cause == StopCause::Crashed),
+        };
+        AttemptWire {
+            n: a.n,
+            gpus: a.gpus,
+            dir: a.dir,
+            launched,
+            ranks: a.ranks,
+            term_sent_unix_s: term,
+            kill_sent: killed,
+            crashed,
+            started_unix_s: a.started_unix_s,
+        }
+    }
 }
 
 pub use gpuplan_solve::agent::ObsAgg;
@@ -304,9 +411,11 @@ impl JobRecord {
             JobStatus::Cancelled if self.live() => "stopping",
             JobStatus::Cancelled => "cancelled",
             _ => match &self.attempt {
-                Some(a) if a.term_sent_unix_s.is_some() => "stopping",
-                Some(a) if a.launched => "running",
-                Some(_) => "starting",
+                Some(a) => match a.life {
+                    Lifecycle::Stopping { .. } => "stopping",
+                    Lifecycle::Running => "running",
+                    Lifecycle::Starting => "starting",
+                },
                 None if !self.gpus.is_empty() => "starting",
                 None if self.backoff_until_unix_s > now => "backoff",
                 None => "queued",
@@ -438,14 +547,16 @@ impl Daemon {
                     })
                 })
                 .collect();
-            if !a.launched && !started {
+            if a.life == Lifecycle::Starting && !started {
                 // Half started: roll back (stop what started, relaunch later).
-                a.term_sent_unix_s.get_or_insert(now);
+                a.order_stop(now);
             }
-            a.launched = true;
-            if a.term_sent_unix_s.is_some() {
+            if a.life == Lifecycle::Starting {
+                a.life = Lifecycle::Running;
+            }
+            if let Lifecycle::Stopping { since_unix_s, .. } = &mut a.life {
                 // The grace period restarts: the old clock is lost.
-                a.term_sent_unix_s = Some(now);
+                *since_unix_s = now;
                 for r in &a.ranks {
                     self.engine.signal(r, Signal::Term);
                 }
@@ -536,8 +647,7 @@ impl Daemon {
         job.finished_unix_s = Some(now);
         let mut term = Vec::new();
         if let Some(a) = job.attempt.as_mut() {
-            if a.term_sent_unix_s.is_none() {
-                a.term_sent_unix_s = Some(now);
+            if a.order_stop(now) {
                 term = a.ranks.clone();
             }
         }
@@ -573,7 +683,7 @@ impl Daemon {
             .jobs
             .get_mut(&id)
             .ok_or_else(|| ExecError::NotFound(format!("no job {}", id.0)))?;
-        let Some(a) = job.attempt.as_ref().filter(|a| a.term_sent_unix_s.is_none()) else {
+        let Some(a) = job.attempt.as_ref().filter(|a| !a.is_stopping()) else {
             // A late report from a stopping attempt describes an old placement.
             return Ok(());
         };
@@ -738,8 +848,7 @@ impl Daemon {
                 j.status = JobStatus::Queued;
             }
             if let Some(a) = j.attempt.as_mut() {
-                if a.term_sent_unix_s.is_none() {
-                    a.term_sent_unix_s = Some(now);
+                if a.order_stop(now) {
                     term.extend(a.ranks.clone());
                 }
             }
@@ -907,8 +1016,7 @@ impl Daemon {
                 j.choose_batch(&self.traits, nodes, j.gpus.len() as u32, &mut self.memo);
             }
             if let Some(a) = j.attempt.as_mut() {
-                if a.term_sent_unix_s.is_none() {
-                    a.term_sent_unix_s = Some(now);
+                if a.order_stop(now) {
                     term.extend(a.ranks.clone());
                 }
             }
@@ -997,13 +1105,26 @@ impl Daemon {
             .any(|s| matches!(s, RankStatus::Exited(c) if *c != Some(0)));
         let mut act: Option<(Signal, Vec<RankProc>)> = None;
         let mut save = false;
-        if failed && a.term_sent_unix_s.is_none() && running > 0 {
-            a.crashed = true;
-            a.term_sent_unix_s = Some(now);
+        let stop_since = match a.life {
+            Lifecycle::Stopping {
+                since_unix_s,
+                killed: false,
+                ..
+            } => Some(since_unix_s),
+            _ => None,
+        };
+        if failed && !a.is_stopping() && running > 0 {
+            a.life = Lifecycle::Stopping {
+                since_unix_s: now,
+                cause: StopCause::Crashed,
+                killed: false,
+            };
             act = Some((Signal::Term, a.ranks.clone()));
             save = true;
-        } else if running > 0 && !a.kill_sent && a.term_sent_unix_s.is_some_and(|t| now - t >= grace) {
-            a.kill_sent = true;
+        } else if running > 0 && stop_since.is_some_and(|t| now - t >= grace) {
+            if let Lifecycle::Stopping { killed, .. } = &mut a.life {
+                *killed = true;
+            }
             act = Some((Signal::Kill, a.ranks.clone()));
             save = true;
         }
@@ -1013,10 +1134,13 @@ impl Daemon {
             // Rank 0 exiting 0 after our SIGTERM means training had already
             // finished when the stop came (the protocol asks for a non-zero
             // exit on SIGTERM); the other ranks' 143 must not relaunch it.
-            let finished_under_term = a.term_sent_unix_s.is_some()
-                && !a.crashed
-                && st.first() == Some(&RankStatus::Exited(Some(0)));
-            let crashed = a.crashed || (failed && a.term_sent_unix_s.is_none());
+            let (stopping, crash_stop) = match a.life {
+                Lifecycle::Stopping { cause, .. } => (true, cause == StopCause::Crashed),
+                _ => (false, false),
+            };
+            let finished_under_term =
+                stopping && !crash_stop && st.first() == Some(&RankStatus::Exited(Some(0)));
+            let crashed = crash_stop || (failed && !stopping);
             let marked = done_file.exists();
             if (all_ok || finished_under_term || marked) && j.status != JobStatus::Cancelled {
                 j.status = JobStatus::Completed;
@@ -1110,11 +1234,8 @@ impl Daemon {
             n: j.attempts,
             gpus: j.gpus.clone(),
             dir: dir.clone(),
-            launched: false,
             ranks: Vec::new(),
-            term_sent_unix_s: None,
-            kill_sent: false,
-            crashed: false,
+            life: Lifecycle::Starting,
             started_unix_s: now,
         });
         let ckpt = checkpoint_dir(&state_dir, id);
@@ -1161,7 +1282,7 @@ impl Daemon {
         match res {
             Ok(ranks) => {
                 a.ranks = ranks;
-                a.launched = true;
+                a.life = Lifecycle::Running;
             }
             Err(e) => {
                 j.attempt = None;
@@ -1276,17 +1397,14 @@ mod tests {
         plan_gpus(&mut d, id, 2);
         let first = d.jobs[&id].gpus.clone();
         assert_eq!(first.len(), 2);
-        assert!(d.jobs[&id].attempt.as_ref().unwrap().launched);
+        assert_eq!(d.jobs[&id].attempt.as_ref().unwrap().life, Lifecycle::Running);
         // Growing to 3 GPUs keeps the 2 it has: SIGTERM, exit, relaunch.
         plan_gpus(&mut d, id, 3);
         let grown = d.jobs[&id].gpus.clone();
         assert!(first.iter().all(|g| grown.contains(g)), "{first:?} -> {grown:?}");
         assert_eq!(d.jobs[&id].restarts, 1);
         let a = d.jobs[&id].attempt.as_ref().unwrap();
-        assert!(
-            a.n == 2 || a.term_sent_unix_s.is_some(),
-            "old ranks were told to stop"
-        );
+        assert!(a.n == 2 || a.is_stopping(), "old ranks were told to stop");
         for _ in 0..500 {
             d.tick().unwrap();
             if d.jobs[&id].attempt.as_ref().is_some_and(|a| a.gpus.len() == 3) {
@@ -1475,5 +1593,28 @@ mod tests {
         assert_eq!(d.view(id).unwrap().phase, "queued");
         assert!(d.prepare().unwrap().is_some());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An attempt journaled by the previous release (lifecycle as flags)
+    /// loads into the lifecycle enum and is written back the same way.
+    #[test]
+    fn attempts_keep_the_previous_releases_journal_form() {
+        let old = r#"{"n":2,"gpus":["fake-0-1"],"dir":"/s/jobs/1/attempt-2","launched":true,"ranks":[{"rank":0,"pgid":4242}],"term_sent_unix_s":17.5,"kill_sent":true,"started_unix_s":3.0}"#;
+        let a: Attempt = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            a.life,
+            Lifecycle::Stopping {
+                since_unix_s: 17.5,
+                cause: StopCause::Ordered,
+                killed: true
+            }
+        );
+        let back: serde_json::Value = serde_json::to_value(&a).unwrap();
+        assert_eq!(back["term_sent_unix_s"], 17.5);
+        assert_eq!(back["launched"], true);
+        assert_eq!(back["crashed"], false);
+        let starting = r#"{"n":1,"gpus":[],"dir":"/d","launched":false,"ranks":[],"started_unix_s":1.0}"#;
+        let a: Attempt = serde_json::from_str(starting).unwrap();
+        assert_eq!(a.life, Lifecycle::Starting);
     }
 }

@@ -298,7 +298,13 @@ pub fn simulate_workload(
 ) -> Result<SimResult, SimError> {
     let wall = web_time::Instant::now();
     let traits = planner.traits();
-    let total_gpus = cfg.cluster.total_gpus();
+    // A job runs on one GPU type, so the largest type bounds what it can get.
+    let type_of = cfg.cluster.type_index();
+    let mut per_type = vec![0u32; cfg.cluster.types().len()];
+    for (n, &t) in cfg.cluster.nodes.iter().zip(&type_of) {
+        per_type[t] += n.gpus;
+    }
+    let total_gpus = per_type.iter().copied().max().unwrap_or(0);
     let mut jobs: Vec<SimJob> = Vec::with_capacity(specs.len());
     let mut too_big = Vec::new();
     for WorkloadJob { spec, work } in specs {
@@ -369,7 +375,7 @@ pub fn simulate_workload(
         let n = too_big.len();
         too_big.truncate(10);
         return Err(SimError::Invalid(format!(
-            "{n} job(s) need more GPUs than the cluster's {total_gpus}: {}{}",
+            "{n} job(s) need more GPUs than the cluster's {total_gpus} (of its largest GPU type; a job never mixes types): {}{}",
             too_big.join(", "),
             if n > 10 { ", ..." } else { "" }
         )));
@@ -657,6 +663,27 @@ mod scale_tests {
         let profiles = crate::data::pollux_profiles().unwrap();
         let mut p = gpuplan_solve::registry::create(policy).unwrap();
         simulate_workload(cfg, &profiles, jobs, p.as_mut(), &mut |_, _| Control::Continue).unwrap()
+    }
+
+    /// A job never mixes GPU types, so one larger than every type is
+    /// refused up front (not left queued until the 60-day limit).
+    #[test]
+    fn a_job_larger_than_every_gpu_type_is_refused() {
+        let mut cluster: Cluster = "1x4:t4".parse().unwrap();
+        cluster.nodes.extend("1x4:a100".parse::<Cluster>().unwrap().nodes);
+        let cfg = SimConfig {
+            cluster,
+            ..Default::default()
+        };
+        let profiles = crate::data::pollux_profiles().unwrap();
+        let mut p = gpuplan_solve::registry::create("fifo").unwrap();
+        let e = simulate_workload(&cfg, &profiles, &[rigid(0, 0.0, 6, 10.0)], p.as_mut(), &mut |_, _| {
+            Control::Continue
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("r0 (6 GPUs)") && e.contains("largest GPU type"), "{e}");
+        assert_eq!(run(&cfg, &[rigid(0, 0.0, 4, 10.0)], "fifo").jobs[0].max_gpus_used, 4);
     }
 
     /// A rigid job alone runs its duration after the restart delay.

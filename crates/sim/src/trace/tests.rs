@@ -212,3 +212,25 @@ fn loaders_survive_malformed_inputs() {
         let _ = detect(&bytes);
     }
 }
+
+/// Two jobs of one name would be two rows of that name in `jobs.csv` (and
+/// one job to the daemon): the second is a row error naming file:line:field.
+#[test]
+fn duplicate_job_names_are_row_errors() {
+    let text = "name,time,application,num_replicas,batch_size\n\
+        a,0,cifar10,1,128\n\
+        b,10,cifar10,1,128\n\
+        a,20,cifar10,2,128\n";
+    let e = load(Format::Pollux, "w.csv", text.as_bytes(), &LoadOptions::default()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("w.csv:4:name: duplicate job name 'a', first on line 2"),
+        "{msg}"
+    );
+    let opts = LoadOptions {
+        bad_rows: BadRows::Skip,
+        ..Default::default()
+    };
+    let t = load(Format::Pollux, "w.csv", text.as_bytes(), &opts).unwrap();
+    assert_eq!(t.jobs.len(), 2);
+}

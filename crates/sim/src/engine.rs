@@ -677,13 +677,20 @@ mod scale_tests {
         };
         let profiles = crate::data::pollux_profiles().unwrap();
         let mut p = gpuplan_solve::registry::create("fifo").unwrap();
-        let e = simulate_workload(&cfg, &profiles, &[rigid(0, 0.0, 6, 10.0)], p.as_mut(), &mut |_, _| {
-            Control::Continue
-        })
+        let e = simulate_workload(
+            &cfg,
+            &profiles,
+            &[rigid(0, 0.0, 6, 10.0)],
+            p.as_mut(),
+            &mut |_, _| Control::Continue,
+        )
         .unwrap_err()
         .to_string();
         assert!(e.contains("r0 (6 GPUs)") && e.contains("largest GPU type"), "{e}");
-        assert_eq!(run(&cfg, &[rigid(0, 0.0, 4, 10.0)], "fifo").jobs[0].max_gpus_used, 4);
+        assert_eq!(
+            run(&cfg, &[rigid(0, 0.0, 4, 10.0)], "fifo").jobs[0].max_gpus_used,
+            4
+        );
     }
 
     /// A rigid job alone runs its duration after the restart delay.

@@ -37,7 +37,7 @@ fn main() {
     let mut d = Daemon::open(
         cfg,
         Box::new(FakeDevices::parse(shape).expect("NODESxGPUS")),
-        Box::new(LocalEngine::default()),
+        Box::new(LocalEngine::new(&state)),
     )
     .expect("open daemon");
     let mut planner = gpuplan_solve::registry::create(planner_name).expect("planner");

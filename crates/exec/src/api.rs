@@ -269,7 +269,7 @@ pub fn load_or_create_token(state_dir: &std::path::Path, given: Option<String>) 
 pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
     // Refuse an oracle planner before touching devices or the state.
     crate::daemon::live_planner(&cfg.daemon.planner)?;
-    let engine = crate::engine::open(&cfg.engine)?;
+    let engine = crate::engine::open(&cfg.engine, &cfg.daemon.state_dir)?;
     let devices = crate::device::open(&cfg.devices)?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await

@@ -1,29 +1,35 @@
-//! The daemon's state and its round: collect devices → build a [`Round`] →
-//! plan → validate → apply, with every decision journaled before it is acted on.
+//! The daemon: the job table, its journal, and the API's operations
+//! (submit, cancel, report, views). Every change is journaled before it is
+//! acted on.
 //!
-//! Between rounds a faster `tick` watches processes: it reaps exits, turns
-//! SIGTERM into SIGKILL after the grace period, restarts crashed jobs with
-//! back-off, and launches jobs whose GPUs have been released.
+//! Rounds are driven by [`crate::round`] on the shared pipeline; between
+//! rounds [`Daemon::tick`] lets the [`Supervisor`] watch attempts through
+//! the engine (settle exits, escalate stops after the grace period, restart
+//! crashed jobs with back-off) and launches jobs whose GPUs are free.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::PathBuf;
 
 use gpuplan_core::fit::Observation;
-use gpuplan_core::{
-    Allocation, BatchLimits, Cluster, GoodputModel, GpuId, GradParams, JobId, JobState, Node, NodeId,
-    PolicyParams, Round,
-};
-use gpuplan_solve::agent::{round_job, Agent, BatchTarget, FitMemo, JobFacts};
-use gpuplan_solve::{run_round, Decision, Limits, Planner, PlannerTraits};
+use gpuplan_core::{GradParams, JobId, PolicyParams};
+use gpuplan_solve::agent::{Agent, FitMemo};
+use gpuplan_solve::{Limits, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, SystemClock};
-use crate::device::{Devices, Fault, Gpu, Health};
-use crate::engine::{log_file, Engine, LaunchRequest, RankProc, RankSpec, RankStatus, Signal};
+use crate::device::{Devices, Fault, Gpu};
+use crate::engine::{AttemptSpec, Engine};
 use crate::journal::Journal;
-use crate::spec::JobSubmission;
+use crate::supervise::{Policy, Supervisor};
 use crate::ExecError;
+
+// The job table and the round driver lived here before the split; their
+// names stay reachable from here.
+pub use crate::jobs::{
+    batch_target, Attempt, AttemptWire, JobRecord, JobStatus, JobView, Lifecycle, ObsAgg, Report, StopCause,
+};
+pub use crate::round::{Prepared, RoundStats};
+pub use crate::spec::JobSubmission;
 
 /// Daemon settings (the `serve` flags).
 #[derive(Debug, Clone)]
@@ -64,217 +70,10 @@ impl Config {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum JobStatus {
-    /// Waiting for GPUs (or for its crash back-off to end).
-    Queued,
-    /// Holds GPUs: running, starting, or being moved.
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-}
-
-impl JobStatus {
-    pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            JobStatus::Completed | JobStatus::Failed | JobStatus::Cancelled
-        )
-    }
-}
-
-/// Where an attempt is in its life. One enum instead of flags, so that no
-/// impossible mix (killed but never told to stop) can be written down.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Lifecycle {
-    /// Journaled as intended, not yet journaled as spawned.
-    Starting,
-    Running,
-    /// Told to stop (SIGTERM) at `since_unix_s`; `killed` once SIGKILL went out.
-    Stopping {
-        since_unix_s: f64,
-        cause: StopCause,
-        killed: bool,
-    },
-}
-
-/// Why an attempt is being stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopCause {
-    /// The daemon stopped it: a move, a cancel, a lost GPU, a restart roll-back.
-    Ordered,
-    /// A rank failed on its own; the others are being stopped.
-    Crashed,
-}
-
-/// One launch of a job on a set of GPUs. Journaled in the previous
-/// release's form ([`AttemptWire`]), so old journals load and new ones
-/// read the same.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "AttemptWire", into = "AttemptWire")]
-pub struct Attempt {
-    pub n: u32,
-    pub gpus: Vec<String>,
-    pub dir: PathBuf,
-    pub ranks: Vec<RankProc>,
-    pub life: Lifecycle,
-    pub started_unix_s: f64,
-}
-
-impl Attempt {
-    pub fn is_stopping(&self) -> bool {
-        matches!(self.life, Lifecycle::Stopping { .. })
-    }
-
-    /// Start stopping it on the daemon's order; false if already stopping
-    /// (the first SIGTERM's time keeps counting the grace period).
-    fn order_stop(&mut self, now: f64) -> bool {
-        if self.is_stopping() {
-            return false;
-        }
-        self.life = Lifecycle::Stopping {
-            since_unix_s: now,
-            cause: StopCause::Ordered,
-            killed: false,
-        };
-        true
-    }
-}
-
-/// The journal's form of an [`Attempt`] (field names of earlier releases).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AttemptWire {
-    pub n: u32,
-    pub gpus: Vec<String>,
-    pub dir: PathBuf,
-    pub launched: bool,
-    pub ranks: Vec<RankProc>,
-    #[serde(default)]
-    pub term_sent_unix_s: Option<f64>,
-    #[serde(default)]
-    pub kill_sent: bool,
-    #[serde(default)]
-    pub crashed: bool,
-    pub started_unix_s: f64,
-}
-
-impl From<AttemptWire> for Attempt {
-    fn from(w: AttemptWire) -> Self {
-        let life = match w.term_sent_unix_s {
-            Some(t) => Lifecycle::Stopping {
-                since_unix_s: t,
-                cause: if w.crashed {
-                    StopCause::Crashed
-                } else {
-                    StopCause::Ordered
-                },
-                killed: w.kill_sent,
-            },
-            None if w.launched => Lifecycle::Running,
-            None => Lifecycle::Starting,
-        };
-        Attempt {
-            n: w.n,
-            gpus: w.gpus,
-            dir: w.dir,
-            ranks: w.ranks,
-            life,
-            started_unix_s: w.started_unix_s,
-        }
-    }
-}
-
-impl From<Attempt> for AttemptWire {
-    fn from(a: Attempt) -> Self {
-        let (launched, term, killed, crashed) = match a.life {
-            Lifecycle::Starting => (false, None, false, false),
-            Lifecycle::Running => (true, None, false, false),
-            Lifecycle::Stopping {
-                since_unix_s,
-                cause,
-                killed,
-            } => (true, Some(since_unix_s), killed, cause == StopCause::Crashed),
-        };
-        AttemptWire {
-            n: a.n,
-            gpus: a.gpus,
-            dir: a.dir,
-            launched,
-            ranks: a.ranks,
-            term_sent_unix_s: term,
-            kill_sent: killed,
-            crashed,
-            started_unix_s: a.started_unix_s,
-        }
-    }
-}
-
-pub use gpuplan_solve::agent::ObsAgg;
-
-/// Everything the daemon knows about one job; the journal's unit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobRecord {
-    pub id: JobId,
-    pub spec: JobSubmission,
-    pub submit_unix_s: f64,
-    pub status: JobStatus,
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// Lets the job's own processes report and read their state, nothing else.
-    pub token: String,
-    /// GPUs the last plan gave the job (UUIDs); empty = none.
-    pub gpus: Vec<String>,
-    pub attempt: Option<Attempt>,
-    pub attempts: u32,
-    pub crashes: u32,
-    pub backoff_until_unix_s: f64,
-    pub restarts: u32,
-    pub max_gpus_used: u32,
-    pub attained_gpu_s: f64,
-    pub batch_size: u32,
-    pub local_bsz: u32,
-    pub accum_steps: u32,
-    pub progress: f64,
-    pub epoch: u32,
-    pub step: u64,
-    /// Measurements and the fit (journaled as `observations` and `grad`).
-    #[serde(flatten)]
-    pub agent: Agent,
-    pub last_log: Vec<String>,
-    pub finished_unix_s: Option<f64>,
-}
-
-/// What a job sends to its report endpoint (see docs/job-protocol.md).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Report {
-    #[serde(default)]
-    pub step: Option<u64>,
-    /// Seconds per optimizer step, synchronisation included.
-    pub step_time_s: f64,
-    /// Seconds of one accumulation (compute-only) step; default `step_time_s`.
-    #[serde(default)]
-    pub accum_time_s: Option<f64>,
-    pub local_bsz: u32,
-    #[serde(default)]
-    pub accum_steps: Option<u32>,
-    #[serde(default)]
-    pub grad_sqr: Option<f64>,
-    #[serde(default)]
-    pub grad_var: Option<f64>,
-    /// Progress in the job's own units (e.g. examples processed at M0).
-    #[serde(default)]
-    pub progress: Option<f64>,
-    #[serde(default)]
-    pub epoch: Option<u32>,
-}
-
 /// Journal line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "kebab-case")]
-enum Entry {
+pub(crate) enum Entry {
     Job(Box<JobRecord>),
     Plan {
         round: u64,
@@ -282,29 +81,6 @@ enum Entry {
         planner: String,
         allocations: Vec<(JobId, Vec<String>)>,
     },
-}
-
-/// Timings and outcome of one round.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RoundStats {
-    pub round: u64,
-    pub collect_ms: f64,
-    pub plan_ms: f64,
-    pub apply_ms: f64,
-    pub active_jobs: usize,
-    pub healthy_gpus: usize,
-    pub changed_jobs: usize,
-    pub status: Option<String>,
-    pub note: Option<String>,
-}
-
-/// A prepared round: the planner input plus what `apply` needs to map node
-/// counts back to GPUs.
-pub struct Prepared {
-    pub round: Round,
-    node_gpus: Vec<Vec<String>>,
-    targets: HashMap<JobId, Vec<String>>,
-    stats: RoundStats,
 }
 
 /// The planner named `name`, if it can run on a live cluster: one that
@@ -316,22 +92,9 @@ pub fn live_planner(name: &str) -> Result<Box<dyn Planner>, ExecError> {
     Ok(planner)
 }
 
-/// Which batch a job runs at under a planner: the one policy
-/// ([`BatchTarget::for_job`]), where the job allows adapting when its spec
-/// lets the batch grow (`max_batch_size` above `batch_size`). The simulator
-/// asks the same question.
-pub fn batch_target(traits: &PlannerTraits, spec: &JobSubmission) -> BatchTarget {
-    let allows = spec.max_batch_size.is_some_and(|m| m > spec.batch_size);
-    BatchTarget::for_job(traits, allows, spec.batch_size)
-}
-
 /// The system clock's time (the API's; the daemon reads its own [`Clock`]).
 pub fn now_unix_s() -> f64 {
     SystemClock.now_unix_s()
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
 }
 
 /// A random hex token from the kernel's generator.
@@ -347,124 +110,23 @@ pub fn random_token() -> Result<String, ExecError> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-/// Last `n` lines of a file (reads at most its last 64 KiB).
-pub fn tail(path: &std::path::Path, n: usize) -> Vec<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    let len = f.metadata().map_or(0, |m| m.len());
-    let start = len.saturating_sub(64 * 1024);
-    let mut buf = Vec::new();
-    if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_end(&mut buf).is_err() {
-        return Vec::new();
-    }
-    let text = String::from_utf8_lossy(&buf);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-}
-
-impl JobRecord {
-    fn limits(&self) -> BatchLimits {
-        let s = &self.spec;
-        BatchLimits {
-            init_batch: s.batch_size,
-            max_batch: s.max_batch_size.unwrap_or(s.batch_size),
-            min_local: s.min_local_bsz.unwrap_or(1),
-            max_local: s
-                .max_local_bsz
-                .unwrap_or(s.batch_size)
-                .max(s.min_local_bsz.unwrap_or(1)),
-        }
-    }
-
-    /// The fitted goodput model, built as the simulator builds it.
-    pub fn model(&mut self, memo: &mut FitMemo) -> Option<GoodputModel> {
-        let limits = self.limits();
-        self.agent.model(limits, memo)
-    }
-
-    /// Batch size, local batch and accumulation for `gpus` GPUs on `nodes`
-    /// nodes, under the planner's batch policy (the simulator's rule).
-    fn choose_batch(&mut self, traits: &PlannerTraits, nodes: u32, gpus: u32, memo: &mut FitMemo) {
-        let target = batch_target(traits, &self.spec);
-        let limits = self.limits();
-        if let Some(c) = self.agent.choose_batch(limits, target, nodes, gpus, memo) {
-            self.local_bsz = c.local_bsz;
-            self.accum_steps = c.accum_steps;
-            self.batch_size = c.batch(gpus);
-        }
-    }
-
-    fn live(&self) -> bool {
-        self.attempt.is_some()
-    }
-
-    /// `queued`, `backoff`, `starting`, `running`, `stopping`, or a final status.
-    pub fn phase(&self, now: f64) -> &'static str {
-        match self.status {
-            JobStatus::Completed => "completed",
-            JobStatus::Failed => "failed",
-            JobStatus::Cancelled if self.live() => "stopping",
-            JobStatus::Cancelled => "cancelled",
-            _ => match &self.attempt {
-                Some(a) => match a.life {
-                    Lifecycle::Stopping { .. } => "stopping",
-                    Lifecycle::Running => "running",
-                    Lifecycle::Starting => "starting",
-                },
-                None if !self.gpus.is_empty() => "starting",
-                None if self.backoff_until_unix_s > now => "backoff",
-                None => "queued",
-            },
-        }
-    }
-}
-
-/// A job as the API shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JobView {
-    pub id: JobId,
-    pub name: String,
-    pub status: JobStatus,
-    pub phase: String,
-    pub gpus: Vec<String>,
-    pub attempts: u32,
-    pub restarts: u32,
-    pub crashes: u32,
-    pub step: u64,
-    pub progress: f64,
-    pub batch_size: u32,
-    pub local_bsz: u32,
-    pub accum_steps: u32,
-    pub attained_gpu_s: f64,
-    pub reason: Option<String>,
-    pub last_log: Vec<String>,
-    pub submit_unix_s: f64,
-    pub finished_unix_s: Option<f64>,
-    pub model: Option<GoodputModel>,
-}
-
 pub struct Daemon {
     pub cfg: Config,
-    devices: Box<dyn Devices>,
-    engine: Box<dyn Engine>,
-    journal: Journal,
-    jobs: BTreeMap<JobId, JobRecord>,
-    next_id: u32,
-    gpus: Vec<Gpu>,
-    rounds: u64,
-    last_round: Option<RoundStats>,
-    last_tick_unix_s: f64,
+    pub(crate) devices: Box<dyn Devices>,
+    pub(crate) sup: Supervisor,
+    pub(crate) journal: Journal,
+    pub(crate) jobs: BTreeMap<JobId, JobRecord>,
+    pub(crate) next_id: u32,
+    pub(crate) gpus: Vec<Gpu>,
+    pub(crate) rounds: u64,
+    pub(crate) last_round: Option<RoundStats>,
+    pub(crate) last_tick_unix_s: f64,
     /// Jobs whose reports changed them since they were last journaled.
-    dirty: BTreeSet<JobId>,
+    pub(crate) dirty: BTreeSet<JobId>,
     /// The planner's traits: its batch policy decides each job's batch.
-    traits: PlannerTraits,
-    memo: FitMemo,
-    clock: Box<dyn Clock>,
+    pub(crate) traits: PlannerTraits,
+    pub(crate) memo: FitMemo,
+    pub(crate) clock: Box<dyn Clock>,
 }
 
 impl Daemon {
@@ -499,10 +161,19 @@ impl Daemon {
         }
         let next_id = jobs.keys().next_back().map_or(1, |k: &JobId| k.0 + 1);
         let traits = live_planner(&cfg.planner)?.traits();
+        let sup = Supervisor::new(
+            engine,
+            Policy {
+                grace_s: cfg.grace_s,
+                backoff_s: cfg.backoff_s,
+                max_crashes: cfg.max_crashes,
+                log_lines: cfg.log_lines,
+            },
+        );
         let mut d = Daemon {
             cfg,
             devices,
-            engine,
+            sup,
             journal,
             jobs,
             next_id,
@@ -526,42 +197,11 @@ impl Daemon {
     /// a half-started attempt is stopped and relaunched.
     fn recover(&mut self) -> Result<(), ExecError> {
         let now = self.clock.now_unix_s();
-        let ids: Vec<JobId> = self.jobs.keys().copied().collect();
-        for id in ids {
-            let job = self.jobs.get_mut(&id).expect("id from keys");
-            let Some(a) = job.attempt.as_mut() else {
-                continue;
-            };
-            // Find the ranks by the exit-file path in their command line,
-            // not by the journaled process group: a group that died while
-            // the daemon was down may have had its id reused.
-            let found = self.engine.adopt(&a.dir, a.gpus.len() as u32);
-            let started = found.iter().all(Option::is_some);
-            a.ranks = found
-                .into_iter()
-                .enumerate()
-                .map(|(r, f)| {
-                    f.unwrap_or(RankProc {
-                        rank: r as u32,
-                        pgid: 0,
-                    })
-                })
-                .collect();
-            if a.life == Lifecycle::Starting && !started {
-                // Half started: roll back (stop what started, relaunch later).
-                a.order_stop(now);
-            }
-            if a.life == Lifecycle::Starting {
-                a.life = Lifecycle::Running;
-            }
-            if let Lifecycle::Stopping { since_unix_s, .. } = &mut a.life {
-                // The grace period restarts: the old clock is lost.
-                *since_unix_s = now;
-                for r in &a.ranks {
-                    self.engine.signal(r, Signal::Term);
-                }
-            }
+        let mut orders = Vec::new();
+        for j in self.jobs.values_mut() {
+            orders.extend(self.sup.recover(j, now));
         }
+        self.sup.send(orders);
         Ok(())
     }
 
@@ -569,7 +209,7 @@ impl Daemon {
         self.cfg.state_dir.join("token")
     }
 
-    fn save(&mut self, ids: &[JobId]) -> Result<(), ExecError> {
+    pub(crate) fn save(&mut self, ids: &[JobId]) -> Result<(), ExecError> {
         let entries: Vec<Entry> = ids
             .iter()
             .filter_map(|id| self.jobs.get(id))
@@ -645,16 +285,9 @@ impl Daemon {
         job.status = JobStatus::Cancelled;
         job.gpus.clear();
         job.finished_unix_s = Some(now);
-        let mut term = Vec::new();
-        if let Some(a) = job.attempt.as_mut() {
-            if a.order_stop(now) {
-                term = a.ranks.clone();
-            }
-        }
+        let order = Supervisor::order_stop(job, now);
         self.save(&[id])?;
-        for r in &term {
-            self.engine.signal(r, Signal::Term);
-        }
+        self.sup.send(order.into_iter().collect());
         Ok(self.view(id).expect("job exists"))
     }
 
@@ -765,19 +398,7 @@ impl Daemon {
             .jobs
             .get(&id)
             .ok_or_else(|| ExecError::NotFound(format!("no job {}", id.0)))?;
-        if j.attempts == 0 {
-            return Ok(j.last_log.clone());
-        }
-        let dir = self.attempt_dir(id, j.attempts);
-        Ok(tail(&log_file(&dir, rank), lines))
-    }
-
-    fn attempt_dir(&self, id: JobId, n: u32) -> PathBuf {
-        self.cfg
-            .state_dir
-            .join("jobs")
-            .join(id.0.to_string())
-            .join(format!("attempt-{n}"))
+        Ok(self.sup.logs(j, rank, lines))
     }
 
     pub fn gpus(&self) -> &[Gpu] {
@@ -796,256 +417,9 @@ impl Daemon {
         self.last_round.as_ref()
     }
 
-    /// Collect devices and build the round. `None` when there is nothing to plan.
-    pub fn prepare(&mut self) -> Result<Option<Prepared>, ExecError> {
-        let t0 = Instant::now();
-        let now = self.clock.now_unix_s();
-        self.rounds += 1;
-        let mut stats = RoundStats {
-            round: self.rounds,
-            ..RoundStats::default()
-        };
-        self.gpus = self.devices.collect()?;
-        let mut by_node: BTreeMap<&str, Vec<&Gpu>> = BTreeMap::new();
-        for g in self.gpus.iter().filter(|g| g.health == Health::Ok) {
-            by_node.entry(g.node.as_str()).or_default().push(g);
-        }
-        // GPU k of node i in the round is the node's k-th healthy GPU by
-        // device index: `node_gpus[i][k]` maps it back to its UUID.
-        let mut slot_of: HashMap<String, GpuId> = HashMap::new();
-        let mut nodes = Vec::new();
-        let mut node_gpus = Vec::new();
-        for (i, (name, gs)) in by_node.iter_mut().enumerate() {
-            gs.sort_by_key(|g| g.index);
-            for (k, g) in gs.iter().enumerate() {
-                slot_of.insert(g.uuid.clone(), GpuId::new(NodeId(i as u32), k as u32));
-            }
-            nodes.push(Node {
-                name: name.to_string(),
-                gpus: gs.len() as u32,
-                gpu_type: gs[0].name.as_str().into(),
-            });
-            node_gpus.push(gs.iter().map(|g| g.uuid.clone()).collect::<Vec<_>>());
-        }
-        stats.healthy_gpus = slot_of.len();
-        // Jobs on GPUs that left or turned unhealthy lose them now and are re-planned.
-        let mut lost = Vec::new();
-        let mut term = Vec::new();
-        for j in self.jobs.values_mut() {
-            let Some(bad) = j.gpus.iter().find(|u| !slot_of.contains_key(*u)).cloned() else {
-                continue;
-            };
-            let why = match self.gpus.iter().find(|g| g.uuid == bad) {
-                Some(Gpu {
-                    health: Health::Unhealthy { reason },
-                    ..
-                }) => format!("GPU {bad} is unhealthy ({reason})"),
-                _ => format!("GPU {bad} disappeared"),
-            };
-            j.reason = Some(format!("{why}; re-planned"));
-            j.gpus.clear();
-            if j.status == JobStatus::Running {
-                j.status = JobStatus::Queued;
-            }
-            if let Some(a) = j.attempt.as_mut() {
-                if a.order_stop(now) {
-                    term.extend(a.ranks.clone());
-                }
-            }
-            lost.push(j.id);
-        }
-        let dirty: Vec<JobId> = self.dirty.iter().copied().chain(lost).collect();
-        self.save(&dirty)?;
-        for r in &term {
-            self.engine.signal(r, Signal::Term);
-        }
-        if nodes.is_empty() {
-            stats.note = Some("no healthy GPUs".into());
-            stats.collect_ms = ms(t0);
-            self.last_round = Some(stats);
-            return Ok(None);
-        }
-        let mut round_jobs = Vec::new();
-        let mut targets = HashMap::new();
-        for j in self.jobs.values_mut() {
-            let active = match j.status {
-                JobStatus::Running => true,
-                JobStatus::Queued => j.backoff_until_unix_s <= now && !j.live(),
-                _ => false,
-            };
-            if !active {
-                continue;
-            }
-            let alloc = Allocation::from_gpus(j.gpus.iter().map(|u| slot_of[u]).collect());
-            targets.insert(j.id, j.gpus.clone());
-            let facts = JobFacts {
-                id: j.id,
-                // Users may give several jobs one name; a round's names are
-                // unique (plans are reported by name), so the id goes in.
-                name: format!("{}#{}", j.spec.name, j.id.0),
-                app: j.spec.app.clone().unwrap_or_default(),
-                submit_s: j.submit_unix_s,
-                requested_gpus: j.spec.max_gpus,
-                batch_size: j.spec.batch_size,
-                min_gpus: j.spec.min_gpus,
-                max_gpus: j.spec.max_gpus,
-                preemptible: j.spec.preemptible,
-                restart_penalty_s: j.spec.restart_cost_s,
-                limits: Some(j.limits()),
-            };
-            let state = JobState {
-                progress: j.progress,
-                epoch: j.epoch,
-                attained_gpu_s: j.attained_gpu_s,
-                age_s: (now - j.submit_unix_s).max(0.0),
-                restarts: j.restarts,
-                allocation: alloc,
-                max_gpus_used: j.max_gpus_used,
-                batch_size: j.batch_size,
-                local_bsz: j.local_bsz,
-                accum_steps: j.accum_steps,
-            };
-            round_jobs.push(round_job(facts, state, &mut j.agent, None, &mut self.memo));
-        }
-        stats.active_jobs = round_jobs.len();
-        stats.collect_ms = ms(t0);
-        if round_jobs.is_empty() {
-            self.last_round = Some(stats);
-            return Ok(None);
-        }
-        Ok(Some(Prepared {
-            round: Round {
-                now_s: now,
-                cluster: Cluster { nodes },
-                jobs: round_jobs,
-                params: self.cfg.params,
-            },
-            node_gpus,
-            targets,
-            stats,
-        }))
-    }
-
-    /// Apply a round's decision (already validated by the pipeline): map its
-    /// GPUs to devices, journal, then signal the jobs that move. Launches
-    /// happen in [`Daemon::tick`] once their GPUs are free.
-    pub fn apply(
-        &mut self,
-        prep: Prepared,
-        decision: Result<Decision, String>,
-    ) -> Result<RoundStats, ExecError> {
-        let t0 = Instant::now();
-        let now = self.clock.now_unix_s();
-        let Prepared {
-            round,
-            node_gpus,
-            targets,
-            mut stats,
-        } = prep;
-        let plan = match decision {
-            Ok(d) => d.plan,
-            Err(e) => {
-                stats.note = Some(format!("planner error: {e}"));
-                self.last_round = Some(stats.clone());
-                return Ok(stats);
-            }
-        };
-        stats.plan_ms = plan.solve_ms;
-        stats.status = Some(format!("{:?}", plan.status).to_lowercase());
-        // Jobs whose plan differs and who are still as the round saw them.
-        let mut changed: Vec<(JobId, Allocation)> = Vec::new();
-        for rj in &round.jobs {
-            let Some(j) = self.jobs.get(&rj.id) else { continue };
-            let same_state = matches!(j.status, JobStatus::Queued | JobStatus::Running)
-                && targets.get(&rj.id) == Some(&j.gpus);
-            let new = plan.get(rj.id);
-            if same_state && !new.same_gpus(&rj.state.allocation) {
-                changed.push((rj.id, new));
-            }
-        }
-        let moving: BTreeSet<JobId> = changed.iter().map(|c| c.0).collect();
-        let held: BTreeSet<&String> = self
-            .jobs
-            .values()
-            .filter(|j| !moving.contains(&j.id))
-            .flat_map(|j| j.gpus.iter())
-            .collect();
-        let mut pool: Vec<Vec<String>> = node_gpus
-            .iter()
-            .map(|gs| gs.iter().filter(|u| !held.contains(u)).cloned().collect())
-            .collect();
-        let mut term = Vec::new();
-        for (id, alloc) in &changed {
-            let j = self.jobs.get_mut(id).expect("changed job exists");
-            let per_node = alloc.per_node();
-            let mut picked = Vec::new();
-            for &(n, k) in &per_node {
-                let free = &mut pool[n.0 as usize];
-                // The planned GPUs, unless a job outside the round still
-                // holds one; then another free GPU of the node.
-                let planned: Vec<&String> = alloc
-                    .gpus()
-                    .iter()
-                    .filter(|g| g.node == n)
-                    .filter_map(|g| node_gpus[n.0 as usize].get(g.index as usize))
-                    .collect();
-                let mut mine: Vec<String> = free.iter().filter(|u| planned.contains(u)).cloned().collect();
-                mine.truncate(k as usize);
-                for u in free.iter() {
-                    if mine.len() as u32 >= k {
-                        break;
-                    }
-                    if !mine.contains(u) {
-                        mine.push(u.clone());
-                    }
-                }
-                free.retain(|u| !mine.contains(u));
-                picked.extend(mine);
-            }
-            let had = !j.gpus.is_empty() || j.live();
-            j.gpus = picked;
-            if j.gpus.is_empty() {
-                j.status = JobStatus::Queued;
-            } else {
-                j.status = JobStatus::Running;
-                if had || j.attempts > 0 {
-                    j.restarts += 1;
-                }
-                j.max_gpus_used = j.max_gpus_used.max(j.gpus.len() as u32);
-                let nodes = per_node.len() as u32;
-                j.choose_batch(&self.traits, nodes, j.gpus.len() as u32, &mut self.memo);
-            }
-            if let Some(a) = j.attempt.as_mut() {
-                if a.order_stop(now) {
-                    term.extend(a.ranks.clone());
-                }
-            }
-        }
-        stats.changed_jobs = changed.len();
-        if !changed.is_empty() {
-            let allocations = changed
-                .iter()
-                .map(|(id, _)| (*id, self.jobs[id].gpus.clone()))
-                .collect();
-            self.journal.append(&[Entry::Plan {
-                round: stats.round,
-                unix_s: now,
-                planner: plan.planner.clone(),
-                allocations,
-            }])?;
-            let ids: Vec<JobId> = changed.iter().map(|c| c.0).collect();
-            self.save(&ids)?;
-        }
-        for r in &term {
-            self.engine.signal(r, Signal::Term);
-        }
-        stats.apply_ms = ms(t0);
-        self.last_round = Some(stats.clone());
-        Ok(stats)
-    }
-
-    /// Watch processes: reap exits, escalate to SIGKILL, handle crashes and
-    /// completions, and launch jobs whose GPUs are free.
+    /// Watch attempts: settle exits, escalate stops past their grace
+    /// period, handle crashes and completions, and launch jobs whose GPUs
+    /// are free.
     pub fn tick(&mut self) -> Result<(), ExecError> {
         let now = self.clock.now_unix_s();
         let dt = (now - self.last_tick_unix_s).max(0.0);
@@ -1057,7 +431,12 @@ impl Daemon {
             .map(|(id, _)| *id)
             .collect();
         for id in ids {
-            self.watch(id, now, dt)?;
+            let j = self.jobs.get_mut(&id).expect("live job exists");
+            let (changed, order) = self.sup.watch(j, now, dt);
+            if changed {
+                self.save(&[id])?;
+            }
+            self.sup.send(order.into_iter().collect());
         }
         // Launch: a job's GPUs must not be held by another job's live attempt.
         let busy: BTreeSet<String> = self
@@ -1077,149 +456,36 @@ impl Daemon {
             })
             .map(|j| j.id)
             .collect();
-        // Journal every launch intent with one fsync, spawn, then journal
-        // the process groups with one more.
-        let reqs: Vec<(JobId, LaunchRequest)> = ready
+        // Journal every launch intent with one fsync, start, then journal
+        // the engine's handles with one more.
+        let specs: Vec<(JobId, AttemptSpec)> = ready
             .iter()
-            .map(|&id| (id, self.prepare_launch(id, now)))
+            .map(|&id| (id, self.intend_launch(id, now)))
             .collect();
         self.save(&ready)?;
-        for (id, req) in reqs {
-            self.finish_launch(id, &req, now);
+        for (id, spec) in specs {
+            let j = self.jobs.get_mut(&id).expect("ready job exists");
+            self.sup.start(j, &spec, now);
         }
         self.save(&ready)?;
         Ok(())
     }
 
-    fn watch(&mut self, id: JobId, now: f64, dt: f64) -> Result<(), ExecError> {
-        let grace_default = self.cfg.grace_s;
-        let done_file = done_file(&self.cfg.state_dir, id);
-        let j = self.jobs.get_mut(&id).expect("live job exists");
-        let grace = j.spec.grace_s.unwrap_or(grace_default);
-        let a = j.attempt.as_mut().expect("live job has an attempt");
-        let st: Vec<RankStatus> = a.ranks.iter().map(|r| self.engine.poll(&a.dir, r)).collect();
-        let running = st.iter().filter(|s| **s == RankStatus::Running).count();
-        j.attained_gpu_s += dt * a.gpus.len() as f64 * (running > 0) as u32 as f64;
-        let failed = st
-            .iter()
-            .any(|s| matches!(s, RankStatus::Exited(c) if *c != Some(0)));
-        let mut act: Option<(Signal, Vec<RankProc>)> = None;
-        let mut save = false;
-        let stop_since = match a.life {
-            Lifecycle::Stopping {
-                since_unix_s,
-                killed: false,
-                ..
-            } => Some(since_unix_s),
-            _ => None,
-        };
-        if failed && !a.is_stopping() && running > 0 {
-            a.life = Lifecycle::Stopping {
-                since_unix_s: now,
-                cause: StopCause::Crashed,
-                killed: false,
-            };
-            act = Some((Signal::Term, a.ranks.clone()));
-            save = true;
-        } else if running > 0 && stop_since.is_some_and(|t| now - t >= grace) {
-            if let Lifecycle::Stopping { killed, .. } = &mut a.life {
-                *killed = true;
-            }
-            act = Some((Signal::Kill, a.ranks.clone()));
-            save = true;
-        }
-        if running == 0 {
-            let a = j.attempt.take().expect("checked");
-            let all_ok = st.iter().all(|s| *s == RankStatus::Exited(Some(0)));
-            // Rank 0 exiting 0 after our SIGTERM means training had already
-            // finished when the stop came (the protocol asks for a non-zero
-            // exit on SIGTERM); the other ranks' 143 must not relaunch it.
-            let (stopping, crash_stop) = match a.life {
-                Lifecycle::Stopping { cause, .. } => (true, cause == StopCause::Crashed),
-                _ => (false, false),
-            };
-            let finished_under_term =
-                stopping && !crash_stop && st.first() == Some(&RankStatus::Exited(Some(0)));
-            let crashed = crash_stop || (failed && !stopping);
-            let marked = done_file.exists();
-            if (all_ok || finished_under_term || marked) && j.status != JobStatus::Cancelled {
-                j.status = JobStatus::Completed;
-                j.finished_unix_s = Some(now);
-                j.gpus.clear();
-                j.reason = None;
-            } else if crashed && j.status != JobStatus::Cancelled {
-                let (rank, code) = st
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, s)| match s {
-                        RankStatus::Exited(c) if *c != Some(0) => Some((i as u32, *c)),
-                        _ => None,
-                    })
-                    .unwrap_or((0, None));
-                j.crashes += 1;
-                j.last_log = tail(&log_file(&a.dir, rank), self.cfg.log_lines);
-                let code = code.map_or("a signal".to_string(), |c| format!("code {c}"));
-                let max = j.spec.max_crashes.unwrap_or(self.cfg.max_crashes);
-                j.gpus.clear();
-                if j.crashes >= max {
-                    j.status = JobStatus::Failed;
-                    j.finished_unix_s = Some(now);
-                    j.reason = Some(format!(
-                        "rank {rank} exited with {code}; failed after {} crashes",
-                        j.crashes
-                    ));
-                } else {
-                    j.status = JobStatus::Queued;
-                    let delay = self.cfg.backoff_s * 2f64.powi(j.crashes as i32 - 1);
-                    j.backoff_until_unix_s = now + delay;
-                    j.reason = Some(format!(
-                        "rank {rank} exited with {code}; crash {} of {max}, restarting after {delay:.1} s",
-                        j.crashes
-                    ));
-                }
-            }
-            // Otherwise it was stopped on purpose (143 after SIGTERM is no failure).
-            save = true;
-        }
-        if save {
-            self.save(&[id])?;
-        }
-        if let Some((sig, ranks)) = act {
-            for r in &ranks {
-                self.engine.signal(r, sig);
-            }
-        }
-        Ok(())
-    }
-
-    /// Record the attempt (not yet journaled) and build its launch request.
-    fn prepare_launch(&mut self, id: JobId, now: f64) -> LaunchRequest {
-        let dir = {
-            let j = &self.jobs[&id];
-            self.attempt_dir(id, j.attempts + 1)
-        };
+    /// Choose the batch, lay the job's GPUs out by node, and record the
+    /// attempt as intended. The job protocol's variables are the daemon's;
+    /// the engine adds its own (rendezvous, ranks, checkpoint, done-file).
+    fn intend_launch(&mut self, id: JobId, now: f64) -> AttemptSpec {
         let report_base = self.cfg.report_base.clone();
-        let state_dir = self.cfg.state_dir.clone();
-        let gpu_info: HashMap<&str, &Gpu> = self.gpus.iter().map(|g| (g.uuid.as_str(), g)).collect();
+        let node_of: HashMap<&str, &str> = self
+            .gpus
+            .iter()
+            .map(|g| (g.uuid.as_str(), g.node.as_str()))
+            .collect();
         let j = self.jobs.get_mut(&id).expect("ready job exists");
-        // Ranks: one per GPU, grouped by node; each sees its node's GPUs.
         let mut per_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for u in &j.gpus {
-            let node = gpu_info
-                .get(u.as_str())
-                .map_or("?".to_string(), |g| g.node.clone());
-            per_node.entry(node).or_default().push(u.clone());
-        }
-        let mut ranks = Vec::new();
-        for (node, gs) in &per_node {
-            for (local, _) in gs.iter().enumerate() {
-                ranks.push(RankSpec {
-                    rank: ranks.len() as u32,
-                    local_rank: local as u32,
-                    node: node.clone(),
-                    visible: gs.join(","),
-                });
-            }
+            let node = node_of.get(u.as_str()).copied().unwrap_or("?");
+            per_node.entry(node.to_string()).or_default().push(u.clone());
         }
         if j.local_bsz == 0 {
             j.choose_batch(
@@ -1229,21 +495,7 @@ impl Daemon {
                 &mut self.memo,
             );
         }
-        j.attempts += 1;
-        j.attempt = Some(Attempt {
-            n: j.attempts,
-            gpus: j.gpus.clone(),
-            dir: dir.clone(),
-            ranks: Vec::new(),
-            life: Lifecycle::Starting,
-            started_unix_s: now,
-        });
-        let ckpt = checkpoint_dir(&state_dir, id);
-        let _ = std::fs::create_dir_all(&ckpt);
-        let done = done_file(&state_dir, id);
         let env = vec![
-            ("MASTER_ADDR".to_string(), "127.0.0.1".to_string()),
-            ("MASTER_PORT".to_string(), free_port().to_string()),
             ("GPUPLAN_JOB_ID".to_string(), id.0.to_string()),
             ("GPUPLAN_JOB_NAME".to_string(), j.spec.name.clone()),
             ("GPUPLAN_JOB_TOKEN".to_string(), j.token.clone()),
@@ -1254,58 +506,9 @@ impl Daemon {
             ("GPUPLAN_BATCH_SIZE".to_string(), j.batch_size.to_string()),
             ("GPUPLAN_LOCAL_BSZ".to_string(), j.local_bsz.to_string()),
             ("GPUPLAN_ACCUM_STEPS".to_string(), j.accum_steps.to_string()),
-            ("GPUPLAN_ATTEMPT".to_string(), j.attempts.to_string()),
-            (
-                "GPUPLAN_CHECKPOINT_DIR".to_string(),
-                ckpt.to_string_lossy().into_owned(),
-            ),
-            (
-                "GPUPLAN_DONE_FILE".to_string(),
-                done.to_string_lossy().into_owned(),
-            ),
+            ("GPUPLAN_ATTEMPT".to_string(), (j.attempts + 1).to_string()),
         ];
-        LaunchRequest {
-            command: j.spec.command.clone(),
-            dir,
-            ranks,
-            env,
-            uid: j.spec.uid,
-            writable: vec![ckpt],
-        }
-    }
-
-    /// Spawn a journaled attempt; a spawn failure fails the job.
-    fn finish_launch(&mut self, id: JobId, req: &LaunchRequest, now: f64) {
-        let res = self.engine.launch(req);
-        let j = self.jobs.get_mut(&id).expect("ready job exists");
-        let a = j.attempt.as_mut().expect("just set");
-        match res {
-            Ok(ranks) => {
-                a.ranks = ranks;
-                a.life = Lifecycle::Running;
-            }
-            Err(e) => {
-                j.attempt = None;
-                j.crashes += 1;
-                j.gpus.clear();
-                j.status = JobStatus::Failed;
-                j.reason = Some(format!("launch failed: {e}"));
-                j.finished_unix_s = Some(now);
-            }
-        }
-    }
-
-    /// One whole round without the async loop: tick, prepare, plan, apply.
-    /// The benchmark and tests drive the daemon this way.
-    pub fn round_blocking(&mut self, planner: &mut dyn Planner) -> Result<RoundStats, ExecError> {
-        self.tick()?;
-        let Some(prep) = self.prepare()? else {
-            return Ok(self.last_round.clone().unwrap_or_default());
-        };
-        let plan = run_round(planner, &prep.round, &self.cfg.limits).map_err(|e| e.to_string());
-        let stats = self.apply(prep, plan)?;
-        self.tick()?;
-        Ok(stats)
+        self.sup.intend(j, per_node.into_iter().collect(), env, now)
     }
 
     /// Every job, for tests and the benchmark.
@@ -1314,33 +517,13 @@ impl Daemon {
     }
 }
 
-/// A free TCP port on loopback for MASTER_PORT (the OS picks it).
-/// The file a finished job creates (`GPUPLAN_DONE_FILE`): completion
-/// that no exit code can hide. A stop that lands while a job exits can
-/// turn its 0 into 143 (Python, for one, restores the default SIGTERM
-/// action while it shuts down), and a job relaunched after finishing
-/// would finish twice.
-fn done_file(state_dir: &Path, id: JobId) -> PathBuf {
-    checkpoint_dir(state_dir, id).join("gpuplan-done")
-}
-
-/// A job's checkpoint directory (`GPUPLAN_CHECKPOINT_DIR`), kept across attempts.
-fn checkpoint_dir(state_dir: &Path, id: JobId) -> PathBuf {
-    state_dir.join("jobs").join(id.0.to_string()).join("checkpoint")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_or(29500, |a| a.port())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::device::FakeDevices;
     use crate::engine::LocalEngine;
-    use gpuplan_core::PlanStatus;
+    use gpuplan_core::{Allocation, NodeId, PlanStatus};
+    use gpuplan_solve::Decision;
 
     fn daemon(state: &std::path::Path) -> Daemon {
         daemon_with(state, "greedy", FakeDevices::new(1, 4))
@@ -1352,7 +535,7 @@ mod tests {
         // lost; SIGKILL after the grace period covers it, so waits below
         // allow several grace periods.
         cfg.grace_s = 1.0;
-        Daemon::open(cfg, Box::new(devices), Box::new(LocalEngine::default())).unwrap()
+        Daemon::open(cfg, Box::new(devices), Box::new(LocalEngine::new(state))).unwrap()
     }
 
     fn spec() -> JobSubmission {
@@ -1413,12 +596,15 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         let a = d.jobs[&id].attempt.clone().unwrap();
-        assert_eq!((a.n, a.ranks.len()), (2, 3));
+        assert_eq!((a.n, a.handle.ranks.len()), (2, 3));
         // The daemon goes away without stopping anything; a new one adopts the ranks.
         drop(d);
         let mut d = daemon(&dir);
         let b = d.jobs[&id].attempt.clone().unwrap();
-        assert_eq!(b.ranks, a.ranks, "re-adopted the same process groups");
+        assert_eq!(
+            b.handle.ranks, a.handle.ranks,
+            "re-adopted the same process groups"
+        );
         d.tick().unwrap();
         assert_eq!(d.view(id).unwrap().phase, "running");
         d.cancel(id).unwrap();
@@ -1466,7 +652,7 @@ mod tests {
         .unwrap();
         let (id, _) = d.submit(spec).unwrap();
         plan_gpus(&mut d, id, 1);
-        let marker = done_file(&d.cfg.state_dir, id);
+        let marker = LocalEngine::new(&d.cfg.state_dir).done_file(id);
         for _ in 0..500 {
             if marker.exists() {
                 break;
@@ -1535,7 +721,7 @@ mod tests {
         assert!(Daemon::open(
             cfg,
             Box::new(FakeDevices::new(1, 1)),
-            Box::new(LocalEngine::default())
+            Box::new(LocalEngine::new(&dir))
         )
         .is_err());
         let _ = std::fs::remove_dir_all(&dir);
@@ -1556,7 +742,7 @@ mod tests {
         let mut d = Daemon::open_with_clock(
             cfg,
             Box::new(FakeDevices::new(1, 4)),
-            Box::new(LocalEngine::default()),
+            Box::new(LocalEngine::new(&dir)),
             Box::new(clock.clone()),
         )
         .unwrap();

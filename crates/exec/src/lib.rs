@@ -1,12 +1,14 @@
 //! gpuplan-exec: the daemon that applies each round's plan on a real cluster.
 //!
-//! It exists so that the planners built for simulation drive real jobs: a
-//! round loop collects devices ([`device::Devices`]: NVML or fake), builds a
-//! [`gpuplan_core::Round`] from job state and the goodput models fitted to
-//! what jobs report, plans with any registered planner, validates, journals
-//! ([`journal::Journal`]) and applies the plan through an engine
-//! ([`engine::Engine`]: local processes; Slurm later). [`api::serve`] wraps
-//! it in an HTTP JSON API. Native only.
+//! It exists so that the planners built for simulation drive real jobs.
+//! Split by concern: the job table ([`jobs`]), the round driver
+//! ([`round`]: devices ([`device::Devices`]: NVML or fake) → a
+//! [`gpuplan_core::Round`] → the shared pipeline → GPUs), the supervisor
+//! ([`supervise`]) over a job-level engine ([`engine::Engine`]: local
+//! processes; scripted for tests; Slurm next), the journal
+//! ([`journal::Journal`]) and the injected clock ([`clock`]), tied together
+//! by [`daemon::Daemon`]. [`api::serve`] wraps it in an HTTP JSON API.
+//! Native only.
 //!
 //! ```
 //! use gpuplan_exec::device::{Devices, FakeDevices};
@@ -19,12 +21,17 @@ pub mod clock;
 pub mod daemon;
 pub mod device;
 pub mod engine;
+pub mod jobs;
 pub mod journal;
 pub mod nvml;
+pub mod round;
 pub mod spec;
+pub mod supervise;
 
 pub use api::{serve, serve_blocking, ServeConfig};
-pub use daemon::{Config, Daemon, JobStatus, JobView, Report, RoundStats};
+pub use daemon::{Config, Daemon};
+pub use jobs::{JobStatus, JobView, Report};
+pub use round::RoundStats;
 pub use spec::JobSubmission;
 
 /// Everything that can go wrong in the executor.

@@ -1,0 +1,358 @@
+//! The local engine: each rank is a process group on this host.
+//!
+//! It owns everything about how an attempt runs here: the rank layout
+//! (`CUDA_VISIBLE_DEVICES`, `RANK`, `WORLD_SIZE`), the rendezvous
+//! (`MASTER_ADDR=127.0.0.1` and a free port), each attempt's directory with
+//! its logs and exit files, the job's checkpoint directory and done-file.
+//! A restarted daemon finds ranks by their exit-file path in `/proc`.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use gpuplan_core::JobId;
+
+use super::{tail, AttemptSpec, Engine, Handle, RankProc, RankStatus, Stop};
+use crate::ExecError;
+
+/// (uid, primary gid) to switch to, if the daemon is root and `uid` is another user.
+fn run_as(uid: Option<u32>) -> Option<(u32, u32)> {
+    let uid = uid?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || uid == 0 {
+        return None;
+    }
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; buf outlives it.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    let gid = if rc == 0 && !out.is_null() { pw.pw_gid } else { uid };
+    Some((uid, gid))
+}
+
+/// Runs the user's command under `sh`, keeps SIGTERM from killing the
+/// wrapper (so it can record the exit code), and writes the code to a file
+/// that a restarted daemon can read for processes it did not spawn.
+const WRAPPER: &str = r#"trap 'gpuplan_term=1' TERM
+sh -c "$1" &
+child=$!
+while :; do
+  wait "$child"; code=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+printf '%s\n' "$code" > "$2.tmp" && mv "$2.tmp" "$2"
+exit "$code""#;
+
+fn exit_file(dir: &Path, rank: u32) -> PathBuf {
+    dir.join(format!("rank-{rank}.exit"))
+}
+
+fn log_file(dir: &Path, rank: u32) -> PathBuf {
+    dir.join(format!("rank-{rank}.log"))
+}
+
+/// Processes on this host, one process group per rank.
+pub struct LocalEngine {
+    state_dir: PathBuf,
+    children: HashMap<i32, Child>,
+    /// Wrappers reaped while other members of their group lived on.
+    reaped: HashMap<i32, Option<i32>>,
+}
+
+impl LocalEngine {
+    /// Attempts live under `STATE/jobs/ID/`.
+    pub fn new(state_dir: &Path) -> Self {
+        LocalEngine {
+            state_dir: state_dir.to_path_buf(),
+            children: HashMap::new(),
+            reaped: HashMap::new(),
+        }
+    }
+
+    fn job_dir(&self, job: JobId) -> PathBuf {
+        self.state_dir.join("jobs").join(job.0.to_string())
+    }
+
+    /// The job's checkpoint directory (`GPUPLAN_CHECKPOINT_DIR`), kept across attempts.
+    pub fn checkpoint_dir(&self, job: JobId) -> PathBuf {
+        self.job_dir(job).join("checkpoint")
+    }
+
+    /// The file a finished job creates (`GPUPLAN_DONE_FILE`). A stop that
+    /// lands while a job exits can turn its 0 into 143 (Python, for one,
+    /// restores the default SIGTERM action while it shuts down), and a job
+    /// relaunched after finishing would finish twice.
+    pub fn done_file(&self, job: JobId) -> PathBuf {
+        self.checkpoint_dir(job).join("gpuplan-done")
+    }
+
+    fn signal(&mut self, p: &RankProc, sig: Stop) {
+        if p.pgid <= 1 {
+            return;
+        }
+        let s = match sig {
+            Stop::Graceful => libc::SIGTERM,
+            Stop::Now => libc::SIGKILL,
+        };
+        // SAFETY: plain kill(2) on a process group we started.
+        unsafe {
+            libc::kill(-p.pgid, s);
+        }
+    }
+
+    fn poll(&mut self, dir: &Path, p: &RankProc) -> RankStatus {
+        if let Some(c) = self.children.get_mut(&p.pgid) {
+            match c.try_wait() {
+                Ok(None) => return RankStatus::Running,
+                Ok(Some(st)) => {
+                    self.children.remove(&p.pgid);
+                    self.reaped.insert(p.pgid, st.code());
+                }
+                Err(_) => {
+                    self.children.remove(&p.pgid);
+                    self.reaped.insert(p.pgid, None);
+                }
+            }
+        }
+        let file = read_exit(dir, p.rank);
+        let wrapper_done = file.is_some() || self.reaped.contains_key(&p.pgid);
+        if group_alive(p.pgid) && !(wrapper_done && is_zombie(p.pgid)) {
+            if wrapper_done {
+                // The command is done; stray children of it must not hold GPUs.
+                self.signal(p, Stop::Now);
+            }
+            return RankStatus::Running;
+        }
+        let reaped = self.reaped.remove(&p.pgid);
+        RankStatus::Exited(file.or(reaped).flatten())
+    }
+}
+
+/// A free TCP port on loopback for MASTER_PORT (the OS picks it).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_or(29500, |a| a.port())
+}
+
+fn group_alive(pgid: i32) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks existence and permission.
+    let rc = unsafe { libc::kill(-pgid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A process that has exited but is not reaped: its parent (a previous
+/// daemon still alive, as in tests) does not wait for it. It holds no GPU.
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Process group of `pid`, from /proc/PID/stat (fields after the command name: state, ppid, pgrp).
+fn pgrp(pid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = s.rsplit_once(')')?;
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
+fn read_exit(dir: &Path, rank: u32) -> Option<Option<i32>> {
+    let s = std::fs::read_to_string(exit_file(dir, rank)).ok()?;
+    Some(s.trim().parse().ok())
+}
+
+impl Engine for LocalEngine {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    fn locate(&self, job: JobId, attempt: u32) -> Handle {
+        Handle {
+            dir: self.job_dir(job).join(format!("attempt-{attempt}")),
+            ranks: Vec::new(),
+        }
+    }
+
+    fn start(&mut self, spec: &AttemptSpec, h: &mut Handle) -> Result<(), ExecError> {
+        let mkdir = |d: &Path| {
+            std::fs::create_dir_all(d).map_err(|source| ExecError::Io {
+                context: format!("create {}", d.display()),
+                source,
+            })
+        };
+        let ckpt = self.checkpoint_dir(spec.job);
+        mkdir(&h.dir)?;
+        mkdir(&ckpt)?;
+        let user = run_as(spec.uid);
+        if let Some((uid, gid)) = user {
+            for d in [&ckpt, &h.dir] {
+                let _ = std::os::unix::fs::chown(d, Some(uid), Some(gid));
+            }
+        }
+        // Shared by all ranks: the protocol's variables, then the engine's own.
+        let mut shared = spec.env.clone();
+        for (k, v) in [
+            ("MASTER_ADDR", "127.0.0.1".to_string()),
+            ("MASTER_PORT", free_port().to_string()),
+            ("WORLD_SIZE", spec.ranks().to_string()),
+            ("GPUPLAN_CHECKPOINT_DIR", ckpt.to_string_lossy().into_owned()),
+            (
+                "GPUPLAN_DONE_FILE",
+                self.done_file(spec.job).to_string_lossy().into_owned(),
+            ),
+        ] {
+            shared.push((k.to_string(), v));
+        }
+        let mut out = Vec::new();
+        for (node, gpus) in &spec.nodes {
+            for local in 0..gpus.len() {
+                let rank = out.len() as u32;
+                let mut env = shared.clone();
+                for (k, v) in [
+                    ("CUDA_VISIBLE_DEVICES", gpus.join(",")),
+                    ("RANK", rank.to_string()),
+                    ("LOCAL_RANK", local.to_string()),
+                    ("GPUPLAN_NODE", node.clone()),
+                ] {
+                    env.push((k.to_string(), v));
+                }
+                match self.spawn_rank(&spec.command, h, rank, &env, user) {
+                    Ok(pgid) => out.push(RankProc { rank, pgid }),
+                    Err(e) => {
+                        for p in &out {
+                            self.signal(p, Stop::Now);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        h.ranks = out;
+        Ok(())
+    }
+
+    fn status(&mut self, h: &Handle) -> Vec<RankStatus> {
+        h.ranks.iter().map(|r| self.poll(&h.dir, r)).collect()
+    }
+
+    fn stop(&mut self, h: &Handle, how: Stop) {
+        for r in &h.ranks {
+            self.signal(r, how);
+        }
+    }
+
+    /// Ranks are found by the exit-file path in their command line, not by
+    /// the journaled process group: a group that died while the daemon was
+    /// down may have had its id reused.
+    fn adopt(&mut self, h: &mut Handle, ranks: u32) -> bool {
+        let mut found: Vec<Option<RankProc>> = (0..ranks)
+            .map(|r| {
+                exit_file(&h.dir, r)
+                    .exists()
+                    .then_some(RankProc { rank: r, pgid: 0 })
+            })
+            .collect();
+        if let Ok(procs) = std::fs::read_dir("/proc") {
+            let marks: Vec<String> = (0..ranks)
+                .map(|r| exit_file(&h.dir, r).to_string_lossy().into_owned())
+                .collect();
+            for e in procs.flatten() {
+                let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                    continue;
+                };
+                let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+                    continue;
+                };
+                let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+                // Only the wrapper, which leads its group: a just-forked child of
+                // it has the same command line until it execs.
+                if !args.iter().any(|a| *a == b"gpuplan-rank") || pgrp(pid) != Some(pid) {
+                    continue;
+                }
+                for (r, m) in marks.iter().enumerate() {
+                    if args.contains(&m.as_bytes()) {
+                        found[r] = Some(RankProc {
+                            rank: r as u32,
+                            pgid: pid,
+                        });
+                    }
+                }
+            }
+        }
+        let all = found.iter().all(Option::is_some);
+        h.ranks = found
+            .into_iter()
+            .enumerate()
+            .map(|(r, f)| {
+                f.unwrap_or(RankProc {
+                    rank: r as u32,
+                    pgid: 0,
+                })
+            })
+            .collect();
+        all
+    }
+
+    fn logs(&self, h: &Handle, rank: u32, lines: usize) -> Vec<String> {
+        tail(&log_file(&h.dir, rank), lines)
+    }
+
+    fn done(&self, job: JobId) -> bool {
+        self.done_file(job).exists()
+    }
+}
+
+impl LocalEngine {
+    /// One rank: the wrapper under `sh`, in its own process group, with its log.
+    fn spawn_rank(
+        &mut self,
+        command: &str,
+        h: &Handle,
+        rank: u32,
+        env: &[(String, String)],
+        user: Option<(u32, u32)>,
+    ) -> Result<i32, ExecError> {
+        let log_path = log_file(&h.dir, rank);
+        let log = File::create(&log_path).map_err(|source| ExecError::Io {
+            context: format!("create {}", log_path.display()),
+            source,
+        })?;
+        let err = log.try_clone().map_err(|source| ExecError::Io {
+            context: format!("dup {}", log_path.display()),
+            source,
+        })?;
+        let mut cmd = Command::new("sh");
+        if let Some((uid, gid)) = user {
+            cmd.uid(uid).gid(gid);
+        }
+        let child = cmd
+            .arg("-c")
+            .arg(WRAPPER)
+            .arg("gpuplan-rank")
+            .arg(command)
+            .arg(exit_file(&h.dir, rank))
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .map_err(|source| ExecError::Io {
+                context: "spawn sh".into(),
+                source,
+            })?;
+        let pgid = child.id() as i32;
+        self.children.insert(pgid, child);
+        Ok(pgid)
+    }
+}

@@ -1,0 +1,158 @@
+//! The engine seam: how one attempt of one job is started, watched, stopped,
+//! found again after a daemon restart, and read (logs, done-file).
+//!
+//! The trait is job-level on purpose: the supervisor hands over *what* to
+//! run (command, GPUs by node, the job protocol's variables) and gets back a
+//! serialisable [`Handle`] it journals. *How* it runs (processes on this
+//! host, or a Slurm allocation) is the engine's: the environment, the
+//! rendezvous address and port, where logs, exit codes, the checkpoint
+//! directory and the done-file live. So a second engine is one more module
+//! here and one more arm in [`open`]; the supervisor, journal, round driver
+//! and API stay as they are.
+//!
+//! Time is the supervisor's: an engine never waits out a grace period. The
+//! supervisor asks for a graceful [`Stop`] and, once its injected clock
+//! passes the grace period, for an immediate one.
+
+use std::path::{Path, PathBuf};
+
+use gpuplan_core::JobId;
+use serde::{Deserialize, Serialize};
+
+use crate::ExecError;
+
+mod fake;
+mod local;
+
+pub use fake::{FakeEngine, FakeScript};
+pub use local::LocalEngine;
+
+/// One attempt to start: what to run and where; the engine decides how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptSpec {
+    pub job: JobId,
+    /// Attempt number (1 for the first launch).
+    pub attempt: u32,
+    pub command: String,
+    /// The job's GPUs grouped by node, in rank order: one rank per GPU.
+    pub nodes: Vec<(String, Vec<String>)>,
+    /// The job protocol's variables (`GPUPLAN_JOB_ID`, `GPUPLAN_REPORT_URL`,
+    /// batch sizes; docs/job-protocol.md). The engine adds the rank layout,
+    /// rendezvous, checkpoint directory and done-file.
+    pub env: Vec<(String, String)>,
+    /// Run as this user (with its primary group) when the daemon is root.
+    pub uid: Option<u32>,
+}
+
+impl AttemptSpec {
+    pub fn ranks(&self) -> u32 {
+        self.nodes.iter().map(|(_, g)| g.len() as u32).sum()
+    }
+}
+
+/// One rank of an attempt as the journal records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankProc {
+    pub rank: u32,
+    /// The engine's id for the rank (local: the process group of its
+    /// wrapper; 0 = not found).
+    pub pgid: i32,
+}
+
+/// Where an attempt lives, journaled with it: enough for a restarted daemon
+/// to find it again. Its fields are the journal's (`dir`, `ranks`), so
+/// journals of earlier releases load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handle {
+    /// The attempt's directory (local: `rank-R.log`, `rank-R.exit`).
+    pub dir: PathBuf,
+    /// Filled in when the attempt starts (or is adopted).
+    pub ranks: Vec<RankProc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankStatus {
+    Running,
+    /// Exit code of the user command; `None` if killed by a signal.
+    Exited(Option<i32>),
+}
+
+/// How to stop an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Ask the ranks to checkpoint and exit (SIGTERM).
+    Graceful,
+    /// The grace period is over (SIGKILL).
+    Now,
+}
+
+pub trait Engine: Send {
+    fn name(&self) -> &'static str;
+    /// Where attempt `attempt` of `job` lives, before it starts: the
+    /// supervisor journals it with the intent to launch (write-ahead), and
+    /// reads an ended attempt's logs through it.
+    fn locate(&self, job: JobId, attempt: u32) -> Handle;
+    /// Start every rank of the attempt; fills in `h.ranks`. On error nothing
+    /// of the attempt is left running.
+    fn start(&mut self, spec: &AttemptSpec, h: &mut Handle) -> Result<(), ExecError>;
+    /// Each rank's state, in rank order.
+    fn status(&mut self, h: &Handle) -> Vec<RankStatus>;
+    fn stop(&mut self, h: &Handle, how: Stop);
+    /// After a daemon restart: find an attempt of `ranks` ranks again and
+    /// refresh `h.ranks`. True when every rank was found (running or
+    /// exited); false for an attempt that never fully started.
+    fn adopt(&mut self, h: &mut Handle, ranks: u32) -> bool;
+    /// The last `lines` lines of one rank's output.
+    fn logs(&self, h: &Handle, rank: u32, lines: usize) -> Vec<String>;
+    /// Whether the job has said it finished (`GPUPLAN_DONE_FILE`):
+    /// completion that no exit code can hide.
+    fn done(&self, job: JobId) -> bool;
+}
+
+/// The engines `serve --engine` accepts.
+pub const ENGINES: &[&str] = &["local"];
+
+/// Open an engine by name over the daemon's state directory; an unknown
+/// name is refused with the valid ones.
+pub fn open(name: &str, state_dir: &Path) -> Result<Box<dyn Engine>, ExecError> {
+    match name {
+        "local" => Ok(Box::new(LocalEngine::new(state_dir))),
+        _ => Err(ExecError::Config(format!(
+            "--engine {name}: unknown engine; valid: {}",
+            ENGINES.join(", ")
+        ))),
+    }
+}
+
+/// Last `n` lines of a file (reads at most its last 64 KiB).
+pub fn tail(path: &Path, n: usize) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let len = f.metadata().map_or(0, |m| m.len());
+    let start = len.saturating_sub(64 * 1024);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_end(&mut buf).is_err() {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_engines_are_refused_with_the_valid_ones() {
+        let d = std::env::temp_dir();
+        assert_eq!(open("local", &d).unwrap().name(), "local");
+        let e = open("slurm", &d).err().expect("not an engine yet").to_string();
+        assert!(e.contains("slurm") && e.contains("valid: local"), "{e}");
+    }
+}

@@ -1,0 +1,314 @@
+//! The job table's rows: a job's record (what the journal keeps), the
+//! lifecycle of its current attempt, and the views the API shows.
+//!
+//! An attempt's life is one enum, not flags, so no impossible mix can be
+//! written down; its journaled form stays the previous release's.
+
+use std::path::PathBuf;
+
+use gpuplan_core::{BatchLimits, GoodputModel, JobId};
+use gpuplan_solve::agent::{Agent, BatchTarget, FitMemo};
+use gpuplan_solve::PlannerTraits;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Handle, RankProc};
+use crate::spec::JobSubmission;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobStatus {
+    /// Waiting for GPUs (or for its crash back-off to end).
+    Queued,
+    /// Holds GPUs: running, starting, or being moved.
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl JobStatus {
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Completed | JobStatus::Failed | JobStatus::Cancelled
+        )
+    }
+}
+
+/// Where an attempt is in its life. One enum instead of flags, so that no
+/// impossible mix (killed but never told to stop) can be written down.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Lifecycle {
+    /// Journaled as intended, not yet journaled as spawned.
+    Starting,
+    Running,
+    /// Told to stop (SIGTERM) at `since_unix_s`; `killed` once SIGKILL went out.
+    Stopping {
+        since_unix_s: f64,
+        cause: StopCause,
+        killed: bool,
+    },
+}
+
+/// Why an attempt is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    /// The daemon stopped it: a move, a cancel, a lost GPU, a restart roll-back.
+    Ordered,
+    /// A rank failed on its own; the others are being stopped.
+    Crashed,
+}
+
+/// One launch of a job on a set of GPUs. Journaled in the previous
+/// release's form ([`AttemptWire`]), so old journals load and new ones
+/// read the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "AttemptWire", into = "AttemptWire")]
+pub struct Attempt {
+    pub n: u32,
+    pub gpus: Vec<String>,
+    /// The engine's handle (journaled as `dir` and `ranks`).
+    pub handle: Handle,
+    pub life: Lifecycle,
+    pub started_unix_s: f64,
+}
+
+impl Attempt {
+    pub fn is_stopping(&self) -> bool {
+        matches!(self.life, Lifecycle::Stopping { .. })
+    }
+
+    /// Start stopping it on the daemon's order; false if already stopping
+    /// (the first SIGTERM's time keeps counting the grace period).
+    pub(crate) fn order_stop(&mut self, now: f64) -> bool {
+        if self.is_stopping() {
+            return false;
+        }
+        self.life = Lifecycle::Stopping {
+            since_unix_s: now,
+            cause: StopCause::Ordered,
+            killed: false,
+        };
+        true
+    }
+}
+
+/// The journal's form of an [`Attempt`] (field names of earlier releases).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttemptWire {
+    pub n: u32,
+    pub gpus: Vec<String>,
+    pub dir: PathBuf,
+    pub launched: bool,
+    pub ranks: Vec<RankProc>,
+    #[serde(default)]
+    pub term_sent_unix_s: Option<f64>,
+    #[serde(default)]
+    pub kill_sent: bool,
+    #[serde(default)]
+    pub crashed: bool,
+    pub started_unix_s: f64,
+}
+
+impl From<AttemptWire> for Attempt {
+    fn from(w: AttemptWire) -> Self {
+        let life = match w.term_sent_unix_s {
+            Some(t) => Lifecycle::Stopping {
+                since_unix_s: t,
+                cause: if w.crashed {
+                    StopCause::Crashed
+                } else {
+                    StopCause::Ordered
+                },
+                killed: w.kill_sent,
+            },
+            None if w.launched => Lifecycle::Running,
+            None => Lifecycle::Starting,
+        };
+        Attempt {
+            n: w.n,
+            gpus: w.gpus,
+            handle: Handle {
+                dir: w.dir,
+                ranks: w.ranks,
+            },
+            life,
+            started_unix_s: w.started_unix_s,
+        }
+    }
+}
+
+impl From<Attempt> for AttemptWire {
+    fn from(a: Attempt) -> Self {
+        let (launched, term, killed, crashed) = match a.life {
+            Lifecycle::Starting => (false, None, false, false),
+            Lifecycle::Running => (true, None, false, false),
+            Lifecycle::Stopping {
+                since_unix_s,
+                cause,
+                killed,
+            } => (true, Some(since_unix_s), killed, cause == StopCause::Crashed),
+        };
+        AttemptWire {
+            n: a.n,
+            gpus: a.gpus,
+            dir: a.handle.dir,
+            launched,
+            ranks: a.handle.ranks,
+            term_sent_unix_s: term,
+            kill_sent: killed,
+            crashed,
+            started_unix_s: a.started_unix_s,
+        }
+    }
+}
+
+pub use gpuplan_solve::agent::ObsAgg;
+
+/// Everything the daemon knows about one job; the journal's unit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub spec: JobSubmission,
+    pub submit_unix_s: f64,
+    pub status: JobStatus,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Lets the job's own processes report and read their state, nothing else.
+    pub token: String,
+    /// GPUs the last plan gave the job (UUIDs); empty = none.
+    pub gpus: Vec<String>,
+    pub attempt: Option<Attempt>,
+    pub attempts: u32,
+    pub crashes: u32,
+    pub backoff_until_unix_s: f64,
+    pub restarts: u32,
+    pub max_gpus_used: u32,
+    pub attained_gpu_s: f64,
+    pub batch_size: u32,
+    pub local_bsz: u32,
+    pub accum_steps: u32,
+    pub progress: f64,
+    pub epoch: u32,
+    pub step: u64,
+    /// Measurements and the fit (journaled as `observations` and `grad`).
+    #[serde(flatten)]
+    pub agent: Agent,
+    pub last_log: Vec<String>,
+    pub finished_unix_s: Option<f64>,
+}
+
+/// What a job sends to its report endpoint (see docs/job-protocol.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    #[serde(default)]
+    pub step: Option<u64>,
+    /// Seconds per optimizer step, synchronisation included.
+    pub step_time_s: f64,
+    /// Seconds of one accumulation (compute-only) step; default `step_time_s`.
+    #[serde(default)]
+    pub accum_time_s: Option<f64>,
+    pub local_bsz: u32,
+    #[serde(default)]
+    pub accum_steps: Option<u32>,
+    #[serde(default)]
+    pub grad_sqr: Option<f64>,
+    #[serde(default)]
+    pub grad_var: Option<f64>,
+    /// Progress in the job's own units (e.g. examples processed at M0).
+    #[serde(default)]
+    pub progress: Option<f64>,
+    #[serde(default)]
+    pub epoch: Option<u32>,
+}
+
+/// Which batch a job runs at under a planner: the one policy
+/// ([`BatchTarget::for_job`]), where the job allows adapting when its spec
+/// lets the batch grow (`max_batch_size` above `batch_size`). The simulator
+/// asks the same question.
+pub fn batch_target(traits: &PlannerTraits, spec: &JobSubmission) -> BatchTarget {
+    let allows = spec.max_batch_size.is_some_and(|m| m > spec.batch_size);
+    BatchTarget::for_job(traits, allows, spec.batch_size)
+}
+
+impl JobRecord {
+    pub(crate) fn limits(&self) -> BatchLimits {
+        let s = &self.spec;
+        BatchLimits {
+            init_batch: s.batch_size,
+            max_batch: s.max_batch_size.unwrap_or(s.batch_size),
+            min_local: s.min_local_bsz.unwrap_or(1),
+            max_local: s
+                .max_local_bsz
+                .unwrap_or(s.batch_size)
+                .max(s.min_local_bsz.unwrap_or(1)),
+        }
+    }
+
+    /// The fitted goodput model, built as the simulator builds it.
+    pub fn model(&mut self, memo: &mut FitMemo) -> Option<GoodputModel> {
+        let limits = self.limits();
+        self.agent.model(limits, memo)
+    }
+
+    /// Batch size, local batch and accumulation for `gpus` GPUs on `nodes`
+    /// nodes, under the planner's batch policy (the simulator's rule).
+    pub(crate) fn choose_batch(&mut self, traits: &PlannerTraits, nodes: u32, gpus: u32, memo: &mut FitMemo) {
+        let target = batch_target(traits, &self.spec);
+        let limits = self.limits();
+        if let Some(c) = self.agent.choose_batch(limits, target, nodes, gpus, memo) {
+            self.local_bsz = c.local_bsz;
+            self.accum_steps = c.accum_steps;
+            self.batch_size = c.batch(gpus);
+        }
+    }
+
+    pub(crate) fn live(&self) -> bool {
+        self.attempt.is_some()
+    }
+
+    /// `queued`, `backoff`, `starting`, `running`, `stopping`, or a final status.
+    pub fn phase(&self, now: f64) -> &'static str {
+        match self.status {
+            JobStatus::Completed => "completed",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled if self.live() => "stopping",
+            JobStatus::Cancelled => "cancelled",
+            _ => match &self.attempt {
+                Some(a) => match a.life {
+                    Lifecycle::Stopping { .. } => "stopping",
+                    Lifecycle::Running => "running",
+                    Lifecycle::Starting => "starting",
+                },
+                None if !self.gpus.is_empty() => "starting",
+                None if self.backoff_until_unix_s > now => "backoff",
+                None => "queued",
+            },
+        }
+    }
+}
+
+/// A job as the API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobView {
+    pub id: JobId,
+    pub name: String,
+    pub status: JobStatus,
+    pub phase: String,
+    pub gpus: Vec<String>,
+    pub attempts: u32,
+    pub restarts: u32,
+    pub crashes: u32,
+    pub step: u64,
+    pub progress: f64,
+    pub batch_size: u32,
+    pub local_bsz: u32,
+    pub accum_steps: u32,
+    pub attained_gpu_s: f64,
+    pub reason: Option<String>,
+    pub last_log: Vec<String>,
+    pub submit_unix_s: f64,
+    pub finished_unix_s: Option<f64>,
+    pub model: Option<GoodputModel>,
+}

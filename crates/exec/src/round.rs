@@ -1,0 +1,297 @@
+//! The round driver: collect devices → build the [`Round`] from the job
+//! table → the shared pipeline ([`gpuplan_solve::run_round`]: plan,
+//! validate under the planner's rules, diff) → map the plan's GPUs to
+//! devices, journal, and order the moves. Launches follow in
+//! [`Daemon::tick`] once the GPUs are free.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+use gpuplan_core::{Allocation, Cluster, GpuId, JobId, JobState, Node, NodeId, Round};
+use gpuplan_solve::agent::{round_job, JobFacts};
+use gpuplan_solve::{run_round, Decision, Planner};
+use serde::{Deserialize, Serialize};
+
+use crate::daemon::{Daemon, Entry};
+use crate::device::{Gpu, Health};
+use crate::jobs::JobStatus;
+use crate::supervise::Supervisor;
+use crate::ExecError;
+
+/// Timings and outcome of one round.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoundStats {
+    pub round: u64,
+    pub collect_ms: f64,
+    pub plan_ms: f64,
+    pub apply_ms: f64,
+    pub active_jobs: usize,
+    pub healthy_gpus: usize,
+    pub changed_jobs: usize,
+    pub status: Option<String>,
+    pub note: Option<String>,
+}
+
+/// A prepared round: the planner input plus what `apply` needs to map the
+/// plan's GPUs back to devices.
+pub struct Prepared {
+    pub round: Round,
+    node_gpus: Vec<Vec<String>>,
+    targets: HashMap<JobId, Vec<String>>,
+    stats: RoundStats,
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+impl Daemon {
+    /// Collect devices and build the round. `None` when there is nothing to plan.
+    pub fn prepare(&mut self) -> Result<Option<Prepared>, ExecError> {
+        let t0 = Instant::now();
+        let now = self.clock.now_unix_s();
+        self.rounds += 1;
+        let mut stats = RoundStats {
+            round: self.rounds,
+            ..RoundStats::default()
+        };
+        self.gpus = self.devices.collect()?;
+        let mut by_node: BTreeMap<&str, Vec<&Gpu>> = BTreeMap::new();
+        for g in self.gpus.iter().filter(|g| g.health == Health::Ok) {
+            by_node.entry(g.node.as_str()).or_default().push(g);
+        }
+        // GPU k of node i in the round is the node's k-th healthy GPU by
+        // device index: `node_gpus[i][k]` maps it back to its UUID.
+        let mut slot_of: HashMap<String, GpuId> = HashMap::new();
+        let mut nodes = Vec::new();
+        let mut node_gpus = Vec::new();
+        for (i, (name, gs)) in by_node.iter_mut().enumerate() {
+            gs.sort_by_key(|g| g.index);
+            for (k, g) in gs.iter().enumerate() {
+                slot_of.insert(g.uuid.clone(), GpuId::new(NodeId(i as u32), k as u32));
+            }
+            nodes.push(Node {
+                name: name.to_string(),
+                gpus: gs.len() as u32,
+                gpu_type: gs[0].name.as_str().into(),
+            });
+            node_gpus.push(gs.iter().map(|g| g.uuid.clone()).collect::<Vec<_>>());
+        }
+        stats.healthy_gpus = slot_of.len();
+        // Jobs on GPUs that left or turned unhealthy lose them now and are re-planned.
+        let mut lost = Vec::new();
+        let mut term = Vec::new();
+        for j in self.jobs.values_mut() {
+            let Some(bad) = j.gpus.iter().find(|u| !slot_of.contains_key(*u)).cloned() else {
+                continue;
+            };
+            let why = match self.gpus.iter().find(|g| g.uuid == bad) {
+                Some(Gpu {
+                    health: Health::Unhealthy { reason },
+                    ..
+                }) => format!("GPU {bad} is unhealthy ({reason})"),
+                _ => format!("GPU {bad} disappeared"),
+            };
+            j.reason = Some(format!("{why}; re-planned"));
+            j.gpus.clear();
+            if j.status == JobStatus::Running {
+                j.status = JobStatus::Queued;
+            }
+            term.extend(Supervisor::order_stop(j, now));
+            lost.push(j.id);
+        }
+        let dirty: Vec<JobId> = self.dirty.iter().copied().chain(lost).collect();
+        self.save(&dirty)?;
+        self.sup.send(term);
+        if nodes.is_empty() {
+            stats.note = Some("no healthy GPUs".into());
+            stats.collect_ms = ms(t0);
+            self.last_round = Some(stats);
+            return Ok(None);
+        }
+        let mut round_jobs = Vec::new();
+        let mut targets = HashMap::new();
+        for j in self.jobs.values_mut() {
+            let active = match j.status {
+                JobStatus::Running => true,
+                JobStatus::Queued => j.backoff_until_unix_s <= now && !j.live(),
+                _ => false,
+            };
+            if !active {
+                continue;
+            }
+            let alloc = Allocation::from_gpus(j.gpus.iter().map(|u| slot_of[u]).collect());
+            targets.insert(j.id, j.gpus.clone());
+            let facts = JobFacts {
+                id: j.id,
+                // Users may give several jobs one name; a round's names are
+                // unique (plans are reported by name), so the id goes in.
+                name: format!("{}#{}", j.spec.name, j.id.0),
+                app: j.spec.app.clone().unwrap_or_default(),
+                submit_s: j.submit_unix_s,
+                requested_gpus: j.spec.max_gpus,
+                batch_size: j.spec.batch_size,
+                min_gpus: j.spec.min_gpus,
+                max_gpus: j.spec.max_gpus,
+                preemptible: j.spec.preemptible,
+                restart_penalty_s: j.spec.restart_cost_s,
+                limits: Some(j.limits()),
+            };
+            let state = JobState {
+                progress: j.progress,
+                epoch: j.epoch,
+                attained_gpu_s: j.attained_gpu_s,
+                age_s: (now - j.submit_unix_s).max(0.0),
+                restarts: j.restarts,
+                allocation: alloc,
+                max_gpus_used: j.max_gpus_used,
+                batch_size: j.batch_size,
+                local_bsz: j.local_bsz,
+                accum_steps: j.accum_steps,
+            };
+            round_jobs.push(round_job(facts, state, &mut j.agent, None, &mut self.memo));
+        }
+        stats.active_jobs = round_jobs.len();
+        stats.collect_ms = ms(t0);
+        if round_jobs.is_empty() {
+            self.last_round = Some(stats);
+            return Ok(None);
+        }
+        Ok(Some(Prepared {
+            round: Round {
+                now_s: now,
+                cluster: Cluster { nodes },
+                jobs: round_jobs,
+                params: self.cfg.params,
+            },
+            node_gpus,
+            targets,
+            stats,
+        }))
+    }
+
+    /// Apply a round's decision (already validated by the pipeline): map its
+    /// GPUs to devices, journal, then signal the jobs that move. Launches
+    /// happen in [`Daemon::tick`] once their GPUs are free.
+    pub fn apply(
+        &mut self,
+        prep: Prepared,
+        decision: Result<Decision, String>,
+    ) -> Result<RoundStats, ExecError> {
+        let t0 = Instant::now();
+        let now = self.clock.now_unix_s();
+        let Prepared {
+            round,
+            node_gpus,
+            targets,
+            mut stats,
+        } = prep;
+        let plan = match decision {
+            Ok(d) => d.plan,
+            Err(e) => {
+                stats.note = Some(format!("planner error: {e}"));
+                self.last_round = Some(stats.clone());
+                return Ok(stats);
+            }
+        };
+        stats.plan_ms = plan.solve_ms;
+        stats.status = Some(format!("{:?}", plan.status).to_lowercase());
+        // Jobs whose plan differs and who are still as the round saw them.
+        let mut changed: Vec<(JobId, Allocation)> = Vec::new();
+        for rj in &round.jobs {
+            let Some(j) = self.jobs.get(&rj.id) else { continue };
+            let same_state = matches!(j.status, JobStatus::Queued | JobStatus::Running)
+                && targets.get(&rj.id) == Some(&j.gpus);
+            let new = plan.get(rj.id);
+            if same_state && !new.same_gpus(&rj.state.allocation) {
+                changed.push((rj.id, new));
+            }
+        }
+        let moving: BTreeSet<JobId> = changed.iter().map(|c| c.0).collect();
+        let held: BTreeSet<&String> = self
+            .jobs
+            .values()
+            .filter(|j| !moving.contains(&j.id))
+            .flat_map(|j| j.gpus.iter())
+            .collect();
+        let mut pool: Vec<Vec<String>> = node_gpus
+            .iter()
+            .map(|gs| gs.iter().filter(|u| !held.contains(u)).cloned().collect())
+            .collect();
+        let mut term = Vec::new();
+        for (id, alloc) in &changed {
+            let j = self.jobs.get_mut(id).expect("changed job exists");
+            let per_node = alloc.per_node();
+            let mut picked = Vec::new();
+            for &(n, k) in &per_node {
+                let free = &mut pool[n.0 as usize];
+                // The planned GPUs, unless a job outside the round still
+                // holds one; then another free GPU of the node.
+                let planned: Vec<&String> = alloc
+                    .gpus()
+                    .iter()
+                    .filter(|g| g.node == n)
+                    .filter_map(|g| node_gpus[n.0 as usize].get(g.index as usize))
+                    .collect();
+                let mut mine: Vec<String> = free.iter().filter(|u| planned.contains(u)).cloned().collect();
+                mine.truncate(k as usize);
+                for u in free.iter() {
+                    if mine.len() as u32 >= k {
+                        break;
+                    }
+                    if !mine.contains(u) {
+                        mine.push(u.clone());
+                    }
+                }
+                free.retain(|u| !mine.contains(u));
+                picked.extend(mine);
+            }
+            let had = !j.gpus.is_empty() || j.live();
+            j.gpus = picked;
+            if j.gpus.is_empty() {
+                j.status = JobStatus::Queued;
+            } else {
+                j.status = JobStatus::Running;
+                if had || j.attempts > 0 {
+                    j.restarts += 1;
+                }
+                j.max_gpus_used = j.max_gpus_used.max(j.gpus.len() as u32);
+                let nodes = per_node.len() as u32;
+                j.choose_batch(&self.traits, nodes, j.gpus.len() as u32, &mut self.memo);
+            }
+            term.extend(Supervisor::order_stop(j, now));
+        }
+        stats.changed_jobs = changed.len();
+        if !changed.is_empty() {
+            let allocations = changed
+                .iter()
+                .map(|(id, _)| (*id, self.jobs[id].gpus.clone()))
+                .collect();
+            self.journal.append(&[Entry::Plan {
+                round: stats.round,
+                unix_s: now,
+                planner: plan.planner.clone(),
+                allocations,
+            }])?;
+            let ids: Vec<JobId> = changed.iter().map(|c| c.0).collect();
+            self.save(&ids)?;
+        }
+        self.sup.send(term);
+        stats.apply_ms = ms(t0);
+        self.last_round = Some(stats.clone());
+        Ok(stats)
+    }
+
+    /// One whole round without the async loop: tick, prepare, plan, apply.
+    /// The benchmark and tests drive the daemon this way.
+    pub fn round_blocking(&mut self, planner: &mut dyn Planner) -> Result<RoundStats, ExecError> {
+        self.tick()?;
+        let Some(prep) = self.prepare()? else {
+            return Ok(self.last_round.clone().unwrap_or_default());
+        };
+        let plan = run_round(planner, &prep.round, &self.cfg.limits).map_err(|e| e.to_string());
+        let stats = self.apply(prep, plan)?;
+        self.tick()?;
+        Ok(stats)
+    }
+}

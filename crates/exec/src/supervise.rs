@@ -1,0 +1,429 @@
+//! The supervisor: starts, watches and stops attempts through the engine,
+//! and turns what it sees into job state (completed, crashed with back-off,
+//! failed, stopped on purpose).
+//!
+//! It changes a job's record and returns the signals to send as
+//! [`Order`]s; the daemon journals the record first and only then sends
+//! them ([`Supervisor::send`]), so a crash in between never leaves a
+//! signalled job that the journal thinks untouched. Time comes in as an
+//! argument, read by the daemon from its injected clock.
+
+use crate::engine::{AttemptSpec, Engine, Handle, RankStatus, Stop};
+use crate::jobs::{Attempt, JobRecord, JobStatus, Lifecycle, StopCause};
+
+/// A signal to send once the state that explains it is journaled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Order {
+    pub handle: Handle,
+    pub how: Stop,
+}
+
+/// Supervision settings (from the daemon's [`crate::Config`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Seconds between a graceful and an immediate stop, unless the job sets `grace_s`.
+    pub grace_s: f64,
+    /// First restart delay after a crash; doubles with each further crash.
+    pub backoff_s: f64,
+    pub max_crashes: u32,
+    /// Log lines kept with a failed job.
+    pub log_lines: usize,
+}
+
+pub struct Supervisor {
+    engine: Box<dyn Engine>,
+    pub policy: Policy,
+}
+
+impl Supervisor {
+    pub fn new(engine: Box<dyn Engine>, policy: Policy) -> Self {
+        Supervisor { engine, policy }
+    }
+
+    pub fn engine_name(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    /// Send orders, after the journal holds the state they follow from.
+    pub fn send(&mut self, orders: Vec<Order>) {
+        for o in orders {
+            self.engine.stop(&o.handle, o.how);
+        }
+    }
+
+    /// Begin stopping the job's attempt, if it has one not already stopping
+    /// (the first stop's time keeps counting the grace period).
+    pub fn order_stop(j: &mut JobRecord, now: f64) -> Option<Order> {
+        let a = j.attempt.as_mut()?;
+        a.order_stop(now).then(|| Order {
+            handle: a.handle.clone(),
+            how: Stop::Graceful,
+        })
+    }
+
+    /// Finish or roll back what a daemon crash interrupted: the attempt is
+    /// looked up through the engine; a half-started one is stopped and
+    /// relaunched later; a stopping one gets a fresh grace period (the old
+    /// clock is lost).
+    pub fn recover(&mut self, j: &mut JobRecord, now: f64) -> Option<Order> {
+        let a = j.attempt.as_mut()?;
+        let started = self.engine.adopt(&mut a.handle, a.gpus.len() as u32);
+        if a.life == Lifecycle::Starting && !started {
+            a.order_stop(now);
+        }
+        if a.life == Lifecycle::Starting {
+            a.life = Lifecycle::Running;
+        }
+        if let Lifecycle::Stopping { since_unix_s, .. } = &mut a.life {
+            *since_unix_s = now;
+            return Some(Order {
+                handle: a.handle.clone(),
+                how: Stop::Graceful,
+            });
+        }
+        None
+    }
+
+    /// Record a new attempt as intended (the daemon journals it before
+    /// [`Supervisor::start`]); returns what the engine is to start.
+    pub fn intend(
+        &self,
+        j: &mut JobRecord,
+        nodes: Vec<(String, Vec<String>)>,
+        env: Vec<(String, String)>,
+        now: f64,
+    ) -> AttemptSpec {
+        j.attempts += 1;
+        let spec = AttemptSpec {
+            job: j.id,
+            attempt: j.attempts,
+            command: j.spec.command.clone(),
+            nodes,
+            env,
+            uid: j.spec.uid,
+        };
+        j.attempt = Some(Attempt {
+            n: j.attempts,
+            gpus: j.gpus.clone(),
+            handle: self.engine.locate(j.id, j.attempts),
+            life: Lifecycle::Starting,
+            started_unix_s: now,
+        });
+        spec
+    }
+
+    /// Start an intended attempt; a start failure fails the job.
+    pub fn start(&mut self, j: &mut JobRecord, spec: &AttemptSpec, now: f64) {
+        let a = j.attempt.as_mut().expect("intended first");
+        match self.engine.start(spec, &mut a.handle) {
+            Ok(()) => a.life = Lifecycle::Running,
+            Err(e) => {
+                j.attempt = None;
+                j.crashes += 1;
+                j.gpus.clear();
+                j.status = JobStatus::Failed;
+                j.reason = Some(format!("launch failed: {e}"));
+                j.finished_unix_s = Some(now);
+            }
+        }
+    }
+
+    /// Watch one live job: count attained service, stop the rest of a
+    /// crashed attempt, escalate a stop past its grace period, and settle
+    /// an ended attempt. Returns whether the record changed, and the order
+    /// to send after journaling it.
+    pub fn watch(&mut self, j: &mut JobRecord, now: f64, dt: f64) -> (bool, Option<Order>) {
+        let grace = j.spec.grace_s.unwrap_or(self.policy.grace_s);
+        let a = j.attempt.as_mut().expect("live job has an attempt");
+        let st = self.engine.status(&a.handle);
+        let running = st.iter().filter(|s| **s == RankStatus::Running).count();
+        j.attained_gpu_s += dt * a.gpus.len() as f64 * (running > 0) as u32 as f64;
+        let failed = st
+            .iter()
+            .any(|s| matches!(s, RankStatus::Exited(c) if *c != Some(0)));
+        let stop_since = match a.life {
+            Lifecycle::Stopping {
+                since_unix_s,
+                killed: false,
+                ..
+            } => Some(since_unix_s),
+            _ => None,
+        };
+        let mut order = None;
+        let mut changed = false;
+        if failed && !a.is_stopping() && running > 0 {
+            a.life = Lifecycle::Stopping {
+                since_unix_s: now,
+                cause: StopCause::Crashed,
+                killed: false,
+            };
+            order = Some(Order {
+                handle: a.handle.clone(),
+                how: Stop::Graceful,
+            });
+            changed = true;
+        } else if running > 0 && stop_since.is_some_and(|t| now - t >= grace) {
+            if let Lifecycle::Stopping { killed, .. } = &mut a.life {
+                *killed = true;
+            }
+            order = Some(Order {
+                handle: a.handle.clone(),
+                how: Stop::Now,
+            });
+            changed = true;
+        }
+        if running == 0 {
+            self.settle(j, &st, failed, now);
+            changed = true;
+        }
+        (changed, order)
+    }
+
+    /// Every rank has exited: decide what the attempt's end means.
+    fn settle(&mut self, j: &mut JobRecord, st: &[RankStatus], failed: bool, now: f64) {
+        let done = self.engine.done(j.id);
+        let a = j.attempt.take().expect("checked");
+        let all_ok = st.iter().all(|s| *s == RankStatus::Exited(Some(0)));
+        // Rank 0 exiting 0 after our SIGTERM means training had already
+        // finished when the stop came (the protocol asks for a non-zero
+        // exit on SIGTERM); the other ranks' 143 must not relaunch it.
+        let (stopping, crash_stop) = match a.life {
+            Lifecycle::Stopping { cause, .. } => (true, cause == StopCause::Crashed),
+            _ => (false, false),
+        };
+        let finished_under_term = stopping && !crash_stop && st.first() == Some(&RankStatus::Exited(Some(0)));
+        let crashed = crash_stop || (failed && !stopping);
+        if (all_ok || finished_under_term || done) && j.status != JobStatus::Cancelled {
+            j.status = JobStatus::Completed;
+            j.finished_unix_s = Some(now);
+            j.gpus.clear();
+            j.reason = None;
+        } else if crashed && j.status != JobStatus::Cancelled {
+            let (rank, code) = st
+                .iter()
+                .enumerate()
+                .find_map(|(i, s)| match s {
+                    RankStatus::Exited(c) if *c != Some(0) => Some((i as u32, *c)),
+                    _ => None,
+                })
+                .unwrap_or((0, None));
+            j.crashes += 1;
+            j.last_log = self.engine.logs(&a.handle, rank, self.policy.log_lines);
+            let code = code.map_or("a signal".to_string(), |c| format!("code {c}"));
+            let max = j.spec.max_crashes.unwrap_or(self.policy.max_crashes);
+            j.gpus.clear();
+            if j.crashes >= max {
+                j.status = JobStatus::Failed;
+                j.finished_unix_s = Some(now);
+                j.reason = Some(format!(
+                    "rank {rank} exited with {code}; failed after {} crashes",
+                    j.crashes
+                ));
+            } else {
+                j.status = JobStatus::Queued;
+                let delay = self.policy.backoff_s * 2f64.powi(j.crashes as i32 - 1);
+                j.backoff_until_unix_s = now + delay;
+                j.reason = Some(format!(
+                    "rank {rank} exited with {code}; crash {} of {max}, restarting after {delay:.1} s",
+                    j.crashes
+                ));
+            }
+        }
+        // Otherwise it was stopped on purpose (143 after SIGTERM is no failure).
+    }
+
+    /// Log lines of a job's latest attempt, rank `rank`.
+    pub fn logs(&self, j: &JobRecord, rank: u32, lines: usize) -> Vec<String> {
+        if j.attempts == 0 {
+            return j.last_log.clone();
+        }
+        let h = match &j.attempt {
+            Some(a) if a.n == j.attempts => a.handle.clone(),
+            _ => self.engine.locate(j.id, j.attempts),
+        };
+        self.engine.logs(&h, rank, lines)
+    }
+}
+
+/// Supervision over the job-level engine trait alone: a scripted engine
+/// with no processes, on a manual clock. Nothing here sleeps.
+#[cfg(test)]
+mod tests {
+    use gpuplan_core::{Allocation, JobId, NodeId, Plan, PlanStatus};
+    use gpuplan_solve::Decision;
+
+    use crate::clock::ManualClock;
+    use crate::daemon::{Config, Daemon};
+    use crate::device::FakeDevices;
+    use crate::engine::{FakeEngine, Stop};
+    use crate::jobs::JobStatus;
+    use crate::spec::JobSubmission;
+
+    struct Rig {
+        dir: std::path::PathBuf,
+        clock: ManualClock,
+        engine: FakeEngine,
+    }
+
+    impl Rig {
+        fn new(tag: &str) -> Rig {
+            let dir = std::env::temp_dir().join(format!("gpuplan-sup-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let clock = ManualClock::new(1_000.0);
+            let engine = FakeEngine::new(clock.clone());
+            Rig { dir, clock, engine }
+        }
+
+        fn daemon(&self) -> Daemon {
+            let mut cfg = Config::new(self.dir.clone(), "greedy");
+            cfg.grace_s = 30.0;
+            cfg.backoff_s = 10.0;
+            cfg.max_crashes = 2;
+            Daemon::open_with_clock(
+                cfg,
+                Box::new(FakeDevices::new(1, 4)),
+                Box::new(self.engine.clone()),
+                Box::new(self.clock.clone()),
+            )
+            .unwrap()
+        }
+    }
+
+    impl Drop for Rig {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn job(command: &str) -> JobSubmission {
+        JobSubmission::from_toml(
+            &format!("name = \"f\"\ncommand = \"{command}\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n"),
+            "t",
+        )
+        .unwrap()
+    }
+
+    fn give(d: &mut Daemon, id: JobId, k: u32) {
+        let prep = d.prepare().unwrap().unwrap();
+        let mut plan = Plan::new("hand", PlanStatus::Feasible);
+        plan.allocations
+            .insert(id, Allocation::from_counts(&[(NodeId(0), k)]));
+        gpuplan_core::bind_plan(&prep.round, &mut plan);
+        d.apply(
+            prep,
+            Ok(Decision {
+                plan,
+                diff: Vec::new(),
+            }),
+        )
+        .unwrap();
+        d.tick().unwrap();
+    }
+
+    #[test]
+    fn the_engine_gets_the_protocol_and_owns_the_rest() {
+        let rig = Rig::new("env");
+        let mut d = rig.daemon();
+        let (id, token) = d.submit(job("run=100")).unwrap();
+        give(&mut d, id, 2);
+        let started = rig.engine.started();
+        assert_eq!(started.len(), 1);
+        let s = &started[0];
+        assert_eq!((s.job, s.attempt, s.ranks()), (id, 1, 2));
+        let keys: Vec<&str> = s.env.iter().map(|(k, _)| k.as_str()).collect();
+        assert!(keys.contains(&"GPUPLAN_REPORT_URL") && keys.contains(&"GPUPLAN_LOCAL_BSZ"));
+        assert!(s.env.contains(&("GPUPLAN_JOB_TOKEN".to_string(), token)));
+        for engine_owned in [
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "CUDA_VISIBLE_DEVICES",
+            "GPUPLAN_DONE_FILE",
+        ] {
+            assert!(!keys.contains(&engine_owned), "{engine_owned} is the engine's");
+        }
+        assert_eq!(d.view(id).unwrap().phase, "running");
+    }
+
+    #[test]
+    fn crashes_back_off_on_the_clock_then_fail() {
+        let rig = Rig::new("crash");
+        let mut d = rig.daemon();
+        let (id, _) = d.submit(job("run=5 exit=3")).unwrap();
+        give(&mut d, id, 1);
+        rig.clock.advance(4.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(id).unwrap().phase, "running");
+        rig.clock.advance(1.0);
+        d.tick().unwrap();
+        let v = d.view(id).unwrap();
+        assert_eq!((v.phase.as_str(), v.crashes), ("backoff", 1));
+        assert!(v.reason.unwrap().contains("code 3"));
+        assert_eq!(v.last_log, vec!["fake rank 0: run=5 exit=3".to_string()]);
+        assert!(d.prepare().unwrap().is_none(), "waits out its back-off");
+        rig.clock.advance(10.0);
+        give(&mut d, id, 1);
+        assert_eq!(d.jobs().next().unwrap().attempts, 2);
+        rig.clock.advance(5.0);
+        d.tick().unwrap();
+        let v = d.view(id).unwrap();
+        assert_eq!((v.status, v.crashes), (JobStatus::Failed, 2));
+    }
+
+    #[test]
+    fn a_stop_escalates_after_the_grace_period_only() {
+        let rig = Rig::new("grace");
+        let mut d = rig.daemon();
+        let (id, _) = d.submit(job("ignore-term")).unwrap();
+        give(&mut d, id, 1);
+        d.cancel(id).unwrap();
+        rig.clock.advance(29.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(id).unwrap().phase, "stopping");
+        assert_eq!(rig.engine.stops(), vec![(id, 1, Stop::Graceful)]);
+        rig.clock.advance(1.0);
+        d.tick().unwrap();
+        assert_eq!(rig.engine.stops().last(), Some(&(id, 1, Stop::Now)));
+        d.tick().unwrap();
+        assert_eq!(d.view(id).unwrap().phase, "cancelled");
+    }
+
+    #[test]
+    fn a_restarted_daemon_adopts_through_the_engine() {
+        let rig = Rig::new("adopt");
+        let mut d = rig.daemon();
+        let (id, _) = d.submit(job("run=50")).unwrap();
+        give(&mut d, id, 3);
+        let before = d.jobs().next().unwrap().attempt.clone().unwrap();
+        drop(d);
+        let mut d = rig.daemon();
+        let after = d.jobs().next().unwrap().attempt.clone().unwrap();
+        assert_eq!(after.handle, before.handle, "the same ranks, found again");
+        rig.clock.advance(50.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(id).unwrap().status, JobStatus::Completed);
+        assert!(rig.engine.stops().is_empty());
+    }
+
+    #[test]
+    fn a_done_job_completes_though_a_stop_ended_it() {
+        let rig = Rig::new("done");
+        let mut d = rig.daemon();
+        let (id, _) = d.submit(job("done")).unwrap();
+        give(&mut d, id, 1);
+        give(&mut d, id, 2);
+        d.tick().unwrap();
+        let v = d.view(id).unwrap();
+        assert_eq!((v.status, v.attempts), (JobStatus::Completed, 1));
+    }
+
+    #[test]
+    fn a_refused_start_fails_the_job() {
+        let rig = Rig::new("refuse");
+        let mut d = rig.daemon();
+        let (id, _) = d.submit(job("fail-start")).unwrap();
+        give(&mut d, id, 1);
+        let v = d.view(id).unwrap();
+        assert_eq!(v.status, JobStatus::Failed);
+        assert!(v.reason.unwrap().starts_with("launch failed"));
+    }
+}

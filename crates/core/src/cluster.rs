@@ -123,38 +123,80 @@ impl Cluster {
 impl FromStr for Cluster {
     type Err = CoreError;
 
-    /// `16x4` = 16 nodes with 4 GPUs each; `16x4:t4` names the GPU type.
+    /// `16x4` = 16 nodes with 4 GPUs each; `16x4:t4` names the GPU type;
+    /// `6x4:t4+3x8:rtx2080ti+2x8:a100` joins groups into one heterogeneous
+    /// cluster (Sia's testbed), its nodes numbered across the groups.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = |why: &str| CoreError::Cluster(s.to_string(), why.to_string());
-        let (shape, ty) = match s.split_once(':') {
-            Some((a, b)) if !b.is_empty() => (a, b),
-            Some(_) => return Err(bad("empty GPU type after ':'")),
-            None => (s, DEFAULT_GPU_TYPE),
-        };
-        let (n, g) = shape
-            .split_once(['x', 'X'])
-            .ok_or_else(|| bad("expected NODESxGPUS, e.g. 16x4"))?;
-        let n: u32 = n
-            .trim()
-            .parse()
-            .map_err(|_| bad("node count is not a positive integer"))?;
-        let g: u32 = g
-            .trim()
-            .parse()
-            .map_err(|_| bad("GPUs per node is not a positive integer"))?;
-        if n == 0 || g == 0 {
-            return Err(bad("node count and GPUs per node must be > 0"));
+        let mut nodes = Vec::new();
+        for part in s.split('+') {
+            for n in parse_group(s, part.trim())? {
+                nodes.push(Node {
+                    name: format!("node{}", nodes.len()),
+                    ..n
+                });
+            }
         }
-        if g > 64 {
-            return Err(bad("more than 64 GPUs per node is not supported"));
-        }
-        Ok(Cluster::homogeneous(n, g, ty))
+        Ok(Cluster { nodes })
     }
+}
+
+/// One `NODESxGPUS[:TYPE]` group of a shape; errors quote the whole shape.
+fn parse_group(whole: &str, s: &str) -> Result<Vec<Node>, CoreError> {
+    let bad = |why: &str| {
+        let why = if whole == s {
+            why.to_string()
+        } else {
+            format!("in '{s}': {why}")
+        };
+        CoreError::Cluster(whole.to_string(), why)
+    };
+    if s.is_empty() {
+        return Err(bad("empty group; expected NODESxGPUS[:TYPE]+..."));
+    }
+    let (shape, ty) = match s.split_once(':') {
+        Some((a, b)) if !b.is_empty() => (a, b),
+        Some(_) => return Err(bad("empty GPU type after ':'")),
+        None => (s, DEFAULT_GPU_TYPE),
+    };
+    let (n, g) = shape
+        .split_once(['x', 'X'])
+        .ok_or_else(|| bad("expected NODESxGPUS, e.g. 16x4"))?;
+    let n: u32 = n
+        .trim()
+        .parse()
+        .map_err(|_| bad("node count is not a positive integer"))?;
+    let g: u32 = g
+        .trim()
+        .parse()
+        .map_err(|_| bad("GPUs per node is not a positive integer"))?;
+    if n == 0 || g == 0 {
+        return Err(bad("node count and GPUs per node must be > 0"));
+    }
+    if g > 64 {
+        return Err(bad("more than 64 GPUs per node is not supported"));
+    }
+    Ok(Cluster::homogeneous(n, g, ty.trim()).nodes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sia's 64-GPU testbed as one shape.
+    #[test]
+    fn parses_heterogeneous_shapes() {
+        let c: Cluster = "6x4:t4+3x8:rtx2080ti+2x8:a100".parse().unwrap();
+        assert_eq!((c.num_nodes(), c.total_gpus()), (11, 64));
+        let types: Vec<String> = c.types().into_iter().map(|t| t.0).collect();
+        assert_eq!(types, ["t4", "rtx2080ti", "a100"]);
+        assert_eq!(c.nodes[6].name, "node6");
+        assert_eq!((c.nodes[6].gpus, c.nodes[6].gpu_type.as_str()), (8, "rtx2080ti"));
+        assert_eq!(c.nodes[10].gpu_type, "a100");
+        let e = "2x4:t4++1x8".parse::<Cluster>().unwrap_err().to_string();
+        assert!(e.contains("empty group"), "{e}");
+        let e = "2x4:t4+0x8:a100".parse::<Cluster>().unwrap_err().to_string();
+        assert!(e.contains("'0x8:a100'") && e.contains("must be > 0"), "{e}");
+    }
 
     #[test]
     fn parses_shapes() {

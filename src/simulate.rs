@@ -54,6 +54,10 @@ pub struct SimOpts {
     /// Simulate rounds with no job in the system instead of skipping them (same results, slower).
     #[arg(long)]
     pub run_idle_rounds: bool,
+    /// Shrink a job that needs more GPUs than the cluster's largest GPU type to that
+    /// type's size (a rigid job's duration grows in proportion), instead of refusing the run.
+    #[arg(long)]
+    pub shrink_to_fit: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -144,7 +148,20 @@ impl SimOpts {
 }
 
 fn load_workload(path: &Path, opts: &SimOpts, profiles: &Profiles) -> Result<Vec<WorkloadJob>> {
-    crate::trace::load_workload(path, &opts.trace, opts.duration_jobs, opts.seed, profiles)
+    let mut jobs = crate::trace::load_workload(path, &opts.trace, opts.duration_jobs, opts.seed, profiles)?;
+    if opts.shrink_to_fit {
+        let cluster = crate::trace::load_cluster(&opts.cluster)?;
+        let shrunk = gpuplan_sim::shrink_to_fit(&cluster, &mut jobs);
+        if !shrunk.is_empty() {
+            eprintln!(
+                "{}: --shrink-to-fit shrank {} job(s): {}",
+                path.display(),
+                shrunk.len(),
+                shrunk.join(", ")
+            );
+        }
+    }
+    Ok(jobs)
 }
 
 fn workload_name(path: &Path) -> String {

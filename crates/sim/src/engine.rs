@@ -258,6 +258,48 @@ pub use gpuplan_solve::agent::fixed_batch_split;
 /// Which batch a job of a workload runs at under a planner: the one policy
 /// ([`BatchTarget::for_job`]); the artifact pins NCF to its tuned batch, and
 /// a rigid job has no batch to adapt. The daemon asks the same question.
+/// GPUs of the cluster's largest GPU type: a job never mixes types, so
+/// no job can hold more.
+pub fn largest_type_gpus(cluster: &Cluster) -> u32 {
+    let type_of = cluster.type_index();
+    let mut per_type = vec![0u32; cluster.types().len()];
+    for (n, &t) in cluster.nodes.iter().zip(&type_of) {
+        per_type[t] += n.gpus;
+    }
+    per_type.into_iter().max().unwrap_or(0)
+}
+
+/// Where the user allows it (`--shrink-to-fit`): a job that needs more GPUs
+/// than the largest GPU type is cut to that size, so the run goes on
+/// instead of being refused. A rigid job keeps its GPU-seconds of work (its
+/// duration grows by requested ÷ new); a profiled job's model simply gets
+/// fewer GPUs. Returns one note per shrunk job, `name (from → to GPUs)`.
+pub fn shrink_to_fit(cluster: &Cluster, jobs: &mut [WorkloadJob]) -> Vec<String> {
+    let cap = largest_type_gpus(cluster);
+    let mut notes = Vec::new();
+    if cap == 0 {
+        return notes;
+    }
+    for WorkloadJob { spec, work } in jobs.iter_mut() {
+        let need = match work {
+            Work::Profiled => spec.min_gpus,
+            Work::Rigid { .. } => spec.min_gpus.max(spec.requested_gpus),
+        };
+        if need <= cap {
+            continue;
+        }
+        if let Work::Rigid { duration_s } = work {
+            *duration_s *=
+                f64::from(spec.requested_gpus.max(1)) / f64::from(cap.min(spec.requested_gpus.max(1)));
+        }
+        notes.push(format!("{} ({need} → {cap} GPUs)", spec.name));
+        spec.requested_gpus = spec.requested_gpus.min(cap);
+        spec.min_gpus = spec.min_gpus.min(cap);
+        spec.max_gpus = spec.max_gpus.min(cap);
+    }
+    notes
+}
+
 pub fn batch_target(traits: &PlannerTraits, job: &WorkloadJob) -> BatchTarget {
     let allows = match job.work {
         Work::Profiled => job.spec.app != "ncf",
@@ -299,12 +341,7 @@ pub fn simulate_workload(
     let wall = web_time::Instant::now();
     let traits = planner.traits();
     // A job runs on one GPU type, so the largest type bounds what it can get.
-    let type_of = cfg.cluster.type_index();
-    let mut per_type = vec![0u32; cfg.cluster.types().len()];
-    for (n, &t) in cfg.cluster.nodes.iter().zip(&type_of) {
-        per_type[t] += n.gpus;
-    }
-    let total_gpus = per_type.iter().copied().max().unwrap_or(0);
+    let total_gpus = largest_type_gpus(&cfg.cluster);
     let mut jobs: Vec<SimJob> = Vec::with_capacity(specs.len());
     let mut too_big = Vec::new();
     for WorkloadJob { spec, work } in specs {
@@ -375,7 +412,7 @@ pub fn simulate_workload(
         let n = too_big.len();
         too_big.truncate(10);
         return Err(SimError::Invalid(format!(
-            "{n} job(s) need more GPUs than the cluster's {total_gpus} (of its largest GPU type; a job never mixes types): {}{}",
+            "{n} job(s) need more GPUs than the cluster's {total_gpus} (of its largest GPU type; a job never mixes types): {}{}; shrink them to fit with --shrink-to-fit",
             too_big.join(", "),
             if n > 10 { ", ..." } else { "" }
         )));
@@ -687,6 +724,15 @@ mod scale_tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("r0 (6 GPUs)") && e.contains("largest GPU type"), "{e}");
+        // Where the user allows it, the job is shrunk to 4 GPUs, keeping its
+        // GPU-seconds (10 s on 6 GPUs → 15 s on 4), and the run completes.
+        let mut jobs = vec![rigid(0, 0.0, 6, 10.0)];
+        let notes = shrink_to_fit(&cfg.cluster, &mut jobs);
+        assert_eq!(notes, ["r0 (6 → 4 GPUs)"]);
+        assert_eq!(jobs[0].work, Work::Rigid { duration_s: 15.0 });
+        assert_eq!((jobs[0].spec.requested_gpus, jobs[0].spec.max_gpus), (4, 4));
+        let r = run(&cfg, &jobs, "fifo");
+        assert_eq!(r.jobs[0].max_gpus_used, 4);
         assert_eq!(
             run(&cfg, &[rigid(0, 0.0, 4, 10.0)], "fifo").jobs[0].max_gpus_used,
             4

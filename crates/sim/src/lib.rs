@@ -23,7 +23,8 @@ pub mod trace;
 pub mod workload;
 
 pub use engine::{
-    batch_target, simulate, simulate_workload, Control, IdleRounds, SimConfig, Work, WorkloadJob,
+    batch_target, largest_type_gpus, shrink_to_fit, simulate, simulate_workload, Control, IdleRounds,
+    SimConfig, Work, WorkloadJob,
 };
 pub use error::SimError;
 pub use metrics::{SimResult, Summary};

@@ -399,6 +399,7 @@ function mkChart(el, opts, data) {
   el.innerHTML = '';
   const c = new uPlot({ width: chartWidth(el), height: 260, ...opts }, data, el);
   state.charts.push(c);
+  el.uplot = c;
   return c;
 }
 
@@ -476,8 +477,17 @@ function ganttBars(run) {
 /// Rows taller than this many pixels in all scroll inside the figure.
 const GANTT_MAX_PX = 560;
 
+function ganttRun() {
+  return state.runs[Number($('#gantt-run').value) || 0];
+}
+
+/// Job id -> name, for labels.
+function jobNames(r) {
+  return new Map(r.jobs.map((j) => [j.id, j.name]));
+}
+
 function renderGantt() {
-  const r = state.runs[Number($('#gantt-run').value) || 0];
+  const r = ganttRun();
   if (!r) return;
   const nodes = r.cluster.nodes;
   const end = Math.max(...r.segments.map((s) => s.end_s), 1) / HOUR;
@@ -649,6 +659,105 @@ function csv(rows) {
   }).join(',')).join('\n') + '\n';
 }
 
+// ---------- per-chart export ----------
+
+/// Each chart's data as rows, the header naming the units. What the CSV
+/// holds is what the chart draws (every finished job, every round, every
+/// Gantt segment), in seconds as the engine gives them and in hours as drawn.
+const CHART_CSV = {
+  cdf: () => {
+    const rows = [['scenario', 'policy', 'job', 'jct (s)', 'jct (h)', 'fraction of jobs']];
+    for (const r of state.runs) {
+      const jobs = [...r.jobs].sort((a, b) => a.jct_s - b.jct_s);
+      jobs.forEach((j, k) => rows.push([r.scenario.label, r.summary.policy, j.name, j.jct_s, j.jct_s / HOUR, (k + 1) / jobs.length]));
+    }
+    return rows;
+  },
+  util: () => {
+    const rows = [['scenario', 'policy', 'round', 'time (s)', 'time (h)', 'GPUs allocated', 'GPUs total', 'allocation (fraction)']];
+    for (const r of state.runs) {
+      r.rounds.forEach((x, i) => rows.push([r.scenario.label, r.summary.policy, i, x.time_s, x.time_s / HOUR,
+        x.gpus_allocated, r.total_gpus, x.gpus_allocated / r.total_gpus]));
+    }
+    return rows;
+  },
+  planner: () => {
+    const rows = [['scenario', 'policy', 'round', 'time (s)', 'time (h)', 'planner (ms)', 'status']];
+    for (const r of state.runs) {
+      r.rounds.forEach((x, i) => rows.push([r.scenario.label, r.summary.policy, i, x.time_s, x.time_s / HOUR, x.planner_ms, x.status]));
+    }
+    return rows;
+  },
+  gantt: () => {
+    const r = ganttRun();
+    const names = jobNames(r);
+    const rows = [['scenario', 'policy', 'job id', 'job', 'node', 'GPUs', 'start (s)', 'end (s)', 'start (h)', 'end (h)']];
+    for (const s of r.segments) {
+      for (const [node, gpus] of s.nodes) {
+        rows.push([r.scenario.label, r.summary.policy, s.job, names.get(s.job), r.cluster.nodes[node].name, gpus,
+          s.start_s, s.end_s, s.start_s / HOUR, s.end_s / HOUR]);
+      }
+    }
+    return rows;
+  },
+};
+
+function chartCsv(name) {
+  download(`gpuplan-${name}.csv`, csv(CHART_CSV[name]()), 'text/csv');
+}
+
+/// The chart as a PNG: its canvas on white, under its caption and a legend
+/// of the scenarios drawn (the page's legend is HTML, not on the canvas).
+function chartPng(name) {
+  const fig = document.querySelector(`figure[data-chart=${name}]`);
+  const u = fig.querySelector('.uplot')?.parentElement.uplot;
+  if (!u) return;
+  const src = u.ctx.canvas;
+  const dpr = src.width / u.width;
+  const head = Math.round(44 * dpr);
+  const out = document.createElement('canvas');
+  out.width = src.width;
+  out.height = src.height + head;
+  const ctx = out.getContext('2d');
+  ctx.fillStyle = '#fff';
+  ctx.fillRect(0, 0, out.width, out.height);
+  ctx.fillStyle = '#1b1f24';
+  ctx.font = `600 ${Math.round(14 * dpr)}px sans-serif`;
+  const title = fig.querySelector('.title').textContent.replace(/:$/, '');
+  const sub = name === 'gantt' ? `: ${ganttRun().scenario.label} (${ganttRun().summary.policy})` : '';
+  ctx.fillText(title + sub, 8 * dpr, 17 * dpr);
+  if (name !== 'gantt') {
+    ctx.font = `${Math.round(12 * dpr)}px sans-serif`;
+    let x = 8 * dpr;
+    state.runs.forEach((r, i) => {
+      const label = `${r.scenario.label}: ${r.summary.policy}`;
+      ctx.fillStyle = COLORS[i % COLORS.length];
+      ctx.fillRect(x, 28 * dpr, 14 * dpr, 4 * dpr);
+      ctx.fillStyle = '#1b1f24';
+      ctx.fillText(label, x + 18 * dpr, 35 * dpr);
+      x += ctx.measureText(label).width + 34 * dpr;
+    });
+  }
+  ctx.drawImage(src, 0, head);
+  const a = document.createElement('a');
+  a.href = out.toDataURL('image/png');
+  a.download = `gpuplan-${name}.png`;
+  a.click();
+}
+
+function addChartTools() {
+  for (const fig of document.querySelectorAll('figure[data-chart]')) {
+    const name = fig.dataset.chart;
+    const tools = document.createElement('span');
+    tools.className = 'chart-tools';
+    tools.innerHTML = '<button type="button" class="csv" title="This chart\'s data as CSV">CSV</button>' +
+      '<button type="button" class="png" title="This chart as a PNG image">PNG</button>';
+    tools.querySelector('.csv').addEventListener('click', () => chartCsv(name));
+    tools.querySelector('.png').addEventListener('click', () => chartPng(name));
+    fig.querySelector('figcaption').append(tools);
+  }
+}
+
 function exportJson() {
   const out = state.runs.map(({ run_id, elapsed_ms, ...r }) => r);
   download('gpuplan-results.json', JSON.stringify(out, null, 2), 'application/json');
@@ -717,6 +826,7 @@ async function main() {
   $('#export-json').addEventListener('click', exportJson);
   $('#export-jobs-csv').addEventListener('click', exportJobsCsv);
   $('#export-rounds-csv').addEventListener('click', exportRoundsCsv);
+  addChartTools();
   $('#gantt-run').addEventListener('change', () => {
     const c = state.charts.pop();
     if (c) c.destroy();

@@ -481,3 +481,63 @@ test('every field and policy is explained in place, and what-if columns name wha
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// numpy's default percentile (linear between order statistics), as the engine's.
+function percentile(sorted, q) {
+  const pos = (q / 100) * (sorted.length - 1);
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+async function downloaded(page, selector) {
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click(selector)]);
+  return { name: dl.suggestedFilename(), bytes: readFileSync(await dl.path()) };
+}
+
+function csvRows(bytes) {
+  const [head, ...rows] = bytes.toString('utf8').trim().split('\n');
+  return { head: head.split(','), rows: rows.map((l) => l.split(',')) };
+}
+
+// Issue 18: a button per chart for its data (CSV) and its picture (PNG).
+test('every chart exports its data as CSV with units, and itself as PNG', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  // The JCT chart: one row per finished job, equal to the summary's numbers.
+  const cdf = csvRows((await downloaded(page, 'figure[data-chart=cdf] .csv')).bytes);
+  assert.deepEqual(cdf.head, ['scenario', 'policy', 'job', 'jct (s)', 'jct (h)', 'fraction of jobs']);
+  assert.equal(cdf.rows.length, run.summary.jobs);
+  assert.deepEqual(new Set(cdf.rows.map((r) => r[2])), new Set(run.jobs.map((j) => j.name)));
+  const jct = cdf.rows.map((r) => Number(r[3]));
+  assert.deepEqual(jct, [...jct].sort((a, b) => a - b));
+  assert.equal(jct.reduce((a, b) => a + b, 0) / jct.length, run.summary.avg_jct_s);
+  assert.equal(percentile(jct, 50), run.summary.p50_jct_s);
+  assert.equal(percentile(jct, 99), run.summary.p99_jct_s);
+  assert.equal(Number(cdf.rows.at(-1)[5]), 1);
+  // The others: every round, every Gantt bar; headers name the units.
+  const util = csvRows((await downloaded(page, 'figure[data-chart=util] .csv')).bytes);
+  assert.equal(util.rows.length, run.rounds.length);
+  assert.ok(util.head.includes('time (h)') && util.head.includes('allocation (fraction)'), util.head.join());
+  assert.deepEqual(util.rows.map((r) => Number(r[5])), run.rounds.map((x) => x.gpus_allocated));
+  const planner = csvRows((await downloaded(page, 'figure[data-chart=planner] .csv')).bytes);
+  assert.deepEqual(planner.rows.map((r) => Number(r[5])), run.rounds.map((x) => x.planner_ms));
+  assert.ok(planner.head.includes('planner (ms)'));
+  const gantt = csvRows((await downloaded(page, 'figure[data-chart=gantt] .csv')).bytes);
+  assert.equal(gantt.rows.length, run.segments.reduce((n, s) => n + s.nodes.length, 0));
+  assert.ok(gantt.head.includes('start (h)') && gantt.head.includes('node'));
+  // PNGs: real PNG files the size of the chart's canvas (plus the caption band).
+  for (const name of ['cdf', 'util', 'planner', 'gantt']) {
+    const png = await downloaded(page, `figure[data-chart=${name}] .png`);
+    assert.equal(png.name, `gpuplan-${name}.png`);
+    assert.equal(png.bytes.subarray(1, 4).toString('latin1'), 'PNG', name);
+    const canvas = await page.locator(`#chart-${name} canvas`).evaluate((c) => [c.width, c.height]);
+    assert.equal(png.bytes.readUInt32BE(16), canvas[0], `${name} width`);
+    assert.ok(png.bytes.readUInt32BE(20) > canvas[1], `${name} height`);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});

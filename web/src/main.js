@@ -415,8 +415,68 @@ function aligned(perRun) {
   return [xs, ...ys];
 }
 
+/// The value series `si` holds at index `idx`: the last one at or before it.
+/// Every run has its own x values on the shared axis, so at most indices a
+/// run has none; its curve (a step, a held allocation) still has a value.
+function held(data, idx) {
+  if (idx == null) return null;
+  for (let k = idx; k >= 0; k--) if (data[k] != null) return data[k];
+  return null;
+}
+
 function runSeries(extra = {}) {
-  return state.runs.map((r, i) => ({ label: r.scenario.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true, ...extra }));
+  return state.runs.map((r, i) => ({
+    label: r.scenario.label,
+    stroke: COLORS[i % COLORS.length],
+    width: 1.5,
+    spanGaps: true,
+    value: (u, v, si, idx) => fmt(held(u.data[si], idx)),
+    ...extra,
+  }));
+}
+
+/// A tooltip that follows the cursor; `text(u, left, top)` gives its HTML
+/// (or null to hide it).
+function tooltipPlugin(text) {
+  let tip;
+  return {
+    hooks: {
+      init: (u) => {
+        tip = document.createElement('div');
+        tip.className = 'chart-tip';
+        tip.hidden = true;
+        u.over.append(tip);
+      },
+      setCursor: (u) => {
+        const { left, top } = u.cursor;
+        const html = left == null || left < 0 ? null : text(u, left, top);
+        if (!html) {
+          tip.hidden = true;
+          return;
+        }
+        tip.innerHTML = html;
+        tip.hidden = false;
+        const w = tip.offsetWidth;
+        tip.style.left = `${left + 14 + w > u.over.clientWidth ? Math.max(0, left - w - 14) : left + 14}px`;
+        tip.style.top = `${Math.max(0, top - tip.offsetHeight - 10)}px`;
+      },
+    },
+  };
+}
+
+/// Tooltip of a chart with one series per run: x at the cursor, then each
+/// run's value there (held, as in the legend).
+function seriesTip(xName, yName) {
+  return tooltipPlugin((u) => {
+    const idx = u.cursor.idx;
+    if (idx == null) return null;
+    const rows = state.runs.map((r, i) => {
+      const v = held(u.data[i + 1], idx);
+      return `<div><span class="swatch" style="background:${COLORS[i % COLORS.length]}"></span>` +
+        `${esc(r.scenario.label)}: ${v == null ? '–' : fmt(v)}</div>`;
+    });
+    return `<b>${xName} ${fmt(u.data[0][idx])}</b> <small>${yName}</small>${rows.join('')}`;
+  });
 }
 
 function renderCharts() {
@@ -433,16 +493,19 @@ function renderCharts() {
     scales: { x: log ? { time: false, distr: 3 } : { time: false }, y: { range: [0, 1] } },
     axes: [{ label: 'JCT (h)' }, { label: 'fraction of jobs' }],
     series: [{ label: 'JCT h' }, ...runSeries({ paths: uPlot.paths.stepped({ align: 1 }) })],
+    plugins: [seriesTip('JCT ≤', 'h: fraction of jobs done')],
   }, aligned(cdf));
   mkChart($('#chart-util'), {
     scales: { x: { time: false }, y: { range: [0, 1] } },
     axes: [{ label: 'time (h)' }, { label: 'GPUs allocated / total' }],
     series: [{ label: 'h' }, ...runSeries()],
+    plugins: [seriesTip('t =', 'h: GPUs allocated / total')],
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, x.gpus_allocated / r.total_gpus]))));
   mkChart($('#chart-planner'), {
     scales: { x: { time: false }, y: { distr: 3 } },
     axes: [{ label: 'time (h)' }, { label: 'ms' }],
     series: [{ label: 'h' }, ...runSeries({ width: 1 })],
+    plugins: [seriesTip('t =', 'h: planner ms')],
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, Math.max(1e-3, x.planner_ms)]))));
   renderGantt();
 }
@@ -466,7 +529,7 @@ function ganttBars(run) {
         if (slots[slot] <= s.start_s + 1e-9) {
           slots[slot] = s.end_s;
           placed++;
-          bars.push({ job: s.job, node, slot, start_s: s.start_s, end_s: s.end_s });
+          bars.push({ job: s.job, node, slot, start_s: s.start_s, end_s: s.end_s, seg: s });
         }
       }
     }
@@ -492,8 +555,29 @@ function renderGantt() {
   const nodes = r.cluster.nodes;
   const end = Math.max(...r.segments.map((s) => s.end_s), 1) / HOUR;
   const bars = ganttBars(r);
-  state.ganttBars = bars;
+  const names = jobNames(r);
   const el = $('#chart-gantt');
+  el.ganttBars = bars;
+  // The bar under the cursor: its node from the row, its GPU lane from the
+  // height within the row (as drawn below), then the one covering that time.
+  const barAt = (u, left, top) => {
+    const t = u.posToVal(left, 'x') * HOUR;
+    const y = u.posToVal(top, 'y');
+    const node = Math.floor(y);
+    if (!nodes[node]) return null;
+    const slot = Math.floor((node + 0.95 - y) / (0.9 / nodes[node].gpus));
+    return bars.find((b) => b.node === node && b.slot === slot && b.start_s <= t && t < b.end_s) ?? null;
+  };
+  const tip = tooltipPlugin((u, left, top) => {
+    const b = barAt(u, left, top);
+    if (!b) return null;
+    const gpus = b.seg.nodes.reduce((n, [, k]) => n + k, 0);
+    const where = b.seg.nodes.map(([n, k]) => `${esc(nodes[n].name)}×${k}`).join(', ');
+    return `<b>${esc(names.get(b.job) ?? b.job)}</b> <small>(job ${b.job})</small>` +
+      `<div>${gpus} GPU${gpus === 1 ? '' : 's'} on ${where}</div>` +
+      `<div>this lane: <span class="tip-node">${esc(nodes[b.node].name)}</span> GPU ${b.slot}</div>` +
+      `<div>${(b.start_s / HOUR).toFixed(2)}–${(b.end_s / HOUR).toFixed(2)} h</div>`;
+  });
   el.style.maxHeight = `${GANTT_MAX_PX}px`;
   // Every label fits at 12 px a row; past that, every k-th node is named.
   const rowPx = Math.max(4, Math.min(16, Math.floor(4000 / nodes.length)));
@@ -510,6 +594,7 @@ function renderGantt() {
     }],
     series: [{}, { label: 'allocations', stroke: 'transparent' }],
     legend: { show: false },
+    plugins: [tip],
     hooks: {
       draw: [(u) => {
         const ctx = u.ctx;

@@ -541,3 +541,60 @@ test('every chart exports its data as CSV with units, and itself as PNG', async 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Pixel position (page coordinates) of value (x, y) on the uPlot chart in `sel`.
+async function chartPoint(page, sel, x, y) {
+  await page.locator(sel).scrollIntoViewIfNeeded();
+  return page.locator(sel).evaluate((el, [x, y]) => {
+    const u = el.uplot;
+    const r = u.over.getBoundingClientRect();
+    return { x: r.left + u.valToPos(x, 'x'), y: r.top + u.valToPos(y, 'y') };
+  }, [x, y]);
+}
+
+// Issue 18: hover legends showed "--" for every run but one (each run has
+// its own x values), and the Gantt said nothing about its bars.
+test('hovering shows every run\'s value, and a Gantt bar names its job, GPUs and node', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done/);
+  const runs = await exportedJson(page);
+  // The allocation chart at 1 h: every run's legend and tooltip hold a number.
+  const p = await chartPoint(page, '#chart-util', 1, 0.5);
+  await page.mouse.move(p.x, p.y);
+  const legend = await page.locator('#chart-util .u-legend .u-series .u-value').allTextContents();
+  assert.equal(legend.length, 3);
+  for (const v of legend.slice(1)) assert.match(v, /^\d/, legend.join('|'));
+  const tip = await page.textContent('#chart-util .chart-tip');
+  assert.match(tip, /^t = /);
+  // Each run's value is its last round at or before the cursor.
+  const t = Number(tip.match(/^t = ([\d.]+)/)[1]) * 3600;
+  runs.forEach((r, i) => {
+    const last = r.rounds.filter((x) => x.time_s <= t + 1).at(-1);
+    const want = last.gpus_allocated / r.total_gpus;
+    assert.ok(tip.includes(`${r.scenario.label}: ${Number.isInteger(want) ? want : want.toFixed(3)}`), `${tip} lacks ${want}`);
+  });
+  // The Gantt: hover the middle of the longest bar.
+  const bar = await page.locator('#chart-gantt').evaluate((el) => {
+    const b = [...el.ganttBars].sort((x, y) => (y.end_s - y.start_s) - (x.end_s - x.start_s))[0];
+    return { job: b.job, node: b.node, slot: b.slot, mid: (b.start_s + b.end_s) / 2 / 3600 };
+  });
+  const run = runs[0];
+  const gpus = run.cluster.nodes[bar.node].gpus;
+  const at = await chartPoint(page, '#chart-gantt', bar.mid, bar.node + 0.95 - (bar.slot + 0.42) * (0.9 / gpus));
+  await page.mouse.move(at.x, at.y);
+  const gtip = await page.textContent('#chart-gantt .chart-tip');
+  const name = run.jobs.find((j) => j.id === bar.job).name;
+  assert.ok(gtip.includes(name) && gtip.includes(`job ${bar.job}`), gtip);
+  assert.match(gtip, new RegExp(`this lane: ${run.cluster.nodes[bar.node].name} GPU ${bar.slot}`));
+  assert.match(gtip, /\d+ GPUs? on node\d+×\d/);
+  await page.locator('#chart-gantt').screenshot({ path: join(ARTIFACTS, 'gantt-tooltip.png') });
+  // Off the bars, no tooltip.
+  await page.mouse.move(0, 0);
+  assert.equal(await page.isHidden('#chart-gantt .chart-tip'), true);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

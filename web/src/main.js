@@ -395,12 +395,23 @@ function chartWidth(el) {
   return Math.max(480, el.clientWidth - 12);
 }
 
+/// Drag across a chart to zoom its time axis; a move under 5 px is a click,
+/// which uPlot would otherwise swallow.
+const CURSOR = { drag: { x: true, y: false, dist: 5, click: () => {} } };
+
 function mkChart(el, opts, data) {
   el.innerHTML = '';
-  const c = new uPlot({ width: chartWidth(el), height: 260, ...opts }, data, el);
+  const c = new uPlot({ width: chartWidth(el), height: 260, cursor: CURSOR, ...opts }, data, el);
   state.charts.push(c);
   el.uplot = c;
   return c;
+}
+
+/// Back to the whole time axis after a drag-zoom (double-click does it too).
+function resetZoom(name) {
+  const u = document.querySelector(`#chart-${name}`).uplot;
+  const xs = u?.data[0].filter((x) => x != null);
+  if (xs?.length) u.setScale('x', { min: xs[0], max: xs[xs.length - 1] });
 }
 
 /// Series on a shared x axis: the union of every run's x values, null where a run has none.
@@ -464,6 +475,48 @@ function tooltipPlugin(text) {
   };
 }
 
+/// Clicking a point of a per-round chart opens that round in the round
+/// inspector: the run whose curve is nearest the click, its round nearest
+/// in time. A drag (zoom) is not a click.
+function roundClickPlugin() {
+  return {
+    hooks: {
+      init: (u) => {
+        let down = null;
+        u.over.addEventListener('mousedown', (e) => { down = [e.clientX, e.clientY]; });
+        u.over.addEventListener('click', (e) => {
+          if (!down || Math.hypot(e.clientX - down[0], e.clientY - down[1]) > 3) return;
+          const { left, top, idx } = u.cursor;
+          if (idx == null || left < 0) return;
+          let best = -1;
+          let bestDy = Infinity;
+          state.runs.forEach((_, i) => {
+            const v = held(u.data[i + 1], idx);
+            if (v == null) return;
+            const dy = Math.abs(u.valToPos(v, 'y') - top);
+            if (dy < bestDy) [best, bestDy] = [i, dy];
+          });
+          if (best < 0) return;
+          // The data point the cursor snapped to; a pixel spans several
+          // rounds of a long run (zoom in to pick each).
+          const t = u.data[0][idx] * HOUR;
+          const rounds = state.runs[best].rounds;
+          let k = 0;
+          rounds.forEach((x, j) => { if (Math.abs(x.time_s - t) < Math.abs(rounds[k].time_s - t)) k = j; });
+          openRound(best, k);
+        });
+      },
+    },
+  };
+}
+
+function openRound(run, index) {
+  $('#inspect-run').value = String(run);
+  $('#inspect-index').value = String(index);
+  inspect();
+  $('#inspector').scrollIntoView({ block: 'start' });
+}
+
 /// Tooltip of a chart with one series per run: x at the cursor, then each
 /// run's value there (held, as in the legend).
 function seriesTip(xName, yName) {
@@ -475,7 +528,8 @@ function seriesTip(xName, yName) {
       return `<div><span class="swatch" style="background:${COLORS[i % COLORS.length]}"></span>` +
         `${esc(r.scenario.label)}: ${v == null ? '–' : fmt(v)}</div>`;
     });
-    return `<b>${xName} ${fmt(u.data[0][idx])}</b> <small>${yName}</small>${rows.join('')}`;
+    const click = xName === 't =' ? '<small class="hint">click: open this round in the inspector</small>' : '';
+    return `<b>${xName} ${fmt(u.data[0][idx])}</b> <small>${yName}</small>${rows.join('')}${click}`;
   });
 }
 
@@ -499,13 +553,13 @@ function renderCharts() {
     scales: { x: { time: false }, y: { range: [0, 1] } },
     axes: [{ label: 'time (h)' }, { label: 'GPUs allocated / total' }],
     series: [{ label: 'h' }, ...runSeries()],
-    plugins: [seriesTip('t =', 'h: GPUs allocated / total')],
+    plugins: [seriesTip('t =', 'h: GPUs allocated / total'), roundClickPlugin()],
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, x.gpus_allocated / r.total_gpus]))));
   mkChart($('#chart-planner'), {
     scales: { x: { time: false }, y: { distr: 3 } },
     axes: [{ label: 'time (h)' }, { label: 'ms' }],
     series: [{ label: 'h' }, ...runSeries({ width: 1 })],
-    plugins: [seriesTip('t =', 'h: planner ms')],
+    plugins: [seriesTip('t =', 'h: planner ms'), roundClickPlugin()],
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, Math.max(1e-3, x.planner_ms)]))));
   renderGantt();
 }
@@ -584,7 +638,7 @@ function renderGantt() {
   const every = Math.max(1, Math.ceil(12 / rowPx));
   mkChart(el, {
     height: Math.max(220, rowPx * nodes.length + 60),
-    scales: { x: { time: false, range: [0, end] }, y: { range: [0, nodes.length] } },
+    scales: { x: { time: false, range: (u, min, max) => [min, max] }, y: { range: [0, nodes.length] } },
     axes: [{ label: 'time (h)' }, {
       label: 'node (rows: its GPUs)',
       size: 70,
@@ -599,6 +653,10 @@ function renderGantt() {
       draw: [(u) => {
         const ctx = u.ctx;
         ctx.save();
+        // Zoomed in, bars outside the time span stay off the axes.
+        ctx.beginPath();
+        ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+        ctx.clip();
         // Node boundaries.
         ctx.strokeStyle = '#c8d0d8';
         ctx.lineWidth = 1;
@@ -836,7 +894,9 @@ function addChartTools() {
     const tools = document.createElement('span');
     tools.className = 'chart-tools';
     tools.innerHTML = '<button type="button" class="csv" title="This chart\'s data as CSV">CSV</button>' +
-      '<button type="button" class="png" title="This chart as a PNG image">PNG</button>';
+      '<button type="button" class="png" title="This chart as a PNG image">PNG</button>' +
+      '<button type="button" class="reset-zoom" title="Drag across the chart to zoom into a time span; this shows all of it again (so does a double-click)">Reset zoom</button>';
+    tools.querySelector('.reset-zoom').addEventListener('click', () => resetZoom(name));
     tools.querySelector('.csv').addEventListener('click', () => chartCsv(name));
     tools.querySelector('.png').addEventListener('click', () => chartPng(name));
     fig.querySelector('figcaption').append(tools);

@@ -598,3 +598,81 @@ test('hovering shows every run\'s value, and a Gantt bar names its job, GPUs and
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 18: a round seen in a chart had to be found by number in the inspector.
+test('clicking a round in a time chart opens it in the round inspector', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'cluster', '8x4');
+  assert.match(await runAndWait(page), /^Done/);
+  const runs = await exportedJson(page);
+  await page.waitForSelector('#inspect-head .objective');
+  // A round of B whose allocation is far from A's at that time, so the
+  // click is unambiguous.
+  const [a, b] = runs;
+  const allocA = (t) => a.rounds.filter((x) => x.time_s <= t).at(-1)?.gpus_allocated / a.total_gpus;
+  const k = b.rounds.findIndex((x, i) => i > 3 && Math.abs(x.gpus_allocated / b.total_gpus - allocA(x.time_s)) > 0.2);
+  assert.ok(k > 0, 'no round where the two runs differ');
+  const x = b.rounds[k];
+  const p = await chartPoint(page, '#chart-util', x.time_s / 3600, x.gpus_allocated / b.total_gpus);
+  await page.mouse.click(p.x, p.y);
+  await page.waitForFunction((k) => document.querySelector('#inspect-head b')?.textContent === String(k), k);
+  assert.equal(await page.inputValue('#inspect-run'), '1');
+  assert.equal(await page.inputValue('#inspect-index'), String(k));
+  assert.match(await page.textContent('#inspect-head'), new RegExp(`t = ${(x.time_s / 3600).toFixed(2)} h`));
+  // The planner-time chart too: A's middle round (both runs' planner times are
+  // alike here, so either run's round nearest that time may open).
+  const mid = a.rounds[Math.floor(a.rounds.length / 2)];
+  const q = await chartPoint(page, '#chart-planner', mid.time_s / 3600, Math.max(1e-3, mid.planner_ms));
+  await page.mouse.click(q.x, q.y);
+  await page.waitForFunction((k) => document.querySelector('#inspect-head b')?.textContent !== String(k), k);
+  const run = runs[Number(await page.inputValue('#inspect-run'))];
+  const index = Number(await page.textContent('#inspect-head b'));
+  const t = mid.time_s;
+  // Within the time one pixel spans (a long run has several rounds a pixel).
+  const perPx = await page.locator('#chart-planner').evaluate((el) => (el.uplot.posToVal(1, 'x') - el.uplot.posToVal(0, 'x')) * 3600);
+  assert.ok(Math.abs(run.rounds[index].time_s - t) <= 1.5 * perPx, `${run.rounds[index].time_s} vs ${t} (${perPx} s/px)`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 18: no zoom on time charts. Dragging zooms the time axis, Reset
+// zoom undoes it; zoomed in, a click picks out a single round.
+test('dragging zooms a time chart, Reset zoom restores it, and zoomed clicks pick single rounds', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  const xRange = (sel) => page.locator(sel).evaluate((el) => [el.uplot.scales.x.min, el.uplot.scales.x.max]);
+  for (const sel of ['#chart-util', '#chart-gantt', '#chart-planner']) {
+    const full = await xRange(sel);
+    const span = full[1] - full[0];
+    const a = full[0] + span * 0.4;
+    const b = full[0] + span * 0.45;
+    const p = await chartPoint(page, sel, a, 0.5);
+    const q = await chartPoint(page, sel, b, 0.5);
+    await page.mouse.move(p.x, p.y);
+    await page.mouse.down();
+    await page.mouse.move((p.x + q.x) / 2, p.y, { steps: 4 });
+    await page.mouse.move(q.x, p.y, { steps: 4 });
+    await page.mouse.up();
+    const zoomed = await xRange(sel);
+    assert.ok(Math.abs(zoomed[0] - a) < span * 0.01 && Math.abs(zoomed[1] - b) < span * 0.01,
+      `${sel}: zoomed to ${zoomed}, wanted ${[a, b]}`);
+    if (sel === '#chart-util') {
+      // 5% of the run: each round is pixels apart, so a click opens exactly it.
+      const inside = run.rounds.map((x, i) => [x, i]).filter(([x]) => x.time_s / 3600 > a && x.time_s / 3600 < b);
+      const [x, k] = inside[Math.floor(inside.length / 2)];
+      const c = await chartPoint(page, sel, x.time_s / 3600, x.gpus_allocated / run.total_gpus);
+      await page.mouse.click(c.x, c.y);
+      await page.waitForFunction((k) => document.querySelector('#inspect-head b')?.textContent === String(k), k);
+    }
+    await page.click(`figure[data-chart=${sel.slice(7)}] .reset-zoom`);
+    assert.deepEqual(await xRange(sel), full, sel);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -315,8 +315,10 @@ async function runAll() {
       if (bad) throw new Error(bad);
       const { result, elapsed_ms } = await runInWorker(s, (p) => {
         $('#progress').value = (i + p.done / Math.max(1, p.total)) / list.length;
-        setStatus(`Running ${label}: round ${p.round}, t = ${(p.now_s / HOUR).toFixed(1)} h, ` +
-          `${p.done}/${p.total} jobs done, ${(p.elapsed_ms / 1000).toFixed(1)} s`);
+        setStatus(p.alone
+          ? `Running ${label}: finish-time fairness, each job alone: ${p.done}/${p.total}, ${(p.elapsed_ms / 1000).toFixed(1)} s`
+          : `Running ${label}: round ${p.round}, t = ${(p.now_s / HOUR).toFixed(1)} h, ` +
+            `${p.done}/${p.total} jobs done, ${(p.elapsed_ms / 1000).toFixed(1)} s`);
       });
       result.elapsed_ms = elapsed_ms;
       runs.push(result);
@@ -341,16 +343,28 @@ async function runAll() {
 
 // ---------- results ----------
 
+const hours = (v) => (v == null ? null : v / HOUR);
+const RHO_HELP = 'Finish-time fairness (Themis): ρ = a job\'s JCT here / its JCT alone. ';
+
+/// Summary rows: [key, name, value of a run, lower is better (null: neither), tooltip].
 const METRICS = [
-  ['avg_jct_s', 'avg JCT (h)', (v) => v / HOUR, true],
-  ['p50_jct_s', 'p50 JCT (h)', (v) => v / HOUR, true],
-  ['p99_jct_s', 'p99 JCT (h)', (v) => v / HOUR, true],
-  ['imagenet_mean_jct_s', 'imagenet mean JCT (h)', (v) => (v == null ? null : v / HOUR), true],
-  ['makespan_s', 'makespan (h)', (v) => v / HOUR, true],
-  ['gpu_utilization', 'GPU allocation', (v) => v, false],
-  ['restarts', 'restarts', (v) => v, true],
-  ['rounds', 'rounds', (v) => v, null],
-  ['planner_ms', 'planner ms (mean)', (v) => v.mean, true],
+  ['avg_jct_s', 'avg JCT (h)', (r) => hours(r.summary.avg_jct_s), true],
+  ['p50_jct_s', 'p50 JCT (h)', (r) => hours(r.summary.p50_jct_s), true],
+  ['p99_jct_s', 'p99 JCT (h)', (r) => hours(r.summary.p99_jct_s), true],
+  ['imagenet_mean_jct_s', 'imagenet mean JCT (h)', (r) => hours(r.summary.imagenet_mean_jct_s), true],
+  ['makespan_s', 'makespan (h)', (r) => hours(r.summary.makespan_s), true],
+  ['gpu_utilization', 'GPU allocation', (r) => r.summary.gpu_utilization, false],
+  ['restarts', 'restarts', (r) => r.summary.restarts, true],
+  ['rounds', 'rounds', (r) => r.summary.rounds, null],
+  ['planner_ms', 'planner ms (mean)', (r) => r.summary.planner_ms.mean, true],
+  ['planner_ms_p99', 'planner ms (p99)', (r) => r.summary.planner_ms.p99, true],
+  ['queueing_mean', 'queueing delay mean (h)', (r) => hours(r.analysis.queueing_delay_s.mean), true,
+    'start − submit: from a job\'s arrival to the first round it holds GPUs (rounds come every interval)'],
+  ['queueing_p50', 'queueing delay p50 (h)', (r) => hours(r.analysis.queueing_delay_s.p50), true],
+  ['queueing_p99', 'queueing delay p99 (h)', (r) => hours(r.analysis.queueing_delay_s.p99), true],
+  ['rho_mean', 'fairness ρ mean', (r) => r.analysis.fairness?.rho.mean, true],
+  ['rho_max', 'fairness ρ max', (r) => r.analysis.fairness?.rho.max, true],
+  ['rho_unfair', 'jobs with ρ > 1', (r) => r.analysis.fairness?.unfair_jobs, true],
 ];
 
 function fmt(v) {
@@ -369,10 +383,10 @@ function renderSummary() {
     return `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: <span class="differs">${esc(what)}</span>` +
       `<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small></th>`;
   }).join('')}</tr>`;
-  const rows = METRICS.map(([key, name, get, lowerBetter]) => {
-    const base = get(runs[0].summary[key]);
+  const rows = METRICS.map(([key, name, get, lowerBetter, help]) => {
+    const base = get(runs[0]);
     const cells = runs.map((r, i) => {
-      const v = get(r.summary[key]);
+      const v = get(r);
       let cls = '';
       let delta = '';
       if (i > 0 && v != null && base != null && base !== 0 && lowerBetter !== null) {
@@ -382,9 +396,29 @@ function renderSummary() {
       }
       return `<td class="${cls}" data-key="${key}">${fmt(v)}${delta}</td>`;
     });
-    return `<tr><th>${name}</th>${cells.join('')}</tr>`;
+    const title = key.startsWith('rho') ? RHO_HELP + (runs[0].analysis.fairness?.isolated ?? '') : help;
+    return `<tr><th${title ? ` title="${esc(title)}"` : ''}>${name}</th>${cells.join('')}</tr>`;
   });
   t.innerHTML = head + rows.join('');
+  const f = runs[0].analysis.fairness;
+  $('#fairness-note').textContent = f ? `${RHO_HELP}Here "alone" is the ${f.isolated}. ` +
+    'ρ > 1: the job finished later than it would have alone; ρ < 1: sooner (an adaptive policy gave it more GPUs than it asked for).' : '';
+  renderPerApp();
+}
+
+/// JCT per application (the workload's app column), one column group per scenario.
+function renderPerApp() {
+  const runs = state.runs;
+  const apps = [...new Set(runs.flatMap((r) => r.analysis.per_app.map((a) => a.app)))].sort();
+  const head = '<tr><th>application</th>' + runs.map((r, i) =>
+    `<th colspan="3" style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: ${esc(r.summary.policy)}</th>`).join('') + '</tr>' +
+    '<tr><th></th>' + runs.map(() => '<th>jobs</th><th>mean JCT (h)</th><th>p99 JCT (h)</th>').join('') + '</tr>';
+  const rows = apps.map((app) => `<tr><td>${esc(app)}</td>` + runs.map((r) => {
+    const a = r.analysis.per_app.find((x) => x.app === app);
+    return a ? `<td>${a.jobs}</td><td data-app="${esc(app)}" data-stat="mean">${fmt(a.jct_s.mean / HOUR)}</td><td>${fmt(a.jct_s.p99 / HOUR)}</td>`
+      : '<td>0</td><td>–</td><td>–</td>';
+  }).join('') + '</tr>');
+  $('#per-app').innerHTML = head + rows.join('');
 }
 
 function esc(s) {
@@ -562,6 +596,75 @@ function renderCharts() {
     plugins: [seriesTip('t =', 'h: planner ms'), roundClickPlugin()],
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, Math.max(1e-3, x.planner_ms)]))));
   renderGantt();
+  renderJobHistory();
+}
+
+function fillJobPick() {
+  const r = ganttRun();
+  const sel = $('#job-pick');
+  const keep = sel.value;
+  sel.innerHTML = '';
+  // Jobs that moved most first: their history is the interesting one.
+  const moves = new Map();
+  for (const s of r.segments) moves.set(s.job, (moves.get(s.job) ?? 0) + 1);
+  const jobs = [...r.jobs].sort((a, b) => (moves.get(b.id) ?? 0) - (moves.get(a.id) ?? 0) || a.id - b.id);
+  for (const j of jobs) sel.add(new Option(`${j.name} (${moves.get(j.id) ?? 0} allocations)`, String(j.id)));
+  if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
+}
+
+/// One job's segments, in time order.
+function jobSegments(r, id) {
+  return r.segments.filter((s) => s.job === id).sort((a, b) => a.start_s - b.start_s);
+}
+
+/// One job's GPUs over time: a step per segment, 0 between them; the
+/// tooltip names the nodes it held.
+function renderJobHistory() {
+  const r = ganttRun();
+  const el = $('#chart-job');
+  const old = el.uplot;
+  if (old && state.charts.includes(old)) {
+    state.charts = state.charts.filter((c) => c !== old);
+    old.destroy();
+  }
+  if (!r) return;
+  const id = Number($('#job-pick').value);
+  const job = r.jobs.find((j) => j.id === id);
+  if (!job) return;
+  const segs = jobSegments(r, id);
+  const pts = [[job.submit_s, 0]];
+  for (const s of segs) {
+    pts.push([s.start_s, s.nodes.reduce((n, [, k]) => n + k, 0)]);
+    pts.push([s.end_s, 0]);
+  }
+  pts.push([job.completion_s, 0]);
+  // Equal times (a segment ending where the next starts): the later point wins.
+  const xs = [];
+  const ys = [];
+  for (const [x, y] of pts) {
+    if (xs.length && xs[xs.length - 1] === x / HOUR) ys[ys.length - 1] = y;
+    else {
+      xs.push(x / HOUR);
+      ys.push(y);
+    }
+  }
+  const nodes = r.cluster.nodes;
+  const tip = tooltipPlugin((u) => {
+    const t = u.posToVal(u.cursor.left, 'x') * HOUR;
+    const s = segs.find((x) => x.start_s <= t && t < x.end_s);
+    const when = `<b>t = ${fmt(t / HOUR)} h</b>`;
+    if (!s) return `${when}<div>${esc(job.name)}: no GPUs</div>`;
+    return `${when}<div>${esc(job.name)}: <span class="tip-gpus">${s.nodes.reduce((n, [, k]) => n + k, 0)}</span> GPUs on ` +
+      `${s.nodes.map(([n, k]) => `${esc(nodes[n].name)}×${k}`).join(', ')}</div>`;
+  });
+  mkChart(el, {
+    height: 200,
+    scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+    axes: [{ label: 'time (h)' }, { label: 'GPUs' }],
+    series: [{ label: 'h' }, { label: `${job.name}: GPUs`, stroke: COLORS[0], width: 1.5, fill: 'rgba(31,111,235,.12)',
+      paths: uPlot.paths.stepped({ align: 1 }) }],
+    plugins: [tip],
+  }, [xs, ys]);
 }
 
 function jobColor(id) {
@@ -693,6 +796,7 @@ function renderResults() {
   $('#results').hidden = false;
   $('#inspector').hidden = false;
   fillRunSelects();
+  fillJobPick();
   renderSummary();
   renderCharts();
   const r = state.runs[0];
@@ -831,6 +935,17 @@ const CHART_CSV = {
     }
     return rows;
   },
+  job: () => {
+    const r = ganttRun();
+    const id = Number($('#job-pick').value);
+    const name = jobNames(r).get(id);
+    const rows = [['scenario', 'policy', 'job id', 'job', 'start (s)', 'end (s)', 'start (h)', 'end (h)', 'GPUs', 'nodes (name×GPUs)']];
+    for (const s of jobSegments(r, id)) {
+      rows.push([r.scenario.label, r.summary.policy, id, name, s.start_s, s.end_s, s.start_s / HOUR, s.end_s / HOUR,
+        s.nodes.reduce((n, [, k]) => n + k, 0), s.nodes.map(([n, k]) => `${r.cluster.nodes[n].name}×${k}`).join(' ')]);
+    }
+    return rows;
+  },
   gantt: () => {
     const r = ganttRun();
     const names = jobNames(r);
@@ -867,9 +982,10 @@ function chartPng(name) {
   ctx.fillStyle = '#1b1f24';
   ctx.font = `600 ${Math.round(14 * dpr)}px sans-serif`;
   const title = fig.querySelector('.title').textContent.replace(/:$/, '');
-  const sub = name === 'gantt' ? `: ${ganttRun().scenario.label} (${ganttRun().summary.policy})` : '';
-  ctx.fillText(title + sub, 8 * dpr, 17 * dpr);
-  if (name !== 'gantt') {
+  const sub = name === 'gantt' || name === 'job' ? ` ${ganttRun().scenario.label} (${ganttRun().summary.policy})` : '';
+  const job = name === 'job' ? `, ${$('#job-pick').selectedOptions[0]?.textContent.replace(/ \(.*/, '')}` : '';
+  ctx.fillText(title + sub + job, 8 * dpr, 17 * dpr);
+  if (name !== 'gantt' && name !== 'job') {
     ctx.font = `${Math.round(12 * dpr)}px sans-serif`;
     let x = 8 * dpr;
     state.runs.forEach((r, i) => {
@@ -973,10 +1089,16 @@ async function main() {
   $('#export-rounds-csv').addEventListener('click', exportRoundsCsv);
   addChartTools();
   $('#gantt-run').addEventListener('change', () => {
-    const c = state.charts.pop();
-    if (c) c.destroy();
+    const c = $('#chart-gantt').uplot;
+    if (state.charts.includes(c)) {
+      state.charts = state.charts.filter((x) => x !== c);
+      c.destroy();
+    }
     renderGantt();
+    fillJobPick();
+    renderJobHistory();
   });
+  $('#job-pick').addEventListener('change', renderJobHistory);
   $('#inspect-run').addEventListener('change', inspect);
   $('#cdf-log').addEventListener('change', renderCharts);
   for (const p of state.catalog.policies) $('#resolve-planner').add(new Option(p, p));

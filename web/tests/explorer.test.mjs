@@ -676,3 +676,49 @@ test('dragging zooms a time chart, Reset zoom restores it, and zoomed clicks pic
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 18: the metrics a researcher reports, computed once in Rust
+// (gpuplan_sim::analysis) so that the page and `simulate --analysis` agree.
+test('queueing delay, finish-time fairness and JCT per application equal the CLI\'s; one job\'s allocation history', async () => {
+  const native = JSON.parse(execFileSync(BIN, ['simulate', '--workload', 'traces/pollux/workloads/workload-6.csv',
+    '--policy', 'tiresias', '--analysis', '--format', 'json'], { cwd: ROOT, encoding: 'utf8' }));
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  // Every number, every job's queueing delay, isolated JCT and ρ.
+  assert.deepEqual(run.analysis, native.analysis);
+  assert.equal(run.analysis.jobs.length, 160);
+  assert.ok(run.analysis.fairness.unfair_jobs > 0 && run.analysis.fairness.rho.max > 1);
+  assert.ok(run.analysis.per_app.some((a) => a.app === 'imagenet'));
+  // The summary table shows them, and the planner's p99 beside its mean.
+  const cell = (key) => page.textContent(`#summary td[data-key=${key}]`);
+  const q = native.analysis.queueing_delay_s;
+  assert.ok((await cell('queueing_mean')).startsWith((q.mean / 3600).toFixed(3)), await cell('queueing_mean'));
+  assert.ok((await cell('queueing_p99')).startsWith((q.p99 / 3600).toFixed(3)));
+  assert.ok((await cell('rho_max')).startsWith(native.analysis.fairness.rho.max.toFixed(3)));
+  assert.equal(await cell('rho_unfair'), String(native.analysis.fairness.unfair_jobs));
+  const p99 = run.summary.planner_ms.p99;
+  assert.equal(await cell('planner_ms_p99'), Math.abs(p99) >= 100 || Number.isInteger(p99) ? String(Math.round(p99 * 100) / 100) : p99.toFixed(3));
+  const imagenet = native.analysis.per_app.find((a) => a.app === 'imagenet');
+  assert.equal(await page.textContent('#per-app td[data-app=imagenet][data-stat=mean]'), (imagenet.jct_s.mean / 3600).toFixed(3));
+  assert.match(await page.textContent('#fairness-note'), /alone on the same cluster at its requested GPUs/);
+  // One job's allocation history: the job that moved most is picked first;
+  // hovering its first allocation names its GPUs and nodes.
+  const id = Number(await page.inputValue('#job-pick'));
+  const segs = run.segments.filter((s) => s.job === id).sort((a, b) => a.start_s - b.start_s);
+  const most = Math.max(...run.jobs.map((j) => run.segments.filter((s) => s.job === j.id).length));
+  assert.equal(segs.length, most);
+  const s = segs[0];
+  const gpus = s.nodes.reduce((n, [, k]) => n + k, 0);
+  const p = await chartPoint(page, '#chart-job', (s.start_s + s.end_s) / 2 / 3600, gpus / 2);
+  await page.mouse.move(p.x, p.y);
+  const tip = await page.textContent('#chart-job .chart-tip');
+  const where = s.nodes.map(([n, k]) => `${run.cluster.nodes[n].name}×${k}`).join(', ');
+  assert.ok(tip.includes(`${gpus} GPUs on ${where}`), `${tip} lacks ${where}`);
+  const csv = csvRows((await downloaded(page, 'figure[data-chart=job] .csv')).bytes);
+  assert.equal(csv.rows.length, segs.length);
+  await page.locator('#results').screenshot({ path: join(ARTIFACTS, 'metrics.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

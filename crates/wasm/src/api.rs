@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use gpuplan_core::{objective, Cluster, Interference, Plan, PlanReport, Round};
+use gpuplan_sim::analysis::{self, Analysis};
 use gpuplan_sim::data::{self, Profiles};
 use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
 use gpuplan_sim::trace::{self, workload::DurationJobs, Format, LoadOptions};
@@ -374,6 +375,9 @@ pub struct RunOut {
     pub jobs: Vec<JobResult>,
     pub rounds: Vec<RoundInfo>,
     pub segments: Vec<Segment>,
+    /// Queueing delay, JCT per application, finish-time fairness: the
+    /// numbers `gpuplan simulate --analysis` prints.
+    pub analysis: Analysis,
 }
 
 /// Progress after a round, as the progress callback receives it.
@@ -381,8 +385,11 @@ pub struct RunOut {
 pub struct Progress {
     pub round: usize,
     pub now_s: f64,
+    /// Jobs finished; after the run, jobs simulated alone for fairness.
     pub done_jobs: usize,
     pub total_jobs: usize,
+    /// After the run: each job is simulated alone (finish-time fairness).
+    pub alone: bool,
 }
 
 /// Runs kept for the inspector (each holds every round's input and plan).
@@ -477,6 +484,7 @@ pub fn run_scenario(
                 now_s: round.now_s,
                 done_jobs: submitted.saturating_sub(round.jobs.len()),
                 total_jobs: total,
+                alone: false,
             };
             kept.push((round.clone(), plan.clone()));
             let c = progress(p);
@@ -489,6 +497,22 @@ pub fn run_scenario(
         }
         let mut r = result?;
         r.summary.workload = workload_name;
+        // Each job alone, for finish-time fairness; Cancel still works here.
+        let isolated = analysis::isolated_jcts(&cfg, profiles, &jobs, &mut |i| {
+            let c = progress(Progress {
+                round: kept.len(),
+                now_s: r.rounds.last().map_or(0.0, |x| x.time_s),
+                done_jobs: i,
+                total_jobs: total,
+                alone: true,
+            });
+            cancelled = c == Control::Cancel;
+            c
+        });
+        if cancelled {
+            return Err(ApiError::Cancelled);
+        }
+        let analysis = analysis::analyse(&r).with_fairness(&r, &isolated?);
         let rounds = r
             .rounds
             .into_iter()
@@ -510,6 +534,7 @@ pub fn run_scenario(
             jobs: r.jobs,
             rounds,
             segments: r.segments,
+            analysis,
         })
     })
 }
@@ -753,7 +778,7 @@ mod tests {
         };
         let mut calls = 0;
         let out = run_scenario(&s, &mut |p| {
-            calls += 1;
+            calls += usize::from(!p.alone);
             assert!(p.done_jobs <= p.total_jobs);
             Control::Continue
         })

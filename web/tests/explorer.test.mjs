@@ -722,3 +722,57 @@ test('queueing delay, finish-time fairness and JCT per application equal the CLI
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+const TINY = 'name,submit_s,gpus,app,batch_size,duration_s,model,group\n' +
+  'c0,0,4,cifar10,2048,,,\nr1,60,8,,,1800,vgg19,\nr2,120,16,,,3600,resnet50,\nc3,300,2,cifar10,512,,,\nr4,400,4,,,900,vgg19,\n';
+
+// Issue 18: JCT against load for several policies, in the worker, cancellable.
+test('a load sweep plots JCT against load per policy, equal to single runs, and can be cancelled', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));
+  writeFileSync(join(dir, 'tiny.csv'), TINY);
+  const cli = JSON.parse(execFileSync(BIN, ['simulate', '--workload', 'tiny.csv', '--policy', 'fifo', '--cluster', '2x8', '--format', 'json'],
+    { cwd: dir, encoding: 'utf8' }));
+  rmSync(dir, { recursive: true });
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'tiny.csv', mimeType: 'text/csv', buffer: Buffer.from(TINY) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '2x8');
+  await page.fill('#sweep-loads', '0.5, 1, 2');
+  await page.locator('#sweep-policies input').evaluateAll((cs) => cs.forEach((c) => { c.checked = false; }));
+  await page.check('#sweep-policies input[value=fifo]');
+  await page.check('#sweep-policies input[value=tiresias]');
+  await page.click('#sweep-run');
+  await page.waitForFunction(() => /^Sweep (done|cancelled)/.test(document.querySelector('#sweep-status').textContent), null, { timeout: 120_000 });
+  assert.equal(await page.textContent('#sweep-status'), 'Sweep done: 6 of 6 runs.');
+  // The table: one row a policy, one column a load; at load 1 fifo equals the CLI.
+  const cell = (policy, load) => page.textContent(`#sweep-table td[data-policy=${policy}][data-load="${load}"]`);
+  assert.ok((await cell('fifo', 1)).startsWith((cli.avg_jct_s / 3600).toFixed(3)), `${await cell('fifo', 1)} vs ${cli.avg_jct_s}`);
+  // The chart: x = the loads, a series a policy.
+  const data = await page.locator('#chart-sweep').evaluate((el) => el.uplot.data);
+  assert.deepEqual(data[0], [0.5, 1, 2]);
+  assert.equal(data.length, 3);
+  assert.ok(data.slice(1).every((ys) => ys.every((y) => y > 0)));
+  // Its CSV: every run, exact seconds; load 2 equals a plain run at load × 2.
+  const rows = csvRows((await downloaded(page, 'figure[data-chart=sweep] .csv')).bytes).rows;
+  assert.equal(rows.length, 6);
+  assert.equal(Number(rows.find((r) => r[0] === 'fifo' && r[1] === '1')[3]), cli.avg_jct_s);
+  await page.locator('#sweep').screenshot({ path: join(ARTIFACTS, 'load-sweep.png') });
+  await setField(page, 0, 'load', 2);
+  await setField(page, 0, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  assert.equal(Number(rows.find((r) => r[0] === 'tiresias' && r[1] === '2')[3]), run.summary.avg_jct_s);
+  // Cancel: a long sweep stops and keeps what finished; the page runs on.
+  await setField(page, 0, 'workload', 'workloads/workload-6');
+  await setField(page, 0, 'cluster', '16x4');
+  await page.check('#sweep-policies input[value=pollux-mip]');
+  await page.click('#sweep-run');
+  await page.waitForFunction(() => /pollux-mip/.test(document.querySelector('#sweep-status').textContent), null, { timeout: 120_000 });
+  await page.click('#sweep-cancel');
+  await page.waitForFunction(() => /^Sweep cancelled; kept \d+ of 9 runs/.test(document.querySelector('#sweep-status').textContent), null, { timeout: 60_000 });
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

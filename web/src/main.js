@@ -337,6 +337,7 @@ async function runAll() {
   if (runs.length) {
     state.runs = runs;
     renderResults();
+    saveResults();
   }
   $('#run').disabled = false;
   $('#sweep-run').disabled = false;
@@ -866,6 +867,7 @@ async function runSweep() {
   }
   const n = state.sweep.points.length;
   $('#sweep-progress').value = n / todo.length;
+  saveResults();
   $('#sweep-status').textContent = (cancelled ? `Sweep cancelled; kept ${n} of ${todo.length} runs.`
     : `Sweep done: ${n} of ${todo.length} runs.`) + (state.sweep.failed.length ? ` Failed: ${state.sweep.failed.join('; ')}` : '');
   $('#run').disabled = false;
@@ -912,11 +914,85 @@ function mkSweepChart(el, sw, name, value) {
   }, data, el);
 }
 
+// ---------- results kept across reloads ----------
+
+/// The last results (and load sweep) live in IndexedDB, so a reload or a
+/// closed tab does not lose them. Rounds for the inspector live in the
+/// engine's memory only: restored results say so instead of inspecting.
+const DB = { name: 'gpuplan-explorer', store: 'results', key: 'last' };
+
+function openDb() {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open(DB.name, 1);
+    req.onupgradeneeded = () => req.result.createObjectStore(DB.store);
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+
+async function dbDo(mode, f) {
+  const db = await openDb();
+  try {
+    return await new Promise((resolve, reject) => {
+      const tx = db.transaction(DB.store, mode);
+      const req = f(tx.objectStore(DB.store));
+      tx.oncomplete = () => resolve(req.result);
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error);
+    });
+  } finally {
+    db.close();
+  }
+}
+
+async function saveResults() {
+  try {
+    const runs = state.runs.map(({ restored, ...r }) => r);
+    await dbDo('readwrite', (s) => s.put({ saved_at: Date.now(), runs, sweep: state.sweep ?? null }, DB.key));
+    document.body.dataset.saved = String(Date.now());
+  } catch (e) {
+    // Private windows or a full disk: the results are still on the page.
+    console.warn('could not keep the results:', e);
+  }
+}
+
+async function restoreResults() {
+  let saved;
+  try {
+    saved = await dbDo('readonly', (s) => s.get(DB.key));
+  } catch {
+    return;
+  }
+  if (saved?.sweep) {
+    state.sweep = saved.sweep;
+    renderSweep();
+    $('#sweep-status').textContent = 'Restored the last sweep.';
+  }
+  if (!saved?.runs?.length) return;
+  state.runs = saved.runs.map((r) => ({ ...r, restored: true }));
+  renderResults();
+  setStatus(`Ready. Showing the last results, kept from ${new Date(saved.saved_at).toLocaleString()}.`);
+}
+
+async function forgetResults() {
+  await dbDo('readwrite', (s) => s.delete(DB.key));
+  setStatus('Saved results forgotten (the page keeps showing them until it is reloaded).');
+}
+
 // ---------- round inspector ----------
+
+const RESTORED_NOTE = 'These results were kept from an earlier visit; their rounds lived in the engine\'s memory and are gone. ' +
+  'Run the scenarios again to inspect rounds.';
 
 async function inspect() {
   const r = state.runs[Number($('#inspect-run').value) || 0];
   if (!r) return;
+  if (r.restored) {
+    state.inspected = null;
+    $('#inspect-head').innerHTML = `<div class="note restored">${esc(RESTORED_NOTE)}</div>`;
+    $('#inspect-jobs').innerHTML = '';
+    return;
+  }
   const max = Math.max(0, r.rounds.length - 1);
   $('#inspect-index').max = max;
   $('#inspect-slider').max = max;
@@ -1136,7 +1212,7 @@ function addChartTools() {
 }
 
 function exportJson() {
-  const out = state.runs.map(({ run_id, elapsed_ms, ...r }) => r);
+  const out = state.runs.map(({ run_id, elapsed_ms, restored, ...r }) => r);
   download('gpuplan-results.json', JSON.stringify(out, null, 2), 'application/json');
 }
 
@@ -1201,6 +1277,7 @@ async function main() {
     }
   });
   $('#export-json').addEventListener('click', exportJson);
+  $('#forget').addEventListener('click', forgetResults);
   $('#export-jobs-csv').addEventListener('click', exportJobsCsv);
   $('#export-rounds-csv').addEventListener('click', exportRoundsCsv);
   addChartTools();
@@ -1237,6 +1314,7 @@ async function main() {
   $('#run').disabled = false;
   $('#sweep-run').disabled = false;
   setStatus('Ready.');
+  await restoreResults();
   performance.mark('explorer-ready');
   document.body.dataset.ready = '1';
 }

@@ -776,3 +776,35 @@ test('a load sweep plots JCT against load per policy, equal to single runs, and 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 18: a reload lost every result.
+test('the last results survive a reload (IndexedDB), and say their rounds are gone', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done/);
+  await page.waitForSelector('body[data-saved]');
+  const before = await exportedJson(page);
+  const shown = await page.textContent('#summary');
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  assert.equal(await page.isVisible('#results'), true);
+  assert.equal(await page.textContent('#summary'), shown);
+  assert.match(await page.textContent('#status'), /Showing the last results, kept from/);
+  assert.deepEqual(await exportedJson(page), before);
+  assert.equal(await page.locator('#chart-cdf .u-legend .u-series').count(), 3);
+  assert.match(await page.textContent('#inspect-head'), /kept from an earlier visit/);
+  // A fresh run replaces them and inspects as usual.
+  assert.match(await runAndWait(page), /^Done/);
+  await page.waitForSelector('#inspect-head .objective');
+  // Forgotten, a reload shows none.
+  await page.click('#forget');
+  await page.waitForFunction(() => /forgotten/.test(document.querySelector('#status').textContent));
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  assert.equal(await page.isVisible('#results'), false);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -361,13 +361,13 @@ const METRICS = [
   ['rounds', 'rounds', (r) => r.summary.rounds, null],
   ['planner_ms', 'planner ms (mean)', (r) => r.summary.planner_ms.mean, true],
   ['planner_ms_p99', 'planner ms (p99)', (r) => r.summary.planner_ms.p99, true],
-  ['queueing_mean', 'queueing delay mean (h)', (r) => hours(r.analysis.queueing_delay_s.mean), true,
+  ['queueing_mean', 'queueing delay mean (h)', (r) => hours(r.analysis?.queueing_delay_s.mean), true,
     'start − submit: from a job\'s arrival to the first round it holds GPUs (rounds come every interval)'],
-  ['queueing_p50', 'queueing delay p50 (h)', (r) => hours(r.analysis.queueing_delay_s.p50), true],
-  ['queueing_p99', 'queueing delay p99 (h)', (r) => hours(r.analysis.queueing_delay_s.p99), true],
-  ['rho_mean', 'fairness ρ mean', (r) => r.analysis.fairness?.rho.mean, true],
-  ['rho_max', 'fairness ρ max', (r) => r.analysis.fairness?.rho.max, true],
-  ['rho_unfair', 'jobs with ρ > 1', (r) => r.analysis.fairness?.unfair_jobs, true],
+  ['queueing_p50', 'queueing delay p50 (h)', (r) => hours(r.analysis?.queueing_delay_s.p50), true],
+  ['queueing_p99', 'queueing delay p99 (h)', (r) => hours(r.analysis?.queueing_delay_s.p99), true],
+  ['rho_mean', 'fairness ρ mean', (r) => r.analysis?.fairness?.rho.mean, true],
+  ['rho_max', 'fairness ρ max', (r) => r.analysis?.fairness?.rho.max, true],
+  ['rho_unfair', 'jobs with ρ > 1', (r) => r.analysis?.fairness?.unfair_jobs, true],
 ];
 
 function fmt(v) {
@@ -399,11 +399,11 @@ function renderSummary() {
       }
       return `<td class="${cls}" data-key="${key}">${fmt(v)}${delta}</td>`;
     });
-    const title = key.startsWith('rho') ? RHO_HELP + (runs[0].analysis.fairness?.isolated ?? '') : help;
+    const title = key.startsWith('rho') ? RHO_HELP + (runs[0].analysis?.fairness?.isolated ?? '') : help;
     return `<tr><th${title ? ` title="${esc(title)}"` : ''}>${name}</th>${cells.join('')}</tr>`;
   });
   t.innerHTML = head + rows.join('');
-  const f = runs[0].analysis.fairness;
+  const f = runs[0].analysis?.fairness;
   $('#fairness-note').textContent = f ? `${RHO_HELP}Here "alone" is the ${f.isolated}. ` +
     'ρ > 1: the job finished later than it would have alone; ρ < 1: sooner (an adaptive policy gave it more GPUs than it asked for).' : '';
   renderPerApp();
@@ -412,12 +412,12 @@ function renderSummary() {
 /// JCT per application (the workload's app column), one column group per scenario.
 function renderPerApp() {
   const runs = state.runs;
-  const apps = [...new Set(runs.flatMap((r) => r.analysis.per_app.map((a) => a.app)))].sort();
+  const apps = [...new Set(runs.flatMap((r) => (r.analysis?.per_app ?? []).map((a) => a.app)))].sort();
   const head = '<tr><th>application</th>' + runs.map((r, i) =>
     `<th colspan="3" style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: ${esc(r.summary.policy)}</th>`).join('') + '</tr>' +
     '<tr><th></th>' + runs.map(() => '<th>jobs</th><th>mean JCT (h)</th><th>p99 JCT (h)</th>').join('') + '</tr>';
   const rows = apps.map((app) => `<tr><td>${esc(app)}</td>` + runs.map((r) => {
-    const a = r.analysis.per_app.find((x) => x.app === app);
+    const a = r.analysis?.per_app.find((x) => x.app === app);
     return a ? `<td>${a.jobs}</td><td data-app="${esc(app)}" data-stat="mean">${fmt(a.jct_s.mean / HOUR)}</td><td>${fmt(a.jct_s.p99 / HOUR)}</td>`
       : '<td>0</td><td>–</td><td>–</td>';
   }).join('') + '</tr>');
@@ -592,6 +592,14 @@ function renderCharts() {
     series: [{ label: 'h' }, ...runSeries()],
     plugins: [seriesTip('t =', 'h: GPUs allocated / total'), roundClickPlugin()],
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, x.gpus_allocated / r.total_gpus]))));
+  // Goodput: each job's statistically efficient progress as a share of its
+  // whole work, summed, per hour (the engine's ground truth; see work_rate).
+  mkChart($('#chart-goodput'), {
+    scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(1e-9, max)] } },
+    axes: [{ label: 'time (h)' }, { label: 'jobs\' worth / h' }],
+    series: [{ label: 'h' }, ...runSeries({ paths: uPlot.paths.stepped({ align: -1 }) })],
+    plugins: [seriesTip('t =', 'h: jobs\' worth of work done per hour, in the interval ending then'), roundClickPlugin()],
+  }, aligned(state.runs.map((r) => (r.work_rate ?? []).map(([t, v]) => [t / HOUR, v]))));
   mkChart($('#chart-planner'), {
     scales: { x: { time: false }, y: { distr: 3 } },
     axes: [{ label: 'time (h)' }, { label: 'ms' }],
@@ -1118,6 +1126,11 @@ const CHART_CSV = {
       r.rounds.forEach((x, i) => rows.push([r.scenario.label, r.summary.policy, i, x.time_s, x.time_s / HOUR,
         x.gpus_allocated, r.total_gpus, x.gpus_allocated / r.total_gpus]));
     }
+    return rows;
+  },
+  goodput: () => {
+    const rows = [['scenario', 'policy', 'time (s)', 'time (h)', 'jobs\' worth of work per hour (interval ending then)']];
+    for (const r of state.runs) for (const [t, v] of r.work_rate ?? []) rows.push([r.scenario.label, r.summary.policy, t, t / HOUR, v]);
     return rows;
   },
   planner: () => {

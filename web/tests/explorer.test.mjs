@@ -718,6 +718,17 @@ test('queueing delay, finish-time fairness and JCT per application equal the CLI
   assert.ok(tip.includes(`${gpus} GPUs on ${where}`), `${tip} lacks ${where}`);
   const csv = csvRows((await downloaded(page, 'figure[data-chart=job] .csv')).bytes);
   assert.equal(csv.rows.length, segs.length);
+  // Goodput over time: each job's work counted once, so its integral over
+  // the run is the number of jobs.
+  const good = csvRows((await downloaded(page, 'figure[data-chart=goodput] .csv')).bytes).rows;
+  assert.equal(good.length, run.work_rate.length);
+  let t0 = run.rounds[0].time_s;
+  let jobs = 0;
+  for (const r of good) {
+    jobs += Number(r[4]) * (Number(r[2]) - t0) / 3600;
+    t0 = Number(r[2]);
+  }
+  assert.ok(Math.abs(jobs - 160) < 1e-6, `goodput integrates to ${jobs} jobs`);
   await page.locator('#results').screenshot({ path: join(ARTIFACTS, 'metrics.png') });
   assert.deepEqual(errors, []);
   await context.close();

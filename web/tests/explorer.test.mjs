@@ -730,6 +730,10 @@ test('queueing delay, finish-time fairness and JCT per application equal the CLI
   }
   assert.ok(Math.abs(jobs - 160) < 1e-6, `goodput integrates to ${jobs} jobs`);
   await page.locator('#results').screenshot({ path: join(ARTIFACTS, 'metrics.png') });
+  await page.locator('figure[data-chart=goodput]').screenshot({ path: join(ARTIFACTS, 'goodput.png') });
+  await page.locator('figure[data-chart=job]').screenshot({ path: join(ARTIFACTS, 'job-history.png') });
+  await page.locator('#summary').screenshot({ path: join(ARTIFACTS, 'summary.png') });
+  await page.locator('#per-app').screenshot({ path: join(ARTIFACTS, 'per-app.png') });
   assert.deepEqual(errors, []);
   await context.close();
 });

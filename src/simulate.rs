@@ -82,6 +82,10 @@ pub struct SimulateArgs {
     pub dump_rounds: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also report queueing delay, JCT per application and finish-time
+    /// fairness (each job simulated again alone), as the browser explorer does.
+    #[arg(long)]
+    pub analysis: bool,
 }
 
 #[derive(Args, Debug)]
@@ -267,11 +271,73 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
     if let Some(out) = &a.out {
         write_outputs(out, &r, &cfg)?;
     }
+    let analysis = if a.analysis {
+        let isolated =
+            gpuplan_sim::analysis::isolated_jcts(&cfg, &profiles, &jobs, &mut |_| Control::Continue)?;
+        let an = gpuplan_sim::analysis::analyse(&r).with_fairness(&r, &isolated);
+        if let Some(out) = &a.out {
+            std::fs::write(out.join("analysis.json"), serde_json::to_string_pretty(&an)?)?;
+        }
+        Some(an)
+    } else {
+        None
+    };
     match a.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&r.summary)?),
-        Format::Table => print_table(&[&r.summary]),
+        Format::Json => {
+            /// The summary's keys, plus `analysis` with --analysis.
+            #[derive(Serialize)]
+            struct Out<'a> {
+                #[serde(flatten)]
+                summary: &'a gpuplan_sim::Summary,
+                #[serde(skip_serializing_if = "Option::is_none")]
+                analysis: Option<&'a gpuplan_sim::analysis::Analysis>,
+            }
+            let out = Out {
+                summary: &r.summary,
+                analysis: analysis.as_ref(),
+            };
+            println!("{}", serde_json::to_string_pretty(&out)?)
+        }
+        Format::Table => {
+            print_table(&[&r.summary]);
+            if let Some(an) = &analysis {
+                print_analysis(an);
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_analysis(an: &gpuplan_sim::analysis::Analysis) {
+    let h = |s: f64| s / 3600.0;
+    let q = &an.queueing_delay_s;
+    println!(
+        "\nqueueing delay (start - submit): mean {:.3} h, p50 {:.3} h, p99 {:.3} h",
+        h(q.mean),
+        h(q.p50),
+        h(q.p99)
+    );
+    if let Some(f) = &an.fairness {
+        println!(
+            "finish-time fairness rho = JCT / isolated JCT: mean {:.3}, p50 {:.3}, p99 {:.3}, max {:.3}; {} job(s) with rho > 1",
+            f.rho.mean, f.rho.p50, f.rho.p99, f.rho.max, f.unfair_jobs
+        );
+        println!("  isolated JCT: {}", f.isolated);
+    }
+    println!(
+        "\n{:<14} {:>5} {:>10} {:>10} {:>10}",
+        "application", "jobs", "mean_jct_h", "p50_jct_h", "p99_jct_h"
+    );
+    for a in &an.per_app {
+        println!(
+            "{:<14} {:>5} {:>10.3} {:>10.3} {:>10.3}",
+            a.app,
+            a.jobs,
+            h(a.jct_s.mean),
+            h(a.jct_s.p50),
+            h(a.jct_s.p99)
+        );
+    }
 }
 
 /// jobs.csv, rounds.csv and the plots.

@@ -379,3 +379,40 @@ fn dump_rounds_writes_plannable_round_files() {
     assert!(v["objective"].as_f64().is_some());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn simulate_analysis_adds_queueing_fairness_and_per_app_jct() {
+    let plain = simulate_json("tiresias", None);
+    assert!(plain.get("analysis").is_none(), "analysis only with --analysis");
+    let v = json(&run(&[
+        "simulate",
+        "--workload",
+        "tests/data/short-workload.csv",
+        "--policy",
+        "tiresias",
+        "--analysis",
+        "--format",
+        "json",
+    ]));
+    // The summary's keys are unchanged beside it.
+    assert_eq!(v["avg_jct_s"], plain["avg_jct_s"]);
+    let a = &v["analysis"];
+    let jobs = v["jobs"].as_u64().unwrap() as usize;
+    assert_eq!(a["jobs"].as_array().unwrap().len(), jobs);
+    let per_app: u64 = a["per_app"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["jobs"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_app as usize, jobs);
+    for key in ["mean", "p50", "p99", "max"] {
+        assert!(a["queueing_delay_s"][key].as_f64().unwrap() >= 0.0, "{key}");
+        assert!(a["fairness"]["rho"][key].as_f64().unwrap() > 0.0, "{key}");
+    }
+    for j in a["jobs"].as_array().unwrap() {
+        let rho = j["rho"].as_f64().unwrap();
+        let iso = j["isolated_jct_s"].as_f64().unwrap();
+        assert!(iso > 0.0 && rho > 0.0);
+    }
+}

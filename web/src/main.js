@@ -301,6 +301,7 @@ async function runAll() {
   showError('');
   const list = scenarios();
   $('#run').disabled = true;
+  $('#sweep-run').disabled = true;
   $('#cancel').disabled = false;
   const runs = [];
   const failed = [];
@@ -315,8 +316,10 @@ async function runAll() {
       if (bad) throw new Error(bad);
       const { result, elapsed_ms } = await runInWorker(s, (p) => {
         $('#progress').value = (i + p.done / Math.max(1, p.total)) / list.length;
-        setStatus(`Running ${label}: round ${p.round}, t = ${(p.now_s / HOUR).toFixed(1)} h, ` +
-          `${p.done}/${p.total} jobs done, ${(p.elapsed_ms / 1000).toFixed(1)} s`);
+        setStatus(p.alone
+          ? `Running ${label}: finish-time fairness, each job alone: ${p.done}/${p.total}, ${(p.elapsed_ms / 1000).toFixed(1)} s`
+          : `Running ${label}: round ${p.round}, t = ${(p.now_s / HOUR).toFixed(1)} h, ` +
+            `${p.done}/${p.total} jobs done, ${(p.elapsed_ms / 1000).toFixed(1)} s`);
       });
       result.elapsed_ms = elapsed_ms;
       runs.push(result);
@@ -334,23 +337,37 @@ async function runAll() {
   if (runs.length) {
     state.runs = runs;
     renderResults();
+    saveResults();
   }
   $('#run').disabled = false;
+  $('#sweep-run').disabled = false;
   $('#cancel').disabled = true;
 }
 
 // ---------- results ----------
 
+const hours = (v) => (v == null ? null : v / HOUR);
+const RHO_HELP = 'Finish-time fairness (Themis): ρ = a job\'s JCT here / its JCT alone. ';
+
+/// Summary rows: [key, name, value of a run, lower is better (null: neither), tooltip].
 const METRICS = [
-  ['avg_jct_s', 'avg JCT (h)', (v) => v / HOUR, true],
-  ['p50_jct_s', 'p50 JCT (h)', (v) => v / HOUR, true],
-  ['p99_jct_s', 'p99 JCT (h)', (v) => v / HOUR, true],
-  ['imagenet_mean_jct_s', 'imagenet mean JCT (h)', (v) => (v == null ? null : v / HOUR), true],
-  ['makespan_s', 'makespan (h)', (v) => v / HOUR, true],
-  ['gpu_utilization', 'GPU allocation', (v) => v, false],
-  ['restarts', 'restarts', (v) => v, true],
-  ['rounds', 'rounds', (v) => v, null],
-  ['planner_ms', 'planner ms (mean)', (v) => v.mean, true],
+  ['avg_jct_s', 'avg JCT (h)', (r) => hours(r.summary.avg_jct_s), true],
+  ['p50_jct_s', 'p50 JCT (h)', (r) => hours(r.summary.p50_jct_s), true],
+  ['p99_jct_s', 'p99 JCT (h)', (r) => hours(r.summary.p99_jct_s), true],
+  ['imagenet_mean_jct_s', 'imagenet mean JCT (h)', (r) => hours(r.summary.imagenet_mean_jct_s), true],
+  ['makespan_s', 'makespan (h)', (r) => hours(r.summary.makespan_s), true],
+  ['gpu_utilization', 'GPU allocation', (r) => r.summary.gpu_utilization, false],
+  ['restarts', 'restarts', (r) => r.summary.restarts, true],
+  ['rounds', 'rounds', (r) => r.summary.rounds, null],
+  ['planner_ms', 'planner ms (mean)', (r) => r.summary.planner_ms.mean, true],
+  ['planner_ms_p99', 'planner ms (p99)', (r) => r.summary.planner_ms.p99, true],
+  ['queueing_mean', 'queueing delay mean (h)', (r) => hours(r.analysis?.queueing_delay_s.mean), true,
+    'start − submit: from a job\'s arrival to the first round it holds GPUs (rounds come every interval)'],
+  ['queueing_p50', 'queueing delay p50 (h)', (r) => hours(r.analysis?.queueing_delay_s.p50), true],
+  ['queueing_p99', 'queueing delay p99 (h)', (r) => hours(r.analysis?.queueing_delay_s.p99), true],
+  ['rho_mean', 'fairness ρ mean', (r) => r.analysis?.fairness?.rho.mean, true],
+  ['rho_max', 'fairness ρ max', (r) => r.analysis?.fairness?.rho.max, true],
+  ['rho_unfair', 'jobs with ρ > 1', (r) => r.analysis?.fairness?.unfair_jobs, true],
 ];
 
 function fmt(v) {
@@ -369,10 +386,10 @@ function renderSummary() {
     return `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: <span class="differs">${esc(what)}</span>` +
       `<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small></th>`;
   }).join('')}</tr>`;
-  const rows = METRICS.map(([key, name, get, lowerBetter]) => {
-    const base = get(runs[0].summary[key]);
+  const rows = METRICS.map(([key, name, get, lowerBetter, help]) => {
+    const base = get(runs[0]);
     const cells = runs.map((r, i) => {
-      const v = get(r.summary[key]);
+      const v = get(r);
       let cls = '';
       let delta = '';
       if (i > 0 && v != null && base != null && base !== 0 && lowerBetter !== null) {
@@ -382,9 +399,29 @@ function renderSummary() {
       }
       return `<td class="${cls}" data-key="${key}">${fmt(v)}${delta}</td>`;
     });
-    return `<tr><th>${name}</th>${cells.join('')}</tr>`;
+    const title = key.startsWith('rho') ? RHO_HELP + (runs[0].analysis?.fairness?.isolated ?? '') : help;
+    return `<tr><th${title ? ` title="${esc(title)}"` : ''}>${name}</th>${cells.join('')}</tr>`;
   });
   t.innerHTML = head + rows.join('');
+  const f = runs[0].analysis?.fairness;
+  $('#fairness-note').textContent = f ? `${RHO_HELP}Here "alone" is the ${f.isolated}. ` +
+    'ρ > 1: the job finished later than it would have alone; ρ < 1: sooner (an adaptive policy gave it more GPUs than it asked for).' : '';
+  renderPerApp();
+}
+
+/// JCT per application (the workload's app column), one column group per scenario.
+function renderPerApp() {
+  const runs = state.runs;
+  const apps = [...new Set(runs.flatMap((r) => (r.analysis?.per_app ?? []).map((a) => a.app)))].sort();
+  const head = '<tr><th>application</th>' + runs.map((r, i) =>
+    `<th colspan="3" style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: ${esc(r.summary.policy)}</th>`).join('') + '</tr>' +
+    '<tr><th></th>' + runs.map(() => '<th>jobs</th><th>mean JCT (h)</th><th>p99 JCT (h)</th>').join('') + '</tr>';
+  const rows = apps.map((app) => `<tr><td>${esc(app)}</td>` + runs.map((r) => {
+    const a = r.analysis?.per_app.find((x) => x.app === app);
+    return a ? `<td>${a.jobs}</td><td data-app="${esc(app)}" data-stat="mean">${fmt(a.jct_s.mean / HOUR)}</td><td>${fmt(a.jct_s.p99 / HOUR)}</td>`
+      : '<td>0</td><td>–</td><td>–</td>';
+  }).join('') + '</tr>');
+  $('#per-app').innerHTML = head + rows.join('');
 }
 
 function esc(s) {
@@ -395,11 +432,23 @@ function chartWidth(el) {
   return Math.max(480, el.clientWidth - 12);
 }
 
+/// Drag across a chart to zoom its time axis; a move under 5 px is a click,
+/// which uPlot would otherwise swallow.
+const CURSOR = { drag: { x: true, y: false, dist: 5, click: () => {} } };
+
 function mkChart(el, opts, data) {
   el.innerHTML = '';
-  const c = new uPlot({ width: chartWidth(el), height: 260, ...opts }, data, el);
+  const c = new uPlot({ width: chartWidth(el), height: 260, cursor: CURSOR, ...opts }, data, el);
   state.charts.push(c);
+  el.uplot = c;
   return c;
+}
+
+/// Back to the whole time axis after a drag-zoom (double-click does it too).
+function resetZoom(name) {
+  const u = document.querySelector(`#chart-${name}`).uplot;
+  const xs = u?.data[0].filter((x) => x != null);
+  if (xs?.length) u.setScale('x', { min: xs[0], max: xs[xs.length - 1] });
 }
 
 /// Series on a shared x axis: the union of every run's x values, null where a run has none.
@@ -414,8 +463,111 @@ function aligned(perRun) {
   return [xs, ...ys];
 }
 
+/// The value series `si` holds at index `idx`: the last one at or before it.
+/// Every run has its own x values on the shared axis, so at most indices a
+/// run has none; its curve (a step, a held allocation) still has a value.
+function held(data, idx) {
+  if (idx == null) return null;
+  for (let k = idx; k >= 0; k--) if (data[k] != null) return data[k];
+  return null;
+}
+
 function runSeries(extra = {}) {
-  return state.runs.map((r, i) => ({ label: r.scenario.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true, ...extra }));
+  return state.runs.map((r, i) => ({
+    label: r.scenario.label,
+    stroke: COLORS[i % COLORS.length],
+    width: 1.5,
+    spanGaps: true,
+    value: (u, v, si, idx) => fmt(held(u.data[si], idx)),
+    ...extra,
+  }));
+}
+
+/// A tooltip that follows the cursor; `text(u, left, top)` gives its HTML
+/// (or null to hide it).
+function tooltipPlugin(text) {
+  let tip;
+  return {
+    hooks: {
+      init: (u) => {
+        tip = document.createElement('div');
+        tip.className = 'chart-tip';
+        tip.hidden = true;
+        u.over.append(tip);
+      },
+      setCursor: (u) => {
+        const { left, top } = u.cursor;
+        const html = left == null || left < 0 ? null : text(u, left, top);
+        if (!html) {
+          tip.hidden = true;
+          return;
+        }
+        tip.innerHTML = html;
+        tip.hidden = false;
+        const w = tip.offsetWidth;
+        tip.style.left = `${left + 14 + w > u.over.clientWidth ? Math.max(0, left - w - 14) : left + 14}px`;
+        tip.style.top = `${Math.max(0, top - tip.offsetHeight - 10)}px`;
+      },
+    },
+  };
+}
+
+/// Clicking a point of a per-round chart opens that round in the round
+/// inspector: the run whose curve is nearest the click, its round nearest
+/// in time. A drag (zoom) is not a click.
+function roundClickPlugin() {
+  return {
+    hooks: {
+      init: (u) => {
+        let down = null;
+        u.over.addEventListener('mousedown', (e) => { down = [e.clientX, e.clientY]; });
+        u.over.addEventListener('click', (e) => {
+          if (!down || Math.hypot(e.clientX - down[0], e.clientY - down[1]) > 3) return;
+          const { left, top, idx } = u.cursor;
+          if (idx == null || left < 0) return;
+          let best = -1;
+          let bestDy = Infinity;
+          state.runs.forEach((_, i) => {
+            const v = held(u.data[i + 1], idx);
+            if (v == null) return;
+            const dy = Math.abs(u.valToPos(v, 'y') - top);
+            if (dy < bestDy) [best, bestDy] = [i, dy];
+          });
+          if (best < 0) return;
+          // The data point the cursor snapped to; a pixel spans several
+          // rounds of a long run (zoom in to pick each).
+          const t = u.data[0][idx] * HOUR;
+          const rounds = state.runs[best].rounds;
+          let k = 0;
+          rounds.forEach((x, j) => { if (Math.abs(x.time_s - t) < Math.abs(rounds[k].time_s - t)) k = j; });
+          openRound(best, k);
+        });
+      },
+    },
+  };
+}
+
+function openRound(run, index) {
+  $('#inspect-run').value = String(run);
+  $('#inspect-index').value = String(index);
+  inspect();
+  $('#inspector').scrollIntoView({ block: 'start' });
+}
+
+/// Tooltip of a chart with one series per run: x at the cursor, then each
+/// run's value there (held, as in the legend).
+function seriesTip(xName, yName) {
+  return tooltipPlugin((u) => {
+    const idx = u.cursor.idx;
+    if (idx == null) return null;
+    const rows = state.runs.map((r, i) => {
+      const v = held(u.data[i + 1], idx);
+      return `<div><span class="swatch" style="background:${COLORS[i % COLORS.length]}"></span>` +
+        `${esc(r.scenario.label)}: ${v == null ? '–' : fmt(v)}</div>`;
+    });
+    const click = xName === 't =' ? '<small class="hint">click: open this round in the inspector</small>' : '';
+    return `<b>${xName} ${fmt(u.data[0][idx])}</b> <small>${yName}</small>${rows.join('')}${click}`;
+  });
 }
 
 function renderCharts() {
@@ -432,18 +584,98 @@ function renderCharts() {
     scales: { x: log ? { time: false, distr: 3 } : { time: false }, y: { range: [0, 1] } },
     axes: [{ label: 'JCT (h)' }, { label: 'fraction of jobs' }],
     series: [{ label: 'JCT h' }, ...runSeries({ paths: uPlot.paths.stepped({ align: 1 }) })],
+    plugins: [seriesTip('JCT ≤', 'h: fraction of jobs done')],
   }, aligned(cdf));
   mkChart($('#chart-util'), {
     scales: { x: { time: false }, y: { range: [0, 1] } },
     axes: [{ label: 'time (h)' }, { label: 'GPUs allocated / total' }],
     series: [{ label: 'h' }, ...runSeries()],
+    plugins: [seriesTip('t =', 'h: GPUs allocated / total'), roundClickPlugin()],
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, x.gpus_allocated / r.total_gpus]))));
+  // Goodput: each job's statistically efficient progress as a share of its
+  // whole work, summed, per hour (the engine's ground truth; see work_rate).
+  mkChart($('#chart-goodput'), {
+    scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(1e-9, max)] } },
+    axes: [{ label: 'time (h)' }, { label: 'jobs\' worth / h' }],
+    series: [{ label: 'h' }, ...runSeries({ paths: uPlot.paths.stepped({ align: -1 }) })],
+    plugins: [seriesTip('t =', 'h: jobs\' worth of work done per hour, in the interval ending then'), roundClickPlugin()],
+  }, aligned(state.runs.map((r) => (r.work_rate ?? []).map(([t, v]) => [t / HOUR, v]))));
   mkChart($('#chart-planner'), {
     scales: { x: { time: false }, y: { distr: 3 } },
     axes: [{ label: 'time (h)' }, { label: 'ms' }],
     series: [{ label: 'h' }, ...runSeries({ width: 1 })],
+    plugins: [seriesTip('t =', 'h: planner ms'), roundClickPlugin()],
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, Math.max(1e-3, x.planner_ms)]))));
   renderGantt();
+  renderJobHistory();
+}
+
+function fillJobPick() {
+  const r = ganttRun();
+  const sel = $('#job-pick');
+  const keep = sel.value;
+  sel.innerHTML = '';
+  // Jobs that moved most first: their history is the interesting one.
+  const moves = new Map();
+  for (const s of r.segments) moves.set(s.job, (moves.get(s.job) ?? 0) + 1);
+  const jobs = [...r.jobs].sort((a, b) => (moves.get(b.id) ?? 0) - (moves.get(a.id) ?? 0) || a.id - b.id);
+  for (const j of jobs) sel.add(new Option(`${j.name} (${moves.get(j.id) ?? 0} allocations)`, String(j.id)));
+  if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
+}
+
+/// One job's segments, in time order.
+function jobSegments(r, id) {
+  return r.segments.filter((s) => s.job === id).sort((a, b) => a.start_s - b.start_s);
+}
+
+/// One job's GPUs over time: a step per segment, 0 between them; the
+/// tooltip names the nodes it held.
+function renderJobHistory() {
+  const r = ganttRun();
+  const el = $('#chart-job');
+  const old = el.uplot;
+  if (old && state.charts.includes(old)) {
+    state.charts = state.charts.filter((c) => c !== old);
+    old.destroy();
+  }
+  if (!r) return;
+  const id = Number($('#job-pick').value);
+  const job = r.jobs.find((j) => j.id === id);
+  if (!job) return;
+  const segs = jobSegments(r, id);
+  const pts = [[job.submit_s, 0]];
+  for (const s of segs) {
+    pts.push([s.start_s, s.nodes.reduce((n, [, k]) => n + k, 0)]);
+    pts.push([s.end_s, 0]);
+  }
+  pts.push([job.completion_s, 0]);
+  // Equal times (a segment ending where the next starts): the later point wins.
+  const xs = [];
+  const ys = [];
+  for (const [x, y] of pts) {
+    if (xs.length && xs[xs.length - 1] === x / HOUR) ys[ys.length - 1] = y;
+    else {
+      xs.push(x / HOUR);
+      ys.push(y);
+    }
+  }
+  const nodes = r.cluster.nodes;
+  const tip = tooltipPlugin((u) => {
+    const t = u.posToVal(u.cursor.left, 'x') * HOUR;
+    const s = segs.find((x) => x.start_s <= t && t < x.end_s);
+    const when = `<b>t = ${fmt(t / HOUR)} h</b>`;
+    if (!s) return `${when}<div>${esc(job.name)}: no GPUs</div>`;
+    return `${when}<div>${esc(job.name)}: <span class="tip-gpus">${s.nodes.reduce((n, [, k]) => n + k, 0)}</span> GPUs on ` +
+      `${s.nodes.map(([n, k]) => `${esc(nodes[n].name)}×${k}`).join(', ')}</div>`;
+  });
+  mkChart(el, {
+    height: 200,
+    scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+    axes: [{ label: 'time (h)' }, { label: 'GPUs' }],
+    series: [{ label: 'h' }, { label: `${job.name}: GPUs`, stroke: COLORS[0], width: 1.5, fill: 'rgba(31,111,235,.12)',
+      paths: uPlot.paths.stepped({ align: 1 }) }],
+    plugins: [tip],
+  }, [xs, ys]);
 }
 
 function jobColor(id) {
@@ -465,7 +697,7 @@ function ganttBars(run) {
         if (slots[slot] <= s.start_s + 1e-9) {
           slots[slot] = s.end_s;
           placed++;
-          bars.push({ job: s.job, node, slot, start_s: s.start_s, end_s: s.end_s });
+          bars.push({ job: s.job, node, slot, start_s: s.start_s, end_s: s.end_s, seg: s });
         }
       }
     }
@@ -476,21 +708,51 @@ function ganttBars(run) {
 /// Rows taller than this many pixels in all scroll inside the figure.
 const GANTT_MAX_PX = 560;
 
+function ganttRun() {
+  return state.runs[Number($('#gantt-run').value) || 0];
+}
+
+/// Job id -> name, for labels.
+function jobNames(r) {
+  return new Map(r.jobs.map((j) => [j.id, j.name]));
+}
+
 function renderGantt() {
-  const r = state.runs[Number($('#gantt-run').value) || 0];
+  const r = ganttRun();
   if (!r) return;
   const nodes = r.cluster.nodes;
   const end = Math.max(...r.segments.map((s) => s.end_s), 1) / HOUR;
   const bars = ganttBars(r);
-  state.ganttBars = bars;
+  const names = jobNames(r);
   const el = $('#chart-gantt');
+  el.ganttBars = bars;
+  // The bar under the cursor: its node from the row, its GPU lane from the
+  // height within the row (as drawn below), then the one covering that time.
+  const barAt = (u, left, top) => {
+    const t = u.posToVal(left, 'x') * HOUR;
+    const y = u.posToVal(top, 'y');
+    const node = Math.floor(y);
+    if (!nodes[node]) return null;
+    const slot = Math.floor((node + 0.95 - y) / (0.9 / nodes[node].gpus));
+    return bars.find((b) => b.node === node && b.slot === slot && b.start_s <= t && t < b.end_s) ?? null;
+  };
+  const tip = tooltipPlugin((u, left, top) => {
+    const b = barAt(u, left, top);
+    if (!b) return null;
+    const gpus = b.seg.nodes.reduce((n, [, k]) => n + k, 0);
+    const where = b.seg.nodes.map(([n, k]) => `${esc(nodes[n].name)}×${k}`).join(', ');
+    return `<b>${esc(names.get(b.job) ?? b.job)}</b> <small>(job ${b.job})</small>` +
+      `<div>${gpus} GPU${gpus === 1 ? '' : 's'} on ${where}</div>` +
+      `<div>this lane: <span class="tip-node">${esc(nodes[b.node].name)}</span> GPU ${b.slot}</div>` +
+      `<div>${(b.start_s / HOUR).toFixed(2)}–${(b.end_s / HOUR).toFixed(2)} h</div>`;
+  });
   el.style.maxHeight = `${GANTT_MAX_PX}px`;
   // Every label fits at 12 px a row; past that, every k-th node is named.
   const rowPx = Math.max(4, Math.min(16, Math.floor(4000 / nodes.length)));
   const every = Math.max(1, Math.ceil(12 / rowPx));
   mkChart(el, {
     height: Math.max(220, rowPx * nodes.length + 60),
-    scales: { x: { time: false, range: [0, end] }, y: { range: [0, nodes.length] } },
+    scales: { x: { time: false, range: (u, min, max) => [min, max] }, y: { range: [0, nodes.length] } },
     axes: [{ label: 'time (h)' }, {
       label: 'node (rows: its GPUs)',
       size: 70,
@@ -500,10 +762,15 @@ function renderGantt() {
     }],
     series: [{}, { label: 'allocations', stroke: 'transparent' }],
     legend: { show: false },
+    plugins: [tip],
     hooks: {
       draw: [(u) => {
         const ctx = u.ctx;
         ctx.save();
+        // Zoomed in, bars outside the time span stay off the axes.
+        ctx.beginPath();
+        ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+        ctx.clip();
         // Node boundaries.
         ctx.strokeStyle = '#c8d0d8';
         ctx.lineWidth = 1;
@@ -540,6 +807,7 @@ function renderResults() {
   $('#results').hidden = false;
   $('#inspector').hidden = false;
   fillRunSelects();
+  fillJobPick();
   renderSummary();
   renderCharts();
   const r = state.runs[0];
@@ -547,11 +815,192 @@ function renderResults() {
   inspect();
 }
 
+// ---------- load sweep ----------
+
+/// The load multipliers typed in, or an error naming the bad one.
+function sweepLoads() {
+  const parts = $('#sweep-loads').value.split(/[,\s]+/).filter(Boolean);
+  const loads = parts.map(Number);
+  const bad = parts.find((p, i) => !(Number.isFinite(loads[i]) && loads[i] > 0));
+  if (bad !== undefined) throw new Error(`load multiplier must be a number > 0, got "${bad}"`);
+  if (!loads.length) throw new Error('no load multiplier given');
+  return [...new Set(loads)].sort((a, b) => a - b);
+}
+
+function sweepPolicies() {
+  return [...document.querySelectorAll('#sweep-policies input:checked')].map((c) => c.value);
+}
+
+/// Every (policy, load) of the first scenario, in the worker, one at a
+/// time; Cancel stops the one running and keeps those done.
+async function runSweep() {
+  let loads;
+  try {
+    loads = sweepLoads();
+  } catch (e) {
+    $('#sweep-status').textContent = e.message;
+    return;
+  }
+  const policies = sweepPolicies();
+  if (!policies.length) {
+    $('#sweep-status').textContent = 'Choose at least one policy.';
+    return;
+  }
+  const base = scenarios()[0];
+  const bad = precheck(base);
+  if (bad) {
+    $('#sweep-status').textContent = bad;
+    return;
+  }
+  const todo = policies.flatMap((policy) => loads.map((load) => ({ policy, load })));
+  state.sweep = { base, loads, policies, points: [], failed: [] };
+  $('#run').disabled = true;
+  $('#sweep-run').disabled = true;
+  $('#sweep-cancel').disabled = false;
+  let cancelled = false;
+  for (let i = 0; i < todo.length && !cancelled; i++) {
+    const { policy, load } = todo[i];
+    $('#sweep-status').textContent = `Running ${policy} at load × ${load} (${i + 1}/${todo.length})…`;
+    $('#sweep-progress').value = i / todo.length;
+    try {
+      const { result } = await runInWorker({ ...base, policy, load, label: `${policy} ×${load}` }, (p) => {
+        $('#sweep-progress').value = (i + p.done / Math.max(1, p.total)) / todo.length;
+      });
+      state.sweep.points.push({ policy, load, summary: result.summary });
+    } catch (e) {
+      if (e.message === 'cancelled') cancelled = true;
+      else state.sweep.failed.push(`${policy} at load × ${load}: ${e.message}`);
+    }
+    renderSweep();
+  }
+  const n = state.sweep.points.length;
+  $('#sweep-progress').value = n / todo.length;
+  saveResults();
+  $('#sweep-status').textContent = (cancelled ? `Sweep cancelled; kept ${n} of ${todo.length} runs.`
+    : `Sweep done: ${n} of ${todo.length} runs.`) + (state.sweep.failed.length ? ` Failed: ${state.sweep.failed.join('; ')}` : '');
+  $('#run').disabled = false;
+  $('#sweep-run').disabled = false;
+  $('#sweep-cancel').disabled = true;
+}
+
+function renderSweep() {
+  const sw = state.sweep;
+  if (!sw) return;
+  const key = $('#sweep-metric').value;
+  const name = $('#sweep-metric').selectedOptions[0].textContent;
+  const value = (policy, load) => sw.points.find((p) => p.policy === policy && p.load === load)?.summary[key];
+  $('#sweep-table').innerHTML = `<tr><th>policy</th>${sw.loads.map((l) => `<th>load × ${l}</th>`).join('')}</tr>` +
+    sw.policies.map((policy) => `<tr><td>${esc(policy)}</td>${sw.loads.map((load) => {
+      const v = value(policy, load);
+      return `<td data-policy="${esc(policy)}" data-load="${load}">${v == null ? '–' : fmt(v / HOUR)}</td>`;
+    }).join('')}</tr>`).join('') +
+    `<caption>${esc(name)} JCT (h) of ${esc(sw.base.label)} (${esc(sw.base.workload)}, cluster ${esc(sw.base.cluster)})</caption>`;
+  const el = $('#chart-sweep');
+  const old = el.uplot;
+  if (old) {
+    old.destroy();
+    el.uplot = null;
+  }
+  mkSweepChart(el, sw, name, value);
+}
+
+function mkSweepChart(el, sw, name, value) {
+  el.innerHTML = '';
+  const data = [sw.loads, ...sw.policies.map((p) => sw.loads.map((l) => {
+    const v = value(p, l);
+    return v == null ? null : v / HOUR;
+  }))];
+  el.uplot = new uPlot({
+    width: chartWidth(el),
+    height: 260,
+    cursor: CURSOR,
+    scales: { x: { time: false } },
+    axes: [{ label: 'load × (submit times divided by it)' }, { label: `${name} JCT (h)` }],
+    series: [{ label: 'load ×' }, ...sw.policies.map((p, i) => ({
+      label: p, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true, points: { size: 6 },
+    }))],
+  }, data, el);
+}
+
+// ---------- results kept across reloads ----------
+
+/// The last results (and load sweep) live in IndexedDB, so a reload or a
+/// closed tab does not lose them. Rounds for the inspector live in the
+/// engine's memory only: restored results say so instead of inspecting.
+const DB = { name: 'gpuplan-explorer', store: 'results', key: 'last' };
+
+function openDb() {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open(DB.name, 1);
+    req.onupgradeneeded = () => req.result.createObjectStore(DB.store);
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+
+async function dbDo(mode, f) {
+  const db = await openDb();
+  try {
+    return await new Promise((resolve, reject) => {
+      const tx = db.transaction(DB.store, mode);
+      const req = f(tx.objectStore(DB.store));
+      tx.oncomplete = () => resolve(req.result);
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error);
+    });
+  } finally {
+    db.close();
+  }
+}
+
+async function saveResults() {
+  try {
+    const runs = state.runs.map(({ restored, ...r }) => r);
+    await dbDo('readwrite', (s) => s.put({ saved_at: Date.now(), runs, sweep: state.sweep ?? null }, DB.key));
+    document.body.dataset.saved = String(Date.now());
+  } catch (e) {
+    // Private windows or a full disk: the results are still on the page.
+    console.warn('could not keep the results:', e);
+  }
+}
+
+async function restoreResults() {
+  let saved;
+  try {
+    saved = await dbDo('readonly', (s) => s.get(DB.key));
+  } catch {
+    return;
+  }
+  if (saved?.sweep) {
+    state.sweep = saved.sweep;
+    renderSweep();
+    $('#sweep-status').textContent = 'Restored the last sweep.';
+  }
+  if (!saved?.runs?.length) return;
+  state.runs = saved.runs.map((r) => ({ ...r, restored: true }));
+  renderResults();
+  setStatus(`Ready. Showing the last results, kept from ${new Date(saved.saved_at).toLocaleString()}.`);
+}
+
+async function forgetResults() {
+  await dbDo('readwrite', (s) => s.delete(DB.key));
+  setStatus('Saved results forgotten (the page keeps showing them until it is reloaded).');
+}
+
 // ---------- round inspector ----------
+
+const RESTORED_NOTE = 'These results were kept from an earlier visit; their rounds lived in the engine\'s memory and are gone. ' +
+  'Run the scenarios again to inspect rounds.';
 
 async function inspect() {
   const r = state.runs[Number($('#inspect-run').value) || 0];
   if (!r) return;
+  if (r.restored) {
+    state.inspected = null;
+    $('#inspect-head').innerHTML = `<div class="note restored">${esc(RESTORED_NOTE)}</div>`;
+    $('#inspect-jobs').innerHTML = '';
+    return;
+  }
   const max = Math.max(0, r.rounds.length - 1);
   $('#inspect-index').max = max;
   $('#inspect-slider').max = max;
@@ -649,8 +1098,134 @@ function csv(rows) {
   }).join(',')).join('\n') + '\n';
 }
 
+// ---------- per-chart export ----------
+
+/// Each chart's data as rows, the header naming the units. What the CSV
+/// holds is what the chart draws (every finished job, every round, every
+/// Gantt segment), in seconds as the engine gives them and in hours as drawn.
+const CHART_CSV = {
+  sweep: () => {
+    const rows = [['policy', 'load ×', 'jobs', 'mean JCT (s)', 'p50 JCT (s)', 'p99 JCT (s)', 'makespan (s)', 'GPU allocation (fraction)']];
+    for (const p of state.sweep?.points ?? []) {
+      const s = p.summary;
+      rows.push([p.policy, p.load, s.jobs, s.avg_jct_s, s.p50_jct_s, s.p99_jct_s, s.makespan_s, s.gpu_utilization]);
+    }
+    return rows;
+  },
+  cdf: () => {
+    const rows = [['scenario', 'policy', 'job', 'jct (s)', 'jct (h)', 'fraction of jobs']];
+    for (const r of state.runs) {
+      const jobs = [...r.jobs].sort((a, b) => a.jct_s - b.jct_s);
+      jobs.forEach((j, k) => rows.push([r.scenario.label, r.summary.policy, j.name, j.jct_s, j.jct_s / HOUR, (k + 1) / jobs.length]));
+    }
+    return rows;
+  },
+  util: () => {
+    const rows = [['scenario', 'policy', 'round', 'time (s)', 'time (h)', 'GPUs allocated', 'GPUs total', 'allocation (fraction)']];
+    for (const r of state.runs) {
+      r.rounds.forEach((x, i) => rows.push([r.scenario.label, r.summary.policy, i, x.time_s, x.time_s / HOUR,
+        x.gpus_allocated, r.total_gpus, x.gpus_allocated / r.total_gpus]));
+    }
+    return rows;
+  },
+  goodput: () => {
+    const rows = [['scenario', 'policy', 'time (s)', 'time (h)', 'jobs\' worth of work per hour (interval ending then)']];
+    for (const r of state.runs) for (const [t, v] of r.work_rate ?? []) rows.push([r.scenario.label, r.summary.policy, t, t / HOUR, v]);
+    return rows;
+  },
+  planner: () => {
+    const rows = [['scenario', 'policy', 'round', 'time (s)', 'time (h)', 'planner (ms)', 'status']];
+    for (const r of state.runs) {
+      r.rounds.forEach((x, i) => rows.push([r.scenario.label, r.summary.policy, i, x.time_s, x.time_s / HOUR, x.planner_ms, x.status]));
+    }
+    return rows;
+  },
+  job: () => {
+    const r = ganttRun();
+    const id = Number($('#job-pick').value);
+    const name = jobNames(r).get(id);
+    const rows = [['scenario', 'policy', 'job id', 'job', 'start (s)', 'end (s)', 'start (h)', 'end (h)', 'GPUs', 'nodes (name×GPUs)']];
+    for (const s of jobSegments(r, id)) {
+      rows.push([r.scenario.label, r.summary.policy, id, name, s.start_s, s.end_s, s.start_s / HOUR, s.end_s / HOUR,
+        s.nodes.reduce((n, [, k]) => n + k, 0), s.nodes.map(([n, k]) => `${r.cluster.nodes[n].name}×${k}`).join(' ')]);
+    }
+    return rows;
+  },
+  gantt: () => {
+    const r = ganttRun();
+    const names = jobNames(r);
+    const rows = [['scenario', 'policy', 'job id', 'job', 'node', 'GPUs', 'start (s)', 'end (s)', 'start (h)', 'end (h)']];
+    for (const s of r.segments) {
+      for (const [node, gpus] of s.nodes) {
+        rows.push([r.scenario.label, r.summary.policy, s.job, names.get(s.job), r.cluster.nodes[node].name, gpus,
+          s.start_s, s.end_s, s.start_s / HOUR, s.end_s / HOUR]);
+      }
+    }
+    return rows;
+  },
+};
+
+function chartCsv(name) {
+  download(`gpuplan-${name}.csv`, csv(CHART_CSV[name]()), 'text/csv');
+}
+
+/// The chart as a PNG: its canvas on white, under its caption and a legend
+/// of the scenarios drawn (the page's legend is HTML, not on the canvas).
+function chartPng(name) {
+  const fig = document.querySelector(`figure[data-chart=${name}]`);
+  const u = fig.querySelector('.uplot')?.parentElement.uplot;
+  if (!u) return;
+  const src = u.ctx.canvas;
+  const dpr = src.width / u.width;
+  const head = Math.round(44 * dpr);
+  const out = document.createElement('canvas');
+  out.width = src.width;
+  out.height = src.height + head;
+  const ctx = out.getContext('2d');
+  ctx.fillStyle = '#fff';
+  ctx.fillRect(0, 0, out.width, out.height);
+  ctx.fillStyle = '#1b1f24';
+  ctx.font = `600 ${Math.round(14 * dpr)}px sans-serif`;
+  const title = fig.querySelector('.title').textContent.replace(/:$/, '');
+  const sub = name === 'gantt' || name === 'job' ? ` ${ganttRun().scenario.label} (${ganttRun().summary.policy})` : '';
+  const job = name === 'job' ? `, ${$('#job-pick').selectedOptions[0]?.textContent.replace(/ \(.*/, '')}` : '';
+  ctx.fillText(title + sub + job, 8 * dpr, 17 * dpr);
+  if (name !== 'gantt' && name !== 'job') {
+    ctx.font = `${Math.round(12 * dpr)}px sans-serif`;
+    let x = 8 * dpr;
+    const labels = name === 'sweep' ? state.sweep.policies : state.runs.map((r) => `${r.scenario.label}: ${r.summary.policy}`);
+    labels.forEach((label, i) => {
+      ctx.fillStyle = COLORS[i % COLORS.length];
+      ctx.fillRect(x, 28 * dpr, 14 * dpr, 4 * dpr);
+      ctx.fillStyle = '#1b1f24';
+      ctx.fillText(label, x + 18 * dpr, 35 * dpr);
+      x += ctx.measureText(label).width + 34 * dpr;
+    });
+  }
+  ctx.drawImage(src, 0, head);
+  const a = document.createElement('a');
+  a.href = out.toDataURL('image/png');
+  a.download = `gpuplan-${name}.png`;
+  a.click();
+}
+
+function addChartTools() {
+  for (const fig of document.querySelectorAll('figure[data-chart]')) {
+    const name = fig.dataset.chart;
+    const tools = document.createElement('span');
+    tools.className = 'chart-tools';
+    tools.innerHTML = '<button type="button" class="csv" title="This chart\'s data as CSV">CSV</button>' +
+      '<button type="button" class="png" title="This chart as a PNG image">PNG</button>' +
+      '<button type="button" class="reset-zoom" title="Drag across the chart to zoom into a time span; this shows all of it again (so does a double-click)">Reset zoom</button>';
+    tools.querySelector('.reset-zoom').addEventListener('click', () => resetZoom(name));
+    tools.querySelector('.csv').addEventListener('click', () => chartCsv(name));
+    tools.querySelector('.png').addEventListener('click', () => chartPng(name));
+    fig.querySelector('figcaption').append(tools);
+  }
+}
+
 function exportJson() {
-  const out = state.runs.map(({ run_id, elapsed_ms, ...r }) => r);
+  const out = state.runs.map(({ run_id, elapsed_ms, restored, ...r }) => r);
   download('gpuplan-results.json', JSON.stringify(out, null, 2), 'application/json');
 }
 
@@ -715,13 +1290,21 @@ async function main() {
     }
   });
   $('#export-json').addEventListener('click', exportJson);
+  $('#forget').addEventListener('click', forgetResults);
   $('#export-jobs-csv').addEventListener('click', exportJobsCsv);
   $('#export-rounds-csv').addEventListener('click', exportRoundsCsv);
+  addChartTools();
   $('#gantt-run').addEventListener('change', () => {
-    const c = state.charts.pop();
-    if (c) c.destroy();
+    const c = $('#chart-gantt').uplot;
+    if (state.charts.includes(c)) {
+      state.charts = state.charts.filter((x) => x !== c);
+      c.destroy();
+    }
     renderGantt();
+    fillJobPick();
+    renderJobHistory();
   });
+  $('#job-pick').addEventListener('change', renderJobHistory);
   $('#inspect-run').addEventListener('change', inspect);
   $('#cdf-log').addEventListener('change', renderCharts);
   for (const p of state.catalog.policies) $('#resolve-planner').add(new Option(p, p));
@@ -732,8 +1315,19 @@ async function main() {
     $('#inspect-index').value = $('#inspect-slider').value;
     inspect();
   });
+  for (const p of state.catalog.policies) {
+    const l = document.createElement('label');
+    l.title = POLICY_HELP[p] ?? '';
+    l.innerHTML = `<input type="checkbox" value="${esc(p)}"${['tiresias', 'pollux-mip'].includes(p) ? ' checked' : ''}> ${esc(p)}`;
+    $('#sweep-policies').append(l);
+  }
+  $('#sweep-run').addEventListener('click', runSweep);
+  $('#sweep-cancel').addEventListener('click', cancelRun);
+  $('#sweep-metric').addEventListener('change', renderSweep);
   $('#run').disabled = false;
+  $('#sweep-run').disabled = false;
   setStatus('Ready.');
+  await restoreResults();
   performance.mark('explorer-ready');
   document.body.dataset.ready = '1';
 }

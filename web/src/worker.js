@@ -2,7 +2,7 @@
 // Protocol (all messages are plain objects):
 //   in:  {type: 'run', id, scenario, cancel?: SharedArrayBuffer}   {type: 'inspect', id, runId, index}
 //        {type: 'resolve', id, runId, index, options}
-//   out: {type: 'ready', catalog} {type: 'progress', id, ...} {type: 'done', id, result}
+//   out: {type: 'ready', catalog} {type: 'progress', id, round, now_s, done, total, alone, elapsed_ms} {type: 'done', id, result}
 //        {type: 'inspected', id, round} {type: 'error', id, message, fatal?}
 //   fatal: the wasm instance trapped (a Rust panic or out of memory); it is
 //   unusable from then on, so the page replaces this worker.
@@ -28,11 +28,11 @@ function run(msg) {
   const flag = msg.cancel ? new Int32Array(msg.cancel) : null;
   let last = 0;
   const t0 = performance.now();
-  const progress = (round, nowS, done, total) => {
+  const progress = (round, nowS, done, total, alone) => {
     const t = performance.now();
     if (t - last >= PROGRESS_EVERY_MS) {
       last = t;
-      postMessage({ type: 'progress', id: msg.id, round, now_s: nowS, done, total, elapsed_ms: t - t0 });
+      postMessage({ type: 'progress', id: msg.id, round, now_s: nowS, done, total, alone, elapsed_ms: t - t0 });
     }
     return !(flag && Atomics.load(flag, 0) === 1);
   };

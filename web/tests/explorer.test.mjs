@@ -481,3 +481,345 @@ test('every field and policy is explained in place, and what-if columns name wha
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// numpy's default percentile (linear between order statistics), as the engine's.
+function percentile(sorted, q) {
+  const pos = (q / 100) * (sorted.length - 1);
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+async function downloaded(page, selector) {
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click(selector)]);
+  return { name: dl.suggestedFilename(), bytes: readFileSync(await dl.path()) };
+}
+
+function csvRows(bytes) {
+  const [head, ...rows] = bytes.toString('utf8').trim().split('\n');
+  return { head: head.split(','), rows: rows.map((l) => l.split(',')) };
+}
+
+// Issue 18: a button per chart for its data (CSV) and its picture (PNG).
+test('every chart exports its data as CSV with units, and itself as PNG', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  // The JCT chart: one row per finished job, equal to the summary's numbers.
+  const cdf = csvRows((await downloaded(page, 'figure[data-chart=cdf] .csv')).bytes);
+  assert.deepEqual(cdf.head, ['scenario', 'policy', 'job', 'jct (s)', 'jct (h)', 'fraction of jobs']);
+  assert.equal(cdf.rows.length, run.summary.jobs);
+  assert.deepEqual(new Set(cdf.rows.map((r) => r[2])), new Set(run.jobs.map((j) => j.name)));
+  const jct = cdf.rows.map((r) => Number(r[3]));
+  assert.deepEqual(jct, [...jct].sort((a, b) => a - b));
+  assert.equal(jct.reduce((a, b) => a + b, 0) / jct.length, run.summary.avg_jct_s);
+  assert.equal(percentile(jct, 50), run.summary.p50_jct_s);
+  assert.equal(percentile(jct, 99), run.summary.p99_jct_s);
+  assert.equal(Number(cdf.rows.at(-1)[5]), 1);
+  // The others: every round, every Gantt bar; headers name the units.
+  const util = csvRows((await downloaded(page, 'figure[data-chart=util] .csv')).bytes);
+  assert.equal(util.rows.length, run.rounds.length);
+  assert.ok(util.head.includes('time (h)') && util.head.includes('allocation (fraction)'), util.head.join());
+  assert.deepEqual(util.rows.map((r) => Number(r[5])), run.rounds.map((x) => x.gpus_allocated));
+  const planner = csvRows((await downloaded(page, 'figure[data-chart=planner] .csv')).bytes);
+  assert.deepEqual(planner.rows.map((r) => Number(r[5])), run.rounds.map((x) => x.planner_ms));
+  assert.ok(planner.head.includes('planner (ms)'));
+  const gantt = csvRows((await downloaded(page, 'figure[data-chart=gantt] .csv')).bytes);
+  assert.equal(gantt.rows.length, run.segments.reduce((n, s) => n + s.nodes.length, 0));
+  assert.ok(gantt.head.includes('start (h)') && gantt.head.includes('node'));
+  // PNGs: real PNG files the size of the chart's canvas (plus the caption band).
+  for (const name of ['cdf', 'util', 'planner', 'gantt']) {
+    const png = await downloaded(page, `figure[data-chart=${name}] .png`);
+    assert.equal(png.name, `gpuplan-${name}.png`);
+    assert.equal(png.bytes.subarray(1, 4).toString('latin1'), 'PNG', name);
+    const canvas = await page.locator(`#chart-${name} canvas`).evaluate((c) => [c.width, c.height]);
+    assert.equal(png.bytes.readUInt32BE(16), canvas[0], `${name} width`);
+    assert.ok(png.bytes.readUInt32BE(20) > canvas[1], `${name} height`);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Pixel position (page coordinates) of value (x, y) on the uPlot chart in `sel`.
+async function chartPoint(page, sel, x, y) {
+  await page.locator(sel).scrollIntoViewIfNeeded();
+  return page.locator(sel).evaluate((el, [x, y]) => {
+    const u = el.uplot;
+    const r = u.over.getBoundingClientRect();
+    return { x: r.left + u.valToPos(x, 'x'), y: r.top + u.valToPos(y, 'y') };
+  }, [x, y]);
+}
+
+// Issue 18: hover legends showed "--" for every run but one (each run has
+// its own x values), and the Gantt said nothing about its bars.
+test('hovering shows every run\'s value, and a Gantt bar names its job, GPUs and node', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done/);
+  const runs = await exportedJson(page);
+  // The allocation chart at 1 h: every run's legend and tooltip hold a number.
+  const p = await chartPoint(page, '#chart-util', 1, 0.5);
+  await page.mouse.move(p.x, p.y);
+  const legend = await page.locator('#chart-util .u-legend .u-series .u-value').allTextContents();
+  assert.equal(legend.length, 3);
+  for (const v of legend.slice(1)) assert.match(v, /^\d/, legend.join('|'));
+  const tip = await page.textContent('#chart-util .chart-tip');
+  assert.match(tip, /^t = /);
+  // Each run's value is its last round at or before the cursor.
+  const t = Number(tip.match(/^t = ([\d.]+)/)[1]) * 3600;
+  runs.forEach((r, i) => {
+    const last = r.rounds.filter((x) => x.time_s <= t + 1).at(-1);
+    const want = last.gpus_allocated / r.total_gpus;
+    assert.ok(tip.includes(`${r.scenario.label}: ${Number.isInteger(want) ? want : want.toFixed(3)}`), `${tip} lacks ${want}`);
+  });
+  // The Gantt: hover the middle of the longest bar.
+  const bar = await page.locator('#chart-gantt').evaluate((el) => {
+    const b = [...el.ganttBars].sort((x, y) => (y.end_s - y.start_s) - (x.end_s - x.start_s))[0];
+    return { job: b.job, node: b.node, slot: b.slot, mid: (b.start_s + b.end_s) / 2 / 3600 };
+  });
+  const run = runs[0];
+  const gpus = run.cluster.nodes[bar.node].gpus;
+  const at = await chartPoint(page, '#chart-gantt', bar.mid, bar.node + 0.95 - (bar.slot + 0.42) * (0.9 / gpus));
+  await page.mouse.move(at.x, at.y);
+  const gtip = await page.textContent('#chart-gantt .chart-tip');
+  const name = run.jobs.find((j) => j.id === bar.job).name;
+  assert.ok(gtip.includes(name) && gtip.includes(`job ${bar.job}`), gtip);
+  assert.match(gtip, new RegExp(`this lane: ${run.cluster.nodes[bar.node].name} GPU ${bar.slot}`));
+  assert.match(gtip, /\d+ GPUs? on node\d+×\d/);
+  await page.locator('#chart-gantt').screenshot({ path: join(ARTIFACTS, 'gantt-tooltip.png') });
+  // Off the bars, no tooltip.
+  await page.mouse.move(0, 0);
+  assert.equal(await page.isHidden('#chart-gantt .chart-tip'), true);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 18: a round seen in a chart had to be found by number in the inspector.
+test('clicking a round in a time chart opens it in the round inspector', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'cluster', '8x4');
+  assert.match(await runAndWait(page), /^Done/);
+  const runs = await exportedJson(page);
+  await page.waitForSelector('#inspect-head .objective');
+  // A round of B whose allocation is far from A's at that time, so the
+  // click is unambiguous.
+  const [a, b] = runs;
+  const allocA = (t) => a.rounds.filter((x) => x.time_s <= t).at(-1)?.gpus_allocated / a.total_gpus;
+  const k = b.rounds.findIndex((x, i) => i > 3 && Math.abs(x.gpus_allocated / b.total_gpus - allocA(x.time_s)) > 0.2);
+  assert.ok(k > 0, 'no round where the two runs differ');
+  const x = b.rounds[k];
+  const p = await chartPoint(page, '#chart-util', x.time_s / 3600, x.gpus_allocated / b.total_gpus);
+  await page.mouse.click(p.x, p.y);
+  await page.waitForFunction((k) => document.querySelector('#inspect-head b')?.textContent === String(k), k);
+  assert.equal(await page.inputValue('#inspect-run'), '1');
+  assert.equal(await page.inputValue('#inspect-index'), String(k));
+  assert.match(await page.textContent('#inspect-head'), new RegExp(`t = ${(x.time_s / 3600).toFixed(2)} h`));
+  // The planner-time chart too: A's middle round (both runs' planner times are
+  // alike here, so either run's round nearest that time may open).
+  const mid = a.rounds[Math.floor(a.rounds.length / 2)];
+  const q = await chartPoint(page, '#chart-planner', mid.time_s / 3600, Math.max(1e-3, mid.planner_ms));
+  await page.mouse.click(q.x, q.y);
+  await page.waitForFunction((k) => document.querySelector('#inspect-head b')?.textContent !== String(k), k);
+  const run = runs[Number(await page.inputValue('#inspect-run'))];
+  const index = Number(await page.textContent('#inspect-head b'));
+  const t = mid.time_s;
+  // Within the time one pixel spans (a long run has several rounds a pixel).
+  const perPx = await page.locator('#chart-planner').evaluate((el) => (el.uplot.posToVal(1, 'x') - el.uplot.posToVal(0, 'x')) * 3600);
+  assert.ok(Math.abs(run.rounds[index].time_s - t) <= 1.5 * perPx, `${run.rounds[index].time_s} vs ${t} (${perPx} s/px)`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 18: no zoom on time charts. Dragging zooms the time axis, Reset
+// zoom undoes it; zoomed in, a click picks out a single round.
+test('dragging zooms a time chart, Reset zoom restores it, and zoomed clicks pick single rounds', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  const xRange = (sel) => page.locator(sel).evaluate((el) => [el.uplot.scales.x.min, el.uplot.scales.x.max]);
+  for (const sel of ['#chart-util', '#chart-gantt', '#chart-planner']) {
+    const full = await xRange(sel);
+    const span = full[1] - full[0];
+    const a = full[0] + span * 0.4;
+    const b = full[0] + span * 0.45;
+    const p = await chartPoint(page, sel, a, 0.5);
+    const q = await chartPoint(page, sel, b, 0.5);
+    await page.mouse.move(p.x, p.y);
+    await page.mouse.down();
+    await page.mouse.move((p.x + q.x) / 2, p.y, { steps: 4 });
+    await page.mouse.move(q.x, p.y, { steps: 4 });
+    await page.mouse.up();
+    const zoomed = await xRange(sel);
+    assert.ok(Math.abs(zoomed[0] - a) < span * 0.01 && Math.abs(zoomed[1] - b) < span * 0.01,
+      `${sel}: zoomed to ${zoomed}, wanted ${[a, b]}`);
+    if (sel === '#chart-util') {
+      // 5% of the run: each round is pixels apart, so a click opens exactly it.
+      const inside = run.rounds.map((x, i) => [x, i]).filter(([x]) => x.time_s / 3600 > a && x.time_s / 3600 < b);
+      const [x, k] = inside[Math.floor(inside.length / 2)];
+      const c = await chartPoint(page, sel, x.time_s / 3600, x.gpus_allocated / run.total_gpus);
+      await page.mouse.click(c.x, c.y);
+      await page.waitForFunction((k) => document.querySelector('#inspect-head b')?.textContent === String(k), k);
+    }
+    await page.click(`figure[data-chart=${sel.slice(7)}] .reset-zoom`);
+    assert.deepEqual(await xRange(sel), full, sel);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 18: the metrics a researcher reports, computed once in Rust
+// (gpuplan_sim::analysis) so that the page and `simulate --analysis` agree.
+test('queueing delay, finish-time fairness and JCT per application equal the CLI\'s; one job\'s allocation history', async () => {
+  const native = JSON.parse(execFileSync(BIN, ['simulate', '--workload', 'traces/pollux/workloads/workload-6.csv',
+    '--policy', 'tiresias', '--analysis', '--format', 'json'], { cwd: ROOT, encoding: 'utf8' }));
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  // Every number, every job's queueing delay, isolated JCT and ρ.
+  assert.deepEqual(run.analysis, native.analysis);
+  assert.equal(run.analysis.jobs.length, 160);
+  assert.ok(run.analysis.fairness.unfair_jobs > 0 && run.analysis.fairness.rho.max > 1);
+  assert.ok(run.analysis.per_app.some((a) => a.app === 'imagenet'));
+  // The summary table shows them, and the planner's p99 beside its mean.
+  const cell = (key) => page.textContent(`#summary td[data-key=${key}]`);
+  const q = native.analysis.queueing_delay_s;
+  assert.ok((await cell('queueing_mean')).startsWith((q.mean / 3600).toFixed(3)), await cell('queueing_mean'));
+  assert.ok((await cell('queueing_p99')).startsWith((q.p99 / 3600).toFixed(3)));
+  assert.ok((await cell('rho_max')).startsWith(native.analysis.fairness.rho.max.toFixed(3)));
+  assert.equal(await cell('rho_unfair'), String(native.analysis.fairness.unfair_jobs));
+  const p99 = run.summary.planner_ms.p99;
+  assert.equal(await cell('planner_ms_p99'), Math.abs(p99) >= 100 || Number.isInteger(p99) ? String(Math.round(p99 * 100) / 100) : p99.toFixed(3));
+  const imagenet = native.analysis.per_app.find((a) => a.app === 'imagenet');
+  assert.equal(await page.textContent('#per-app td[data-app=imagenet][data-stat=mean]'), (imagenet.jct_s.mean / 3600).toFixed(3));
+  assert.match(await page.textContent('#fairness-note'), /alone on the same cluster at its requested GPUs/);
+  // One job's allocation history: the job that moved most is picked first;
+  // hovering its first allocation names its GPUs and nodes.
+  const id = Number(await page.inputValue('#job-pick'));
+  const segs = run.segments.filter((s) => s.job === id).sort((a, b) => a.start_s - b.start_s);
+  const most = Math.max(...run.jobs.map((j) => run.segments.filter((s) => s.job === j.id).length));
+  assert.equal(segs.length, most);
+  const s = segs[0];
+  const gpus = s.nodes.reduce((n, [, k]) => n + k, 0);
+  const p = await chartPoint(page, '#chart-job', (s.start_s + s.end_s) / 2 / 3600, gpus / 2);
+  await page.mouse.move(p.x, p.y);
+  const tip = await page.textContent('#chart-job .chart-tip');
+  const where = s.nodes.map(([n, k]) => `${run.cluster.nodes[n].name}×${k}`).join(', ');
+  assert.ok(tip.includes(`${gpus} GPUs on ${where}`), `${tip} lacks ${where}`);
+  const csv = csvRows((await downloaded(page, 'figure[data-chart=job] .csv')).bytes);
+  assert.equal(csv.rows.length, segs.length);
+  // Goodput over time: each job's work counted once, so its integral over
+  // the run is the number of jobs.
+  const good = csvRows((await downloaded(page, 'figure[data-chart=goodput] .csv')).bytes).rows;
+  assert.equal(good.length, run.work_rate.length);
+  let t0 = run.rounds[0].time_s;
+  let jobs = 0;
+  for (const r of good) {
+    jobs += Number(r[4]) * (Number(r[2]) - t0) / 3600;
+    t0 = Number(r[2]);
+  }
+  assert.ok(Math.abs(jobs - 160) < 1e-6, `goodput integrates to ${jobs} jobs`);
+  await page.locator('#results').screenshot({ path: join(ARTIFACTS, 'metrics.png') });
+  await page.locator('figure[data-chart=goodput]').screenshot({ path: join(ARTIFACTS, 'goodput.png') });
+  await page.locator('figure[data-chart=job]').screenshot({ path: join(ARTIFACTS, 'job-history.png') });
+  await page.locator('#summary').screenshot({ path: join(ARTIFACTS, 'summary.png') });
+  await page.locator('#per-app').screenshot({ path: join(ARTIFACTS, 'per-app.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+const TINY = 'name,submit_s,gpus,app,batch_size,duration_s,model,group\n' +
+  'c0,0,4,cifar10,2048,,,\nr1,60,8,,,1800,vgg19,\nr2,120,16,,,3600,resnet50,\nc3,300,2,cifar10,512,,,\nr4,400,4,,,900,vgg19,\n';
+
+// Issue 18: JCT against load for several policies, in the worker, cancellable.
+test('a load sweep plots JCT against load per policy, equal to single runs, and can be cancelled', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));
+  writeFileSync(join(dir, 'tiny.csv'), TINY);
+  const cli = JSON.parse(execFileSync(BIN, ['simulate', '--workload', 'tiny.csv', '--policy', 'fifo', '--cluster', '2x8', '--format', 'json'],
+    { cwd: dir, encoding: 'utf8' }));
+  rmSync(dir, { recursive: true });
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'tiny.csv', mimeType: 'text/csv', buffer: Buffer.from(TINY) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '2x8');
+  await page.fill('#sweep-loads', '0.5, 1, 2');
+  await page.locator('#sweep-policies input').evaluateAll((cs) => cs.forEach((c) => { c.checked = false; }));
+  await page.check('#sweep-policies input[value=fifo]');
+  await page.check('#sweep-policies input[value=tiresias]');
+  await page.click('#sweep-run');
+  await page.waitForFunction(() => /^Sweep (done|cancelled)/.test(document.querySelector('#sweep-status').textContent), null, { timeout: 120_000 });
+  assert.equal(await page.textContent('#sweep-status'), 'Sweep done: 6 of 6 runs.');
+  // The table: one row a policy, one column a load; at load 1 fifo equals the CLI.
+  const cell = (policy, load) => page.textContent(`#sweep-table td[data-policy=${policy}][data-load="${load}"]`);
+  assert.ok((await cell('fifo', 1)).startsWith((cli.avg_jct_s / 3600).toFixed(3)), `${await cell('fifo', 1)} vs ${cli.avg_jct_s}`);
+  // The chart: x = the loads, a series a policy.
+  const data = await page.locator('#chart-sweep').evaluate((el) => el.uplot.data);
+  assert.deepEqual(data[0], [0.5, 1, 2]);
+  assert.equal(data.length, 3);
+  assert.ok(data.slice(1).every((ys) => ys.every((y) => y > 0)));
+  // Its CSV: every run, exact seconds; load 2 equals a plain run at load × 2.
+  const rows = csvRows((await downloaded(page, 'figure[data-chart=sweep] .csv')).bytes).rows;
+  assert.equal(rows.length, 6);
+  assert.equal(Number(rows.find((r) => r[0] === 'fifo' && r[1] === '1')[3]), cli.avg_jct_s);
+  await page.locator('#sweep').screenshot({ path: join(ARTIFACTS, 'load-sweep.png') });
+  await setField(page, 0, 'load', 2);
+  await setField(page, 0, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  assert.equal(Number(rows.find((r) => r[0] === 'tiresias' && r[1] === '2')[3]), run.summary.avg_jct_s);
+  // Cancel: a long sweep stops and keeps what finished; the page runs on.
+  await setField(page, 0, 'workload', 'workloads/workload-6');
+  await setField(page, 0, 'cluster', '16x4');
+  await page.check('#sweep-policies input[value=pollux-mip]');
+  await page.click('#sweep-run');
+  await page.waitForFunction(() => /pollux-mip/.test(document.querySelector('#sweep-status').textContent), null, { timeout: 120_000 });
+  await page.click('#sweep-cancel');
+  await page.waitForFunction(() => /^Sweep cancelled; kept \d+ of 9 runs/.test(document.querySelector('#sweep-status').textContent), null, { timeout: 60_000 });
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 18: a reload lost every result.
+test('the last results survive a reload (IndexedDB), and say their rounds are gone', async () => {
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done/);
+  await page.waitForSelector('body[data-saved]');
+  const before = await exportedJson(page);
+  const shown = await page.textContent('#summary');
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  assert.equal(await page.isVisible('#results'), true);
+  assert.equal(await page.textContent('#summary'), shown);
+  assert.match(await page.textContent('#status'), /Showing the last results, kept from/);
+  assert.deepEqual(await exportedJson(page), before);
+  assert.equal(await page.locator('#chart-cdf .u-legend .u-series').count(), 3);
+  assert.match(await page.textContent('#inspect-head'), /kept from an earlier visit/);
+  // A fresh run replaces them and inspects as usual.
+  assert.match(await runAndWait(page), /^Done/);
+  await page.waitForSelector('#inspect-head .objective');
+  // Forgotten, a reload shows none.
+  await page.click('#forget');
+  await page.waitForFunction(() => /forgotten/.test(document.querySelector('#status').textContent));
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  assert.equal(await page.isVisible('#results'), false);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

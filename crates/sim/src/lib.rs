@@ -14,6 +14,7 @@
 //! println!("average JCT {:.0} s", r.summary.avg_jct_s);
 //! ```
 
+pub mod analysis;
 pub mod data;
 pub mod engine;
 pub mod error;

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use gpuplan_core::{objective, Cluster, Interference, Plan, PlanReport, Round};
+use gpuplan_sim::analysis::{self, Analysis};
 use gpuplan_sim::data::{self, Profiles};
 use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
 use gpuplan_sim::trace::{self, workload::DurationJobs, Format, LoadOptions};
@@ -374,6 +375,71 @@ pub struct RunOut {
     pub jobs: Vec<JobResult>,
     pub rounds: Vec<RoundInfo>,
     pub segments: Vec<Segment>,
+    /// Queueing delay, JCT per application, finish-time fairness: the
+    /// numbers `gpuplan simulate --analysis` prints.
+    pub analysis: Analysis,
+    /// Goodput over time: (time_s, jobs' worth of work done per hour in the
+    /// interval ending then); see [`work_rate`].
+    pub work_rate: Vec<(f64, f64)>,
+}
+
+/// Goodput over time, in the simulator's ground truth and one unit for
+/// every application: each job's progress between two rounds (statistically
+/// efficient progress, what Pollux calls goodput, integrated) as a fraction
+/// of the work it needs in all, summed over jobs, per hour. Its integral over
+/// the run is the number of jobs. The last point covers the time from the
+/// last round to the last completion.
+pub fn work_rate(
+    rounds: &[(Round, Plan)],
+    jobs: &[WorkloadJob],
+    profiles: &Profiles,
+    results: &[JobResult],
+) -> Vec<(f64, f64)> {
+    use std::collections::HashMap;
+    let total: HashMap<gpuplan_core::JobId, f64> = jobs
+        .iter()
+        .map(|j| {
+            let work = match j.work {
+                gpuplan_sim::Work::Rigid { duration_s } => duration_s,
+                gpuplan_sim::Work::Profiled => profiles
+                    .get(&j.spec.app)
+                    .map_or(f64::NAN, |p| p.completion_progress()),
+            };
+            (j.spec.id, work)
+        })
+        .collect();
+    let share = |id, from: f64, to: f64| (to - from) / total.get(&id).copied().unwrap_or(f64::NAN);
+    let mut out = Vec::with_capacity(rounds.len());
+    let mut prev: HashMap<gpuplan_core::JobId, f64> = HashMap::new();
+    let mut prev_t: Option<f64> = None;
+    for (round, _) in rounds {
+        let now: HashMap<gpuplan_core::JobId, f64> =
+            round.jobs.iter().map(|j| (j.id, j.state.progress)).collect();
+        if let Some(t0) = prev_t {
+            // A job gone since the last round finished in between: all its work is done.
+            let done: f64 = prev
+                .iter()
+                .map(|(&id, &p)| share(id, p, now.get(&id).copied().unwrap_or(total[&id])))
+                .sum();
+            if round.now_s > t0 {
+                out.push((round.now_s, done / ((round.now_s - t0) / 3600.0)));
+            }
+        }
+        prev = now;
+        prev_t = Some(round.now_s);
+    }
+    if let Some(t0) = prev_t {
+        let end = results
+            .iter()
+            .filter(|j| prev.contains_key(&j.id))
+            .map(|j| j.completion_s)
+            .fold(t0, f64::max);
+        let left: f64 = prev.iter().map(|(&id, &p)| share(id, p, total[&id])).sum();
+        if end > t0 {
+            out.push((end, left / ((end - t0) / 3600.0)));
+        }
+    }
+    out
 }
 
 /// Progress after a round, as the progress callback receives it.
@@ -381,8 +447,11 @@ pub struct RunOut {
 pub struct Progress {
     pub round: usize,
     pub now_s: f64,
+    /// Jobs finished; after the run, jobs simulated alone for fairness.
     pub done_jobs: usize,
     pub total_jobs: usize,
+    /// After the run: each job is simulated alone (finish-time fairness).
+    pub alone: bool,
 }
 
 /// Runs kept for the inspector (each holds every round's input and plan).
@@ -477,6 +546,7 @@ pub fn run_scenario(
                 now_s: round.now_s,
                 done_jobs: submitted.saturating_sub(round.jobs.len()),
                 total_jobs: total,
+                alone: false,
             };
             kept.push((round.clone(), plan.clone()));
             let c = progress(p);
@@ -489,6 +559,23 @@ pub fn run_scenario(
         }
         let mut r = result?;
         r.summary.workload = workload_name;
+        // Each job alone, for finish-time fairness; Cancel still works here.
+        let isolated = analysis::isolated_jcts(&cfg, profiles, &jobs, &mut |i| {
+            let c = progress(Progress {
+                round: kept.len(),
+                now_s: r.rounds.last().map_or(0.0, |x| x.time_s),
+                done_jobs: i,
+                total_jobs: total,
+                alone: true,
+            });
+            cancelled = c == Control::Cancel;
+            c
+        });
+        if cancelled {
+            return Err(ApiError::Cancelled);
+        }
+        let analysis = analysis::analyse(&r).with_fairness(&r, &isolated?);
+        let work_rate = work_rate(&kept, &jobs, profiles, &r.jobs);
         let rounds = r
             .rounds
             .into_iter()
@@ -510,6 +597,8 @@ pub fn run_scenario(
             jobs: r.jobs,
             rounds,
             segments: r.segments,
+            analysis,
+            work_rate,
         })
     })
 }
@@ -753,7 +842,7 @@ mod tests {
         };
         let mut calls = 0;
         let out = run_scenario(&s, &mut |p| {
-            calls += 1;
+            calls += usize::from(!p.alone);
             assert!(p.done_jobs <= p.total_jobs);
             Control::Continue
         })
@@ -783,6 +872,33 @@ mod tests {
             out.rounds[busiest].record.active
         );
         assert!(inspect(out.run_id, out.rounds.len()).is_err());
+    }
+
+    #[test]
+    fn work_rate_integrates_to_the_number_of_jobs() {
+        for (workload, policy) in [
+            ("workloads-0.5/workload-2", "fifo"),
+            ("workloads/workload-6", "tiresias"),
+        ] {
+            let s = Scenario {
+                workload: workload.into(),
+                policy: policy.into(),
+                ..Default::default()
+            };
+            let out = run_scenario(&s, &mut quiet).unwrap();
+            let mut t0 = out.rounds[0].record.time_s;
+            let mut jobs = 0.0;
+            for &(t, rate) in &out.work_rate {
+                assert!(rate >= 0.0 && t > t0, "{t} {rate}");
+                jobs += rate * (t - t0) / 3600.0;
+                t0 = t;
+            }
+            assert!((jobs - out.jobs.len() as f64).abs() < 1e-6, "{workload}: {jobs}");
+            assert_eq!(
+                out.work_rate.last().unwrap().0,
+                out.jobs.iter().map(|j| j.completion_s).fold(0.0, f64::max)
+            );
+        }
     }
 
     fn busiest_round(out: &RunOut) -> usize {

@@ -41,16 +41,19 @@ pub fn warm_up() -> Result<(), JsError> {
 }
 
 /// Run a scenario (JSON, see `api::Scenario`) and return the result (JSON).
-/// `progress(round, now_s, done_jobs, total_jobs)` is called after every
-/// round; if it returns `false` the run stops with the error "cancelled".
+/// `progress(round, now_s, done_jobs, total_jobs, alone)` is called after
+/// every round, then (`alone` true) before each job is simulated alone for
+/// finish-time fairness; if it returns `false` the run stops with the error
+/// "cancelled".
 #[wasm_bindgen]
 pub fn run_scenario(scenario_json: &str, progress: &js_sys::Function) -> Result<String, JsError> {
     let mut call = |p: api::Progress| {
-        let args = js_sys::Array::of4(
+        let args = js_sys::Array::of5(
             &JsValue::from(p.round as f64),
             &JsValue::from(p.now_s),
             &JsValue::from(p.done_jobs as f64),
             &JsValue::from(p.total_jobs as f64),
+            &JsValue::from(p.alone),
         );
         match progress.apply(&JsValue::NULL, &args) {
             Ok(v) if v == JsValue::FALSE => Control::Cancel,

@@ -1,0 +1,240 @@
+//! Metrics derived from a finished run, beyond the summary: queueing delay,
+//! JCT per application and finish-time fairness. `gpuplan simulate
+//! --analysis` and the browser explorer both compute them here, so the two
+//! show the same numbers.
+
+use std::collections::BTreeMap;
+
+use gpuplan_core::JobId;
+use serde::{Deserialize, Serialize};
+
+use crate::data::Profiles;
+use crate::engine::{simulate_workload, Control, SimConfig, WorkloadJob};
+use crate::metrics::{percentile, SimResult};
+use crate::SimError;
+
+/// Mean and percentiles of one quantity over jobs (numpy's percentile).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// `None` for no values.
+    pub fn of(mut v: Vec<f64>) -> Option<Spread> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        Some(Spread {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p50: percentile(&v, 50.0),
+            p99: percentile(&v, 99.0),
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+/// JCT of the jobs of one application (the workload's `app` column).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppJct {
+    pub app: String,
+    pub jobs: usize,
+    pub jct_s: Spread,
+}
+
+/// One job's derived numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobAnalysis {
+    pub id: JobId,
+    /// First time it held GPUs minus its submit time.
+    pub queueing_delay_s: f64,
+    /// Its JCT simulated alone (see [`ISOLATED`]); `None` where not computed.
+    pub isolated_jct_s: Option<f64>,
+    /// Finish-time fairness ρ = JCT / isolated JCT.
+    pub rho: Option<f64>,
+}
+
+/// What ρ divides by. Themis' T_id is the JCT on a 1/N share of the cluster
+/// (N contending jobs); that share is not a placement the engine can run, so
+/// we divide by what it can: the job alone on the cluster at the GPUs it
+/// asked for (fifo: no queue, no other job, same interval and restart delay).
+pub const ISOLATED: &str =
+    "JCT simulated alone on the same cluster at its requested GPUs (fifo, no other job); \
+     Themis divides by a 1/N share instead, which the engine cannot place";
+
+/// Finish-time fairness over the jobs: ρ > 1 means a job finished later
+/// than it would have alone at the size it asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fairness {
+    pub isolated: String,
+    pub rho: Spread,
+    /// Jobs with ρ > 1.
+    pub unfair_jobs: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    pub queueing_delay_s: Spread,
+    /// By application name, sorted.
+    pub per_app: Vec<AppJct>,
+    pub fairness: Option<Fairness>,
+    /// In the order of the run's jobs.
+    pub jobs: Vec<JobAnalysis>,
+}
+
+/// Queueing delay and JCT per application, from the run alone.
+pub fn analyse(r: &SimResult) -> Analysis {
+    let mut first: BTreeMap<JobId, f64> = BTreeMap::new();
+    for s in &r.segments {
+        let t = first.entry(s.job).or_insert(s.start_s);
+        *t = t.min(s.start_s);
+    }
+    let jobs: Vec<JobAnalysis> = r
+        .jobs
+        .iter()
+        .map(|j| JobAnalysis {
+            id: j.id,
+            // A job that never held GPUs finished at once (no work): no wait.
+            queueing_delay_s: first.get(&j.id).map_or(0.0, |&t| (t - j.submit_s).max(0.0)),
+            isolated_jct_s: None,
+            rho: None,
+        })
+        .collect();
+    let mut by_app: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for j in &r.jobs {
+        by_app.entry(j.app.as_str()).or_default().push(j.jct_s);
+    }
+    let nan = Spread {
+        mean: f64::NAN,
+        p50: f64::NAN,
+        p99: f64::NAN,
+        max: f64::NAN,
+    };
+    Analysis {
+        queueing_delay_s: Spread::of(jobs.iter().map(|j| j.queueing_delay_s).collect()).unwrap_or(nan),
+        per_app: by_app
+            .into_iter()
+            .map(|(app, v)| AppJct {
+                app: app.to_string(),
+                jobs: v.len(),
+                jct_s: Spread::of(v).unwrap_or(nan),
+            })
+            .collect(),
+        fairness: None,
+        jobs,
+    }
+}
+
+/// Each job's JCT simulated alone (see [`ISOLATED`]), in the order of
+/// `jobs`. `keep_going` is asked before each job; [`Control::Cancel`] stops
+/// with the error "cancelled".
+pub fn isolated_jcts(
+    cfg: &SimConfig,
+    profiles: &Profiles,
+    jobs: &[WorkloadJob],
+    keep_going: &mut dyn FnMut(usize) -> Control,
+) -> Result<Vec<f64>, SimError> {
+    let mut out = Vec::with_capacity(jobs.len());
+    for (i, job) in jobs.iter().enumerate() {
+        if keep_going(i) == Control::Cancel {
+            return Err(SimError::Invalid("cancelled".into()));
+        }
+        let mut planner = gpuplan_solve::registry::create("fifo")?;
+        let r = simulate_workload(
+            cfg,
+            profiles,
+            std::slice::from_ref(job),
+            planner.as_mut(),
+            &mut |_, _| Control::Continue,
+        )?;
+        out.push(r.jobs[0].jct_s);
+    }
+    Ok(out)
+}
+
+impl Analysis {
+    /// Adds finish-time fairness, given each job's isolated JCT in the
+    /// order of the run's jobs (as [`isolated_jcts`] gives them).
+    pub fn with_fairness(mut self, r: &SimResult, isolated: &[f64]) -> Analysis {
+        let mut rhos = Vec::with_capacity(isolated.len());
+        for ((a, j), &iso) in self.jobs.iter_mut().zip(&r.jobs).zip(isolated) {
+            a.isolated_jct_s = Some(iso);
+            if iso > 0.0 {
+                let rho = j.jct_s / iso;
+                a.rho = Some(rho);
+                rhos.push(rho);
+            }
+        }
+        let unfair_jobs = rhos.iter().filter(|&&x| x > 1.0).count();
+        self.fairness = Spread::of(rhos).map(|rho| Fairness {
+            isolated: ISOLATED.to_string(),
+            rho,
+            unfair_jobs,
+        });
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data;
+
+    #[test]
+    fn queueing_fairness_and_apps_of_a_small_run() {
+        let profiles = data::pollux_profiles().unwrap();
+        let text =
+            "name,submit_s,gpus,app,batch_size,duration_s\na,0,4,,,600\nb,0,4,,,600\nc,30,2,cifar10,2048,\n";
+        let t = crate::trace::load(
+            crate::trace::Format::Gpuplan,
+            "t.csv",
+            text.as_bytes(),
+            &Default::default(),
+        )
+        .unwrap();
+        let jobs = crate::trace::workload::to_workload(
+            &t,
+            crate::trace::workload::DurationJobs::Rigid,
+            &profiles,
+            0,
+        )
+        .unwrap();
+        // One node of 4 GPUs: a and b cannot run at once.
+        let cfg = SimConfig {
+            cluster: gpuplan_core::Cluster::homogeneous(1, 4, gpuplan_core::cluster::DEFAULT_GPU_TYPE),
+            ..Default::default()
+        };
+        let mut planner = gpuplan_solve::registry::create("fifo").unwrap();
+        let r = simulate_workload(&cfg, &profiles, &jobs, planner.as_mut(), &mut |_, _| {
+            Control::Continue
+        })
+        .unwrap();
+        let iso = isolated_jcts(&cfg, &profiles, &jobs, &mut |_| Control::Continue).unwrap();
+        let a = analyse(&r).with_fairness(&r, &iso);
+        // a starts in the first round (t = 60 s); b waits for a as well
+        // (600 s of work + 30 s restart delay, to the next round).
+        assert_eq!(a.jobs[0].queueing_delay_s, 60.0);
+        assert!(a.jobs[1].queueing_delay_s >= 60.0 + 630.0, "{:?}", a.jobs[1]);
+        // Alone, a and b take the same; shared, b takes longer: ρ_b > 1 = ρ_a.
+        assert_eq!(iso[0], iso[1]);
+        assert_eq!(a.jobs[0].rho, Some(1.0));
+        assert!(a.jobs[1].rho.unwrap() > 1.5);
+        let f = a.fairness.as_ref().unwrap();
+        assert!(f.unfair_jobs >= 1 && f.rho.max >= a.jobs[1].rho.unwrap());
+        let apps: Vec<(&str, usize)> = a.per_app.iter().map(|x| (x.app.as_str(), x.jobs)).collect();
+        assert_eq!(apps.len(), 2, "{apps:?}");
+        assert_eq!(apps.iter().map(|x| x.1).sum::<usize>(), 3);
+        let cancelled = isolated_jcts(&cfg, &profiles, &jobs, &mut |i| {
+            if i == 1 {
+                Control::Cancel
+            } else {
+                Control::Continue
+            }
+        });
+        assert!(cancelled.is_err());
+    }
+}

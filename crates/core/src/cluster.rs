@@ -105,12 +105,19 @@ impl Cluster {
         out
     }
 
-    /// Each node's index into [`Cluster::types`].
+    /// Each node's index into [`Cluster::types`]. Planners call it every
+    /// round, so it compares names in place instead of cloning them.
     pub fn type_index(&self) -> Vec<usize> {
-        let types = self.types();
+        let mut seen: Vec<&GpuType> = Vec::new();
         self.nodes
             .iter()
-            .map(|n| types.iter().position(|t| *t == n.gpu_type).unwrap_or(0))
+            .map(|n| match seen.iter().position(|t| **t == n.gpu_type) {
+                Some(i) => i,
+                None => {
+                    seen.push(&n.gpu_type);
+                    seen.len() - 1
+                }
+            })
             .collect()
     }
 

@@ -432,6 +432,12 @@ pub fn simulate_workload(
     // on exactly the times full rounds reach.
     let mut tick = 0u64;
     let mut round_index = 0u64;
+    let mut round = Round {
+        now_s: 0.0,
+        cluster: cfg.cluster.clone(),
+        jobs: Vec::new(),
+        params: cfg.params,
+    };
     let mut memo = FitMemo::default();
     while finished < jobs.len() {
         let now = tick as f64 * cfg.interval_s;
@@ -526,12 +532,10 @@ pub fn simulate_workload(
             };
             round_jobs.push(round_job(facts, state, &mut j.agent, oracle, &mut memo));
         }
-        let round = Round {
-            now_s: now,
-            cluster: cfg.cluster.clone(),
-            jobs: round_jobs,
-            params: cfg.params,
-        };
+        // One round value for the whole run: the cluster is cloned once,
+        // not every round (its node names are strings).
+        round.now_s = now;
+        round.jobs = round_jobs;
         let limits = Limits {
             time_limit_s: cfg.time_limit_s,
             gap: cfg.gap,

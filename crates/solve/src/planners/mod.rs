@@ -41,7 +41,9 @@ pub fn place_counts_with(
 ) -> Plan {
     let mut free = FreeGpus::new(&round.cluster);
     let mut plan = Plan::new(name, PlanStatus::Feasible);
-    let by_id = |id: JobId| round.jobs.iter().find(|j| j.id == id);
+    // Ids are unique (the round check), so an index finds the same job.
+    let index: std::collections::HashMap<JobId, &RoundJob> = round.jobs.iter().map(|j| (j.id, j)).collect();
+    let by_id = |id: JobId| index.get(&id).copied();
     for j in round
         .jobs
         .iter()
@@ -52,7 +54,9 @@ pub fn place_counts_with(
         }
     }
     let mut rest = Vec::new();
-    let most = most_in_one_type(round);
+    // Types once per round, not once per job placed.
+    let types = round.cluster.type_index();
+    let most = most_in_one_type(round, &types);
     for &(id, k) in decisions {
         if k == 0 || plan.allocations.contains_key(&id) {
             continue;
@@ -79,7 +83,7 @@ pub fn place_counts_with(
     }
     for (id, k) in rest {
         let Some(j) = by_id(id) else { continue };
-        if let Some(a) = place_one_type(round, &mut free, k, |free, k| place(j, free, k)) {
+        if let Some(a) = place_one_type(round, &types, &mut free, k, |free, k| place(j, free, k)) {
             plan.allocations.insert(id, a);
         }
     }
@@ -88,8 +92,7 @@ pub fn place_counts_with(
 
 /// The most GPUs one job can get: one type's largest nodes, up to
 /// `max_nodes_per_job` of them.
-fn most_in_one_type(round: &Round) -> u32 {
-    let types = round.cluster.type_index();
+fn most_in_one_type(round: &Round, types: &[usize]) -> u32 {
     let n_types = types.iter().max().map_or(0, |m| m + 1);
     (0..n_types)
         .map(|t| {
@@ -114,17 +117,29 @@ fn most_in_one_type(round: &Round) -> u32 {
 /// policy's own placement would, it falls back to packing, else waits.
 fn place_one_type(
     round: &Round,
+    types: &[usize],
     free: &mut FreeGpus,
     k: u32,
     mut place: impl FnMut(&mut FreeGpus, u32) -> Option<Allocation>,
 ) -> Option<Allocation> {
-    let types = round.cluster.type_index();
     let n_types = types.iter().max().map_or(0, |m| m + 1);
     let max_nodes = round.params.max_nodes_per_job;
+    if n_types <= 1 {
+        // One type: the same choice as below, without the per-type views.
+        let mut tried = free.clone();
+        if let Some(a) = place(&mut tried, k).filter(|a| a.num_nodes() <= max_nodes) {
+            *free = tried;
+            return Some(a);
+        }
+        let mut packed = free.clone();
+        let a = packed.take_packed(k).filter(|a| a.num_nodes() <= max_nodes)?;
+        *free = packed;
+        return Some(a);
+    }
     let mut best: Option<(Allocation, FreeGpus)> = None;
     for t in 0..n_types {
         let mut view = free.clone();
-        for (f, &ty) in view.free.iter_mut().zip(&types) {
+        for (f, &ty) in view.free.iter_mut().zip(types) {
             if ty != t {
                 *f = 0;
             }

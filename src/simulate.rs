@@ -58,6 +58,13 @@ pub struct SimOpts {
     /// type's size (a rigid job's duration grows in proportion), instead of refusing the run.
     #[arg(long)]
     pub shrink_to_fit: bool,
+    /// Per-GPU speed variability (PAL's measurements): none, longhorn (V100), frontera
+    /// (RTX 5000), ls6 (A100), or a file of class,node,gpu,slowdown rows; drawn per node by --seed.
+    #[arg(long, default_value = "none")]
+    pub variability: String,
+    /// With --variability: how many times slower a rigid job runs when it spans nodes (PAL's L).
+    #[arg(long, default_value_t = gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR)]
+    pub cross_node_factor: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -135,6 +142,13 @@ impl SimOpts {
             ..Default::default()
         };
         cfg.seed = self.seed;
+        if !(self.cross_node_factor >= 1.0 && self.cross_node_factor.is_finite()) {
+            bail!("--cross-node-factor must be >= 1, got {}", self.cross_node_factor);
+        }
+        if self.variability != "none" {
+            let m = gpuplan_sim::variability::Measurements::load(&self.variability)?;
+            cfg.variability = Some(m.sample(&cfg.cluster, self.seed, self.cross_node_factor));
+        }
         cfg.max_sim_s = self.max_sim_days * 86400.0;
         if self.run_idle_rounds {
             cfg.idle_rounds = gpuplan_sim::IdleRounds::Run;

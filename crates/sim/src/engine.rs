@@ -37,6 +37,10 @@ pub struct SimConfig {
     /// Whether rounds with no job in the system are simulated or skipped.
     #[serde(default)]
     pub idle_rounds: IdleRounds,
+    /// Per-GPU slowdowns ([`crate::variability`]); `None`: every GPU runs
+    /// at the median speed of its model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variability: Option<crate::variability::GpuSpeeds>,
 }
 
 /// Rounds in which no job has arrived yet or all arrived jobs are done.
@@ -83,6 +87,7 @@ impl Default for SimConfig {
             gap: 1e-4,
             max_sim_s: 60.0 * 86400.0,
             idle_rounds: IdleRounds::Skip,
+            variability: None,
         }
     }
 }
@@ -443,8 +448,17 @@ pub fn simulate_workload(
         let now = tick as f64 * cfg.interval_s;
         // 1. Advance every job in the system by one interval.
         let slow = slowdowns(&jobs, &active, &cfg.cluster, cfg.interference_slowdown);
-        for (&i, s) in active.iter().zip(&slow) {
-            jobs[i].step(now, cfg.interval_s, *s, &mut memo);
+        for (&i, &s) in active.iter().zip(&slow) {
+            let s = match &cfg.variability {
+                None => s,
+                Some(v) => {
+                    // Progress rate × (1 − s) becomes rate × (1 − s) / factor.
+                    let j = &jobs[i];
+                    let class = crate::variability::class_of(&j.spec.app);
+                    1.0 - (1.0 - s) / v.job_factor(class, &j.alloc, j.profile.is_none())
+                }
+            };
+            jobs[i].step(now, cfg.interval_s, s, &mut memo);
         }
         tick += 1;
         let mut now = tick as f64 * cfg.interval_s;
@@ -752,6 +766,43 @@ mod scale_tests {
         // Starts at the first round (60 s), loses 30 s to the restart delay.
         assert_eq!(j.completion_s, 60.0 + 30.0 + 1000.0);
         assert_eq!(j.max_gpus_used, 4);
+    }
+
+    /// Per-GPU variability: a rigid job runs at its slowest GPU's pace, and
+    /// pays PAL's L on top when it spans nodes; all-median GPUs change nothing.
+    #[test]
+    fn variability_slows_a_job_to_its_slowest_gpu() {
+        use crate::variability::Measurements;
+        let table = |slow: f64| {
+            let mut t = String::from("class,node,gpu,slowdown\n");
+            for c in ["A", "B", "C", "D"] {
+                t += &format!("{c},n,0,1.0\n{c},n,1,1.0\n{c},n,2,1.0\n{c},n,3,{slow}\n");
+            }
+            Measurements::parse("t", &t).unwrap()
+        };
+        let mut cfg = SimConfig {
+            cluster: "2x4".parse().unwrap(),
+            ..Default::default()
+        };
+        let plain = run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo");
+        cfg.variability = Some(table(1.0).sample(&cfg.cluster, 0, 1.0));
+        assert_eq!(run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo").jobs, plain.jobs);
+        // GPU 3 of every node is 25% slower: a 4-GPU job holds one.
+        cfg.variability = Some(table(1.25).sample(&cfg.cluster, 0, 1.7));
+        let j = &run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo").jobs[0];
+        assert!(
+            (j.completion_s - (60.0 + 30.0 + 1250.0)).abs() < 1e-6,
+            "{}",
+            j.completion_s
+        );
+        // Across two nodes: 1.25 × L.
+        let j = &run(&cfg, &[rigid(0, 0.0, 8, 1000.0)], "fifo").jobs[0];
+        let want = 60.0 + 30.0 + 1000.0 * 1.25 * 1.7;
+        assert!(
+            (j.completion_s - want).abs() < 1e-6,
+            "{} vs {want}",
+            j.completion_s
+        );
     }
 
     /// Skipping idle time gives the same jobs and segments as running every

@@ -21,6 +21,7 @@ pub mod error;
 pub mod instances;
 pub mod metrics;
 pub mod trace;
+pub mod variability;
 pub mod workload;
 
 pub use engine::{

@@ -227,25 +227,22 @@ pub fn parse_cluster(spec: &str) -> Result<Cluster, ApiError> {
              simulate bigger clusters with the CLI (gpuplan simulate --cluster {spec})"
         ))
     };
-    let mut nodes = Vec::new();
+    // Checked before parsing: the parser would allocate every node first.
+    let mut count = 0u64;
     for group in spec.split('+') {
-        // Checked before parsing: the parser would allocate every node first.
-        let count = group.split_once(['x', 'X']).map(|(n, _)| n.trim().parse::<u64>());
-        if let Some(Ok(n)) = count {
-            if n + nodes.len() as u64 > u64::from(MAX_NODES) {
+        if let Some(Ok(n)) = group.split_once(['x', 'X']).map(|(n, _)| n.trim().parse::<u64>()) {
+            count += n;
+            if count > u64::from(MAX_NODES) {
                 return Err(too_big());
             }
         }
-        let c: Cluster = group.trim().parse()?;
-        nodes.extend(c.nodes);
     }
-    if nodes.iter().map(|n| u64::from(n.gpus)).sum::<u64>() > u64::from(MAX_GPUS) {
+    // The CLI's parser: the same groups, names and errors.
+    let cluster: Cluster = spec.parse()?;
+    if u64::from(cluster.total_gpus()) > u64::from(MAX_GPUS) {
         return Err(too_big());
     }
-    for (i, n) in nodes.iter_mut().enumerate() {
-        n.name = format!("node{i}");
-    }
-    Ok(Cluster { nodes })
+    Ok(cluster)
 }
 
 impl Scenario {

@@ -134,6 +134,8 @@ const FIELD_HELP = {
   interference_slowdown: 'Fraction of speed a distributed job loses on a shared node (0 = none), when interference is allowed.',
   time_limit_s: 'Most seconds a MIP planner may solve one round; on time-out it returns its best plan so far (or falls back, saying why).',
   seed: 'Seeds the planners\' and the simulator\'s randomness (e.g. pollux-ga\'s search); a whole number >= 0. Same seed, same result.',
+  variability: 'GPUs of one model differ in speed (PAL, SC\'24): slowdowns measured per GPU on TACC Longhorn (V100), Frontera (RTX 5000) or Lonestar6 (A100), drawn per node by the seed. A job runs at its slowest GPU\'s pace. none = every GPU at median speed.',
+  cross_node_factor: 'With variability: how many times slower a rigid (trace) job runs when it spans nodes (PAL\'s L, 1.7 by default).',
 };
 
 /// One line for each policy.
@@ -159,11 +161,13 @@ const GOODPUT_NOTE = 'value: the job\'s term in the objective, its speedup over 
   'the others (fifo, tiresias, ...) allocate by other rules, so their objective can sit near 0.';
 
 const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
-  'interference', 'interference_slowdown', 'time_limit_s', 'seed'];
+  'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor'];
 const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'load ×', policy: 'policy', p: 'p',
   restart_delay_s: 'restart delay', interval_s: 'interval', interference: 'interference',
-  interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed' };
-const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed']);
+  interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed', variability: 'variability',
+  cross_node_factor: 'cross-node L' };
+const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed',
+  'cross_node_factor']);
 
 function scenarioElements() {
   return [...document.querySelectorAll('#scenarios .scenario')];

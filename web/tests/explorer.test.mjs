@@ -741,6 +741,33 @@ test('queueing delay, finish-time fairness and JCT per application equal the CLI
 const TINY = 'name,submit_s,gpus,app,batch_size,duration_s,model,group\n' +
   'c0,0,4,cifar10,2048,,,\nr1,60,8,,,1800,vgg19,\nr2,120,16,,,3600,resnet50,\nc3,300,2,cifar10,512,,,\nr4,400,4,,,900,vgg19,\n';
 
+// Issue 14: per-GPU variability and PAL's L in the editor equal the CLI's flags.
+test('GPU variability and the cross-node factor give the CLI\'s results', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));
+  writeFileSync(join(dir, 'tiny.csv'), TINY);
+  const args = ['--workload', 'tiny.csv', '--policy', 'fifo', '--cluster', '2x8', '--seed', '3', '--format', 'json'];
+  const cli = (extra) => JSON.parse(execFileSync(BIN, ['simulate', ...args, ...extra], { cwd: dir, encoding: 'utf8' }));
+  const plain = cli([]);
+  const varied = cli(['--variability', 'ls6', '--cross-node-factor', '3']);
+  rmSync(dir, { recursive: true });
+  assert.ok(varied.makespan_s > plain.makespan_s, `${varied.makespan_s} vs ${plain.makespan_s}`);
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'tiny.csv', mimeType: 'text/csv', buffer: Buffer.from(TINY) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '2x8');
+  await setField(page, 0, 'policy', 'fifo');
+  await setField(page, 0, 'seed', '3');
+  await setField(page, 0, 'variability', 'ls6');
+  await setField(page, 0, 'cross_node_factor', '3');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  for (const key of ['jobs', 'rounds', 'restarts', 'avg_jct_s', 'p99_jct_s', 'makespan_s', 'gpu_utilization']) {
+    assert.equal(run.summary[key], varied[key], `summary.${key}: browser ${run.summary[key]} vs CLI ${varied[key]}`);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 // Issue 18: JCT against load for several policies, in the worker, cancellable.
 test('a load sweep plots JCT against load per policy, equal to single runs, and can be cancelled', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));

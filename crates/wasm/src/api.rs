@@ -197,6 +197,11 @@ pub struct Scenario {
     pub interference_slowdown: f64,
     pub time_limit_s: f64,
     pub seed: u64,
+    /// Per-GPU speed variability, as `--variability`: `none` or a bundled
+    /// set (`longhorn`, `frontera`, `ls6`); drawn per node by `seed`.
+    pub variability: String,
+    /// PAL's cross-node factor L, as `--cross-node-factor`.
+    pub cross_node_factor: f64,
 }
 
 impl Default for Scenario {
@@ -215,6 +220,8 @@ impl Default for Scenario {
             interference_slowdown: 0.0,
             time_limit_s: 10.0,
             seed: 0,
+            variability: "none".into(),
+            cross_node_factor: gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR,
         }
     }
 }
@@ -290,6 +297,20 @@ impl Scenario {
         cfg.params.p = self.p;
         cfg.params.restart_penalty_s = self.restart_delay_s;
         cfg.params.interference = interference;
+        finite_at_least(self.cross_node_factor, 1.0, "cross-node factor")?;
+        if self.variability != "none" {
+            use gpuplan_sim::variability::{Measurements, BUNDLED};
+            // The browser has no files: only the bundled sets.
+            if !BUNDLED.iter().any(|(n, _)| *n == self.variability) {
+                return Err(invalid(format!(
+                    "variability: '{}' is not one of none, {}",
+                    self.variability,
+                    BUNDLED.map(|b| b.0).join(", ")
+                )));
+            }
+            let m = Measurements::load(&self.variability).map_err(|e| invalid(e.to_string()))?;
+            cfg.variability = Some(m.sample(&cfg.cluster, self.seed, self.cross_node_factor));
+        }
         Ok(cfg)
     }
 

@@ -8,9 +8,11 @@
 //! across rounds as the next round's warm start.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use gpuplan_core::objective::restart_factor;
 use gpuplan_core::{Allocation, JobId, NodeId, Plan, PlanStatus, Round};
+use rand::distributions::Bernoulli;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -54,6 +56,34 @@ impl PolluxGa {
     }
 }
 
+/// (nodes used, GPUs) of one job's row.
+fn shape(row: &[u32]) -> (u32, u32) {
+    (row.iter().filter(|&&x| x > 0).count() as u32, row.iter().sum())
+}
+
+/// One job's memo of [`Ctx::evaluate`]'s summands, by (nodes capped at 2,
+/// GPUs up to `max_gpus`, changed): (v, v^p or ln v, s / total GPUs), NaN
+/// while not computed yet.
+struct Terms {
+    max_gpus: u32,
+    cells: Vec<(f64, f64, f64)>,
+}
+
+impl Terms {
+    fn new(max_gpus: u32) -> Self {
+        Terms {
+            max_gpus,
+            cells: vec![(f64::NAN, f64::NAN, f64::NAN); 6 * (max_gpus as usize + 1)],
+        }
+    }
+
+    fn slot(&self, nodes: u32, gpus: u32, changed: bool) -> Option<usize> {
+        (gpus <= self.max_gpus).then(|| {
+            (usize::from(changed) * 3 + nodes.min(2) as usize) * (self.max_gpus as usize + 1) + gpus as usize
+        })
+    }
+}
+
 /// Everything fixed during one round's search.
 struct Ctx<'a> {
     round: &'a Round,
@@ -71,33 +101,104 @@ struct Ctx<'a> {
     max_nodes: u32,
     /// Each node's GPU type index ([`gpuplan_core::Cluster::type_index`]).
     node_type: Vec<usize>,
+    /// The cluster's GPUs (at least 1), as the utility's denominator.
+    total_gpus: f64,
+    /// GPU types present (1 + the largest of `node_type`).
+    n_types: usize,
 }
 
+/// Buffers reused across repairs, mutations and survivor selections.
+#[derive(Default)]
+struct Scratch {
+    used: Vec<u32>,
+    free_nodes: Vec<usize>,
+    taken: Vec<bool>,
+    nodes_order: Vec<usize>,
+    per_type: Vec<u32>,
+    /// [`fronts`]: each individual's front, the sort order, each front's last member.
+    rank: Vec<usize>,
+    sorted: Vec<usize>,
+    last: Vec<usize>,
+}
+
+/// FxHash-style hasher for the generation's set of genomes: hashing only
+/// decides where a genome sits in the set, never whether it is there (that
+/// is equality), so the set answers as with the default hasher, faster.
+#[derive(Default)]
+struct GenomeHasher(u64);
+
+impl GenomeHasher {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
+    }
+}
+
+impl Hasher for GenomeHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap()));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut buf = [0u8; 8];
+            buf[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(buf));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // murmur3's finaliser, so every bit of the hash depends on every word.
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
+type GenomeSet = HashSet<Vec<u32>, BuildHasherDefault<GenomeHasher>>;
+
 impl Ctx<'_> {
-    fn idx(&self, j: usize, n: usize) -> usize {
-        j * self.nodes + n
-    }
-
-    fn shape(&self, g: &[u32], j: usize) -> (u32, u32) {
-        let row = &g[j * self.nodes..(j + 1) * self.nodes];
-        (row.iter().filter(|&&x| x > 0).count() as u32, row.iter().sum())
-    }
-
     /// (fitness, utility): both to maximise.
-    fn evaluate(&self, g: &[u32], cache: &mut [SpeedupCache]) -> (f64, f64) {
+    ///
+    /// Each job's two summands depend only on (nodes capped at 2, GPUs,
+    /// changed), so they are memoised in `terms` by that key: the very same
+    /// expressions, evaluated once, summed in the same order.
+    fn evaluate(&self, g: &[u32], cache: &mut [SpeedupCache], terms: &mut [Terms]) -> (f64, f64) {
         let p = self.round.params.p;
         let mut acc = 0.0;
         let mut min = f64::INFINITY;
         let mut util = 0.0;
         for j in 0..self.jobs {
-            let (n, k) = self.shape(g, j);
-            let job = &self.round.jobs[j];
-            let s = cache[j].get(job, n, k);
-            let changed = g[j * self.nodes..(j + 1) * self.nodes] != self.current[j][..];
-            let v = s * self.scale * if changed { self.factor[j] } else { 1.0 } + 1e-3;
+            let row = &g[j * self.nodes..(j + 1) * self.nodes];
+            let (n, k) = shape(row);
+            let changed = row != &self.current[j][..];
+            let t = &mut terms[j];
+            let slot = t.slot(n, k, changed);
+            let (v, term, u) = match slot.map(|i| t.cells[i]) {
+                Some(c) if !c.1.is_nan() => c,
+                _ => {
+                    let s = cache[j].get(&self.round.jobs[j], n, k);
+                    let v = s * self.scale * if changed { self.factor[j] } else { 1.0 } + 1e-3;
+                    let term = if p == 0.0 { v.libm_ln() } else { v.libm_pow(p) };
+                    let c = (v, term, s / self.total_gpus);
+                    if let Some(i) = slot {
+                        t.cells[i] = c;
+                    }
+                    c
+                }
+            };
             min = min.min(v);
-            acc += if p == 0.0 { v.libm_ln() } else { v.libm_pow(p) };
-            util += s / self.round.cluster.total_gpus().max(1) as f64;
+            acc += term;
+            util += u;
         }
         let jn = self.jobs.max(1) as f64;
         let fit = if p == f64::NEG_INFINITY {
@@ -110,69 +211,81 @@ impl Ctx<'_> {
         (fit, util)
     }
 
-    fn mutate(&self, g: &mut [u32], cfg: &GaConfig, rng: &mut ChaCha8Rng) {
-        for j in 0..self.jobs {
-            if rng.gen_bool(cfg.p_reset) {
-                g[j * self.nodes..(j + 1) * self.nodes].copy_from_slice(&self.current[j]);
+    fn mutate(&self, g: &mut [u32], cfg: &GaConfig, rng: &mut ChaCha8Rng, s: &mut Scratch) {
+        let nodes = self.nodes;
+        // `gen_bool(p)` is `sample(Bernoulli::new(p).unwrap())`: the same draws.
+        let reset = Bernoulli::new(cfg.p_reset).unwrap();
+        let zero = Bernoulli::new(cfg.p_zero).unwrap();
+        for (row, cur) in g.chunks_exact_mut(nodes).zip(&self.current) {
+            if rng.sample(reset) {
+                row.copy_from_slice(cur);
             }
         }
-        for j in 0..self.jobs {
-            if rng.gen_bool(cfg.p_zero) {
-                for n in 0..self.nodes {
-                    if rng.gen_bool(cfg.p_zero) {
-                        g[j * self.nodes + n] = 0;
+        for row in g.chunks_exact_mut(nodes) {
+            if rng.sample(zero) {
+                for x in row.iter_mut() {
+                    if rng.sample(zero) {
+                        *x = 0;
                     }
                 }
             }
         }
         // Grow: nodes with free GPUs, biased toward nodes the job already uses.
-        let mut used = vec![0u32; self.nodes];
-        for j in 0..self.jobs {
-            for n in 0..self.nodes {
-                used[n] += g[j * self.nodes + n];
+        let used = &mut s.used;
+        used.clear();
+        used.resize(nodes, 0);
+        for row in g.chunks_exact(nodes) {
+            for (u, &x) in used.iter_mut().zip(row) {
+                *u += x;
             }
         }
-        let free_nodes: Vec<usize> = (0..self.nodes).filter(|&n| used[n] < self.cap[n]).collect();
+        let free_nodes = &mut s.free_nodes;
+        free_nodes.clear();
+        free_nodes.extend((0..nodes).filter(|&n| used[n] < self.cap[n]));
         if free_nodes.is_empty() {
             return;
         }
         let p1 = 1.0 / free_nodes.len() as f64;
-        for j in 0..self.jobs {
-            let mine = free_nodes.iter().filter(|&&n| g[j * self.nodes + n] > 0).count();
-            for &n in &free_nodes {
-                let p2 = if mine > 0 && g[j * self.nodes + n] > 0 {
+        for row in g.chunks_exact_mut(nodes) {
+            let mine = free_nodes.iter().filter(|&&n| row[n] > 0).count();
+            for &n in free_nodes.iter() {
+                let p2 = if mine > 0 && row[n] > 0 {
                     1.0 / mine as f64
                 } else {
                     0.0
                 };
                 if rng.gen_bool((p1 + p2 - p1 * p2).min(1.0)) {
-                    let cur = g[j * self.nodes + n];
-                    g[j * self.nodes + n] = rng.gen_range(cur..=self.cap[n]);
+                    let cur = row[n];
+                    row[n] = rng.gen_range(cur..=self.cap[n]);
                 }
             }
         }
     }
 
-    fn repair(&self, g: &mut [u32], rng: &mut ChaCha8Rng) {
+    fn repair(&self, g: &mut [u32], rng: &mut ChaCha8Rng, s: &mut Scratch) {
+        let nodes = self.nodes;
         // Pinned jobs keep their allocation, whatever the genome says.
-        for j in 0..self.jobs {
-            if self.pinned[j] {
-                g[j * self.nodes..(j + 1) * self.nodes].copy_from_slice(&self.current[j]);
+        for ((row, cur), &pinned) in g.chunks_exact_mut(nodes).zip(&self.current).zip(&self.pinned) {
+            if pinned {
+                row.copy_from_slice(cur);
             }
         }
         // 1. Interference: on each node only the first distributed job stays.
         if self.round.params.interference == gpuplan_core::Interference::Avoid {
-            let mut taken = vec![false; self.nodes];
+            let taken = &mut s.taken;
+            taken.clear();
+            taken.resize(nodes, false);
             for &j in self.pinned_first() {
-                let distributed = self.shape(g, j).0 > 1;
+                let row = &mut g[j * nodes..(j + 1) * nodes];
+                let distributed = shape(row).0 > 1;
                 if !distributed {
                     continue;
                 }
-                for (n, t) in taken.iter_mut().enumerate() {
-                    let i = self.idx(j, n);
-                    if g[i] > 0 {
-                        if *t && !self.pinned[j] {
-                            g[i] = 0;
+                let pinned = self.pinned[j];
+                for (x, t) in row.iter_mut().zip(taken.iter_mut()) {
+                    if *x > 0 {
+                        if *t && !pinned {
+                            *x = 0;
                         } else {
                             *t = true;
                         }
@@ -182,57 +295,63 @@ impl Ctx<'_> {
         }
         // 2. Per-job caps: one GPU type (the one holding most of the job's
         // GPUs, the first on ties), GPUs (random node order) and nodes.
-        let mut nodes_order: Vec<usize> = (0..self.nodes).collect();
-        let n_types = self.node_type.iter().max().map_or(1, |m| m + 1);
-        for j in 0..self.jobs {
-            if self.pinned[j] {
+        let nodes_order = &mut s.nodes_order;
+        nodes_order.clear();
+        nodes_order.extend(0..nodes);
+        let n_types = self.n_types;
+        for ((row, &pinned), &max_gpus) in g.chunks_exact_mut(nodes).zip(&self.pinned).zip(&self.max_gpus) {
+            if pinned {
                 continue;
             }
             if n_types > 1 {
-                let mut per_type = vec![0u32; n_types];
-                for n in 0..self.nodes {
-                    per_type[self.node_type[n]] += g[self.idx(j, n)];
+                let per_type = &mut s.per_type;
+                per_type.clear();
+                per_type.resize(n_types, 0);
+                for (&x, &t) in row.iter().zip(&self.node_type) {
+                    per_type[t] += x;
                 }
                 let keep = (0..n_types).max_by(|&a, &b| per_type[a].cmp(&per_type[b]).then(b.cmp(&a)));
-                for n in 0..self.nodes {
-                    if Some(self.node_type[n]) != keep {
-                        g[j * self.nodes + n] = 0;
+                for (x, &t) in row.iter_mut().zip(&self.node_type) {
+                    if Some(t) != keep {
+                        *x = 0;
                     }
                 }
             }
             nodes_order.shuffle(rng);
-            let mut left = self.max_gpus[j];
+            let mut left = max_gpus;
             let mut nodes_left = self.max_nodes;
-            for &n in &nodes_order {
-                let i = self.idx(j, n);
-                if g[i] == 0 {
+            for &n in nodes_order.iter() {
+                let x = &mut row[n];
+                if *x == 0 {
                     continue;
                 }
                 if nodes_left == 0 {
-                    g[i] = 0;
+                    *x = 0;
                     continue;
                 }
-                g[i] = g[i].min(left);
-                left -= g[i];
-                if g[i] > 0 {
+                *x = (*x).min(left);
+                left -= *x;
+                if *x > 0 {
                     nodes_left -= 1;
                 }
             }
         }
         // 3. Node capacity, in priority order.
-        let mut used = vec![0u32; self.nodes];
+        let used = &mut s.used;
+        used.clear();
+        used.resize(nodes, 0);
         for &j in self.pinned_first() {
-            for (n, u) in used.iter_mut().enumerate() {
-                let i = self.idx(j, n);
-                g[i] = g[i].min(self.cap[n] - *u);
-                *u += g[i];
+            let row = &mut g[j * nodes..(j + 1) * nodes];
+            for ((x, u), &cap) in row.iter_mut().zip(used.iter_mut()).zip(&self.cap) {
+                *x = (*x).min(cap - *u);
+                *u += *x;
             }
         }
         // 4. Minimum size: a job below its minimum gets nothing.
-        for j in 0..self.jobs {
-            let k: u32 = g[j * self.nodes..(j + 1) * self.nodes].iter().sum();
-            if k > 0 && k < self.round.jobs[j].min_gpus && !self.pinned[j] {
-                g[j * self.nodes..(j + 1) * self.nodes].fill(0);
+        for ((row, job), &pinned) in g.chunks_exact_mut(nodes).zip(&self.round.jobs).zip(&self.pinned) {
+            let k: u32 = row.iter().sum();
+            if k > 0 && k < job.min_gpus && !pinned {
+                row.fill(0);
             }
         }
     }
@@ -242,26 +361,52 @@ impl Ctx<'_> {
     }
 }
 
-/// NSGA-II: non-dominated fronts, then crowding distance within the last front.
-fn select_survivors(objs: &[(f64, f64)], keep: usize) -> Vec<usize> {
-    let n = objs.len();
-    let dominates = |a: usize, b: usize| {
-        let (x, y) = (objs[a], objs[b]);
-        x.0 >= y.0 && x.1 >= y.1 && (x.0 > y.0 || x.1 > y.1)
-    };
-    let mut dominated_by = vec![0usize; n];
-    let mut dominating: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (a, dom) in dominating.iter_mut().enumerate() {
-        for (b, by) in dominated_by.iter_mut().enumerate() {
-            if a != b && dominates(a, b) {
-                dom.push(b);
-                *by += 1;
-            }
+fn dominates(x: (f64, f64), y: (f64, f64)) -> bool {
+    x.0 >= y.0 && x.1 >= y.1 && (x.0 > y.0 || x.1 > y.1)
+}
+
+/// Each individual's non-dominated front (0 = not dominated), as peeling
+/// fronts off finds them, in O(n log n) for two objectives: in order of
+/// decreasing (objective 0, objective 1) every dominator comes before what
+/// it dominates, along one front objective 1 never decreases, so a front
+/// dominates a point iff the front's last member does, and if front k does
+/// then so does every front before it (transitivity): binary search. NaN
+/// objectives dominate nothing and are never dominated: front 0.
+fn fronts(objs: &[(f64, f64)], s: &mut Scratch) -> usize {
+    let (rank, order, last) = (&mut s.rank, &mut s.sorted, &mut s.last);
+    rank.clear();
+    rank.resize(objs.len(), 0);
+    order.clear();
+    order.extend((0..objs.len()).filter(|&i| !objs[i].0.is_nan() && !objs[i].1.is_nan()));
+    let desc = |a: f64, b: f64| b.partial_cmp(&a).unwrap_or(std::cmp::Ordering::Equal);
+    order.sort_unstable_by(|&a, &b| {
+        desc(objs[a].0, objs[b].0)
+            .then(desc(objs[a].1, objs[b].1))
+            .then(a.cmp(&b))
+    });
+    last.clear();
+    for &b in order.iter() {
+        let k = last.partition_point(|&a| dominates(objs[a], objs[b]));
+        rank[b] = k;
+        if k == last.len() {
+            last.push(b);
+        } else {
+            last[k] = b;
         }
     }
-    let mut front: Vec<usize> = (0..n).filter(|&i| dominated_by[i] == 0).collect();
+    last.len().max(1)
+}
+
+/// NSGA-II: non-dominated fronts, then crowding distance within the last front.
+fn select_survivors(objs: &[(f64, f64)], keep: usize, s: &mut Scratch) -> Vec<usize> {
+    let n_fronts = fronts(objs, s);
+    let rank = &s.rank;
     let mut out = Vec::with_capacity(keep);
-    while !front.is_empty() && out.len() < keep {
+    for k in 0..n_fronts {
+        if out.len() >= keep {
+            break;
+        }
+        let front: Vec<usize> = (0..objs.len()).filter(|&i| rank[i] == k).collect();
         if out.len() + front.len() <= keep {
             out.extend(&front);
         } else {
@@ -288,17 +433,6 @@ fn select_survivors(objs: &[(f64, f64)], keep: usize) -> Vec<usize> {
             out.extend(idx.into_iter().take(keep - out.len()).map(|i| front[i]));
             break;
         }
-        let mut next = Vec::new();
-        for &a in &front {
-            for &b in &dominating[a] {
-                dominated_by[b] -= 1;
-                if dominated_by[b] == 0 {
-                    next.push(b);
-                }
-            }
-        }
-        next.sort_unstable();
-        front = next;
     }
     out
 }
@@ -351,6 +485,7 @@ impl Planner for PolluxGa {
         });
         let gpn = round.cluster.max_gpus_per_node().max(1);
         let max_g: Vec<u32> = round.jobs.iter().map(|j| max_gpus(j, round)).collect();
+        let node_type = round.cluster.type_index();
         let ctx = Ctx {
             round,
             jobs,
@@ -367,12 +502,15 @@ impl Planner for PolluxGa {
                 .collect(),
             scale: 1.0 / gpn as f64,
             max_nodes: round.params.max_nodes_per_job,
-            node_type: round.cluster.type_index(),
+            total_gpus: round.cluster.total_gpus().max(1) as f64,
+            n_types: node_type.iter().max().map_or(1, |m| m + 1),
+            node_type,
         };
         let mut cache: Vec<SpeedupCache> = max_g
             .iter()
             .map(|&m| SpeedupCache::new(round, m.min(round.params.max_nodes_per_job).min(nodes as u32), m))
             .collect();
+        let mut terms: Vec<Terms> = max_g.iter().map(|&m| Terms::new(m)).collect();
         // Warm start: last population remapped to this round's jobs and nodes.
         let flat_current: Vec<u32> = current.concat();
         let mut pop: Vec<Vec<u32>> = match &self.last {
@@ -398,10 +536,14 @@ impl Planner for PolluxGa {
         while pop.len() < self.config.population {
             pop.push(flat_current.clone());
         }
+        let mut scratch = Scratch::default();
         for g in pop.iter_mut() {
-            ctx.repair(g, &mut rng);
+            ctx.repair(g, &mut rng, &mut scratch);
         }
-        let mut objs: Vec<(f64, f64)> = pop.iter().map(|g| ctx.evaluate(g, &mut cache)).collect();
+        let mut objs: Vec<(f64, f64)> = pop
+            .iter()
+            .map(|g| ctx.evaluate(g, &mut cache, &mut terms))
+            .collect();
         // The time limit stops the search between generations (a generation
         // of 3000 jobs takes ~0.1 s); the best individual so far is the plan.
         for gen in 0..self.config.generations {
@@ -412,7 +554,7 @@ impl Planner for PolluxGa {
                 ));
                 break;
             }
-            let mut seen: HashSet<Vec<u32>> = pop.iter().cloned().collect();
+            let mut seen: GenomeSet = pop.iter().cloned().collect();
             let mut children = Vec::with_capacity(pop.len());
             let mut tries = 0;
             while children.len() < pop.len() && tries < 4 * pop.len() {
@@ -431,23 +573,31 @@ impl Planner for PolluxGa {
                 };
                 let (a, b) = (pick(&mut rng), pick(&mut rng));
                 let cut = rng.gen_range(0..=jobs as u32) as usize * nodes;
-                let mut c1 = pop[a][..cut].to_vec();
-                c1.extend_from_slice(&pop[b][cut..]);
-                let mut c2 = pop[b][..cut].to_vec();
-                c2.extend_from_slice(&pop[a][cut..]);
+                let cross = |x: &[u32], y: &[u32]| {
+                    let mut c = Vec::with_capacity(jobs * nodes);
+                    c.extend_from_slice(&x[..cut]);
+                    c.extend_from_slice(&y[cut..]);
+                    c
+                };
+                let (c1, c2) = (cross(&pop[a], &pop[b]), cross(&pop[b], &pop[a]));
                 for mut c in [c1, c2] {
-                    ctx.mutate(&mut c, &self.config, &mut rng);
-                    ctx.repair(&mut c, &mut rng);
+                    ctx.mutate(&mut c, &self.config, &mut rng, &mut scratch);
+                    ctx.repair(&mut c, &mut rng, &mut scratch);
                     if seen.insert(c.clone()) {
                         children.push(c);
                     }
                 }
             }
-            let child_objs: Vec<(f64, f64)> = children.iter().map(|g| ctx.evaluate(g, &mut cache)).collect();
+            let child_objs: Vec<(f64, f64)> = children
+                .iter()
+                .map(|g| ctx.evaluate(g, &mut cache, &mut terms))
+                .collect();
             pop.extend(children);
             objs.extend(child_objs);
-            let keep = select_survivors(&objs, self.config.population);
-            pop = keep.iter().map(|&i| pop[i].clone()).collect();
+            let keep = select_survivors(&objs, self.config.population, &mut scratch);
+            // Survivors are distinct indices: move them out instead of cloning.
+            let mut all = std::mem::take(&mut pop);
+            pop = keep.iter().map(|&i| std::mem::take(&mut all[i])).collect();
             objs = keep.iter().map(|&i| objs[i]).collect();
         }
         let best = (0..pop.len())
@@ -512,6 +662,72 @@ mod tests {
         idle.allocations
             .retain(|id, _| r.jobs.iter().any(|j| j.id == *id && !j.current().is_empty()));
         assert!(objective::evaluate(&r, &a) > objective::evaluate(&r, &idle));
+    }
+
+    /// The published peeling, quadratic: the reference for [`fronts`].
+    fn select_survivors_quadratic(objs: &[(f64, f64)], keep: usize) -> Vec<usize> {
+        let n = objs.len();
+        let mut dominated_by = vec![0usize; n];
+        let mut dominating: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (a, dom) in dominating.iter_mut().enumerate() {
+            for (b, by) in dominated_by.iter_mut().enumerate() {
+                if a != b && dominates(objs[a], objs[b]) {
+                    dom.push(b);
+                    *by += 1;
+                }
+            }
+        }
+        let mut front: Vec<usize> = (0..n).filter(|&i| dominated_by[i] == 0).collect();
+        let mut fronts = Vec::new();
+        while !front.is_empty() {
+            let mut next = Vec::new();
+            for &a in &front {
+                for &b in &dominating[a] {
+                    dominated_by[b] -= 1;
+                    if dominated_by[b] == 0 {
+                        next.push(b);
+                    }
+                }
+            }
+            next.sort_unstable();
+            fronts.push(std::mem::replace(&mut front, next));
+        }
+        let _ = keep;
+        fronts.concat()
+    }
+
+    #[test]
+    fn fast_fronts_equal_the_peeled_ones() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut s = Scratch::default();
+        let vals = [0.0, -0.0, 1.0, 2.0, 2.5, 3.0, f64::NAN, f64::INFINITY, -1.0];
+        for case in 0..3000 {
+            let n = rng.gen_range(0..60u32) as usize;
+            let objs: Vec<(f64, f64)> = (0..n)
+                .map(|_| {
+                    if case % 2 == 0 {
+                        let (a, b) = (
+                            rng.gen_range(0..vals.len() as u32),
+                            rng.gen_range(0..vals.len() as u32),
+                        );
+                        (vals[a as usize], vals[b as usize])
+                    } else {
+                        (rng.gen::<f64>(), rng.gen::<f64>())
+                    }
+                })
+                .collect();
+            let want = select_survivors_quadratic(&objs, n);
+            let k = fronts(&objs, &mut s);
+            let rank = s.rank.clone();
+            let got: Vec<usize> = (0..k)
+                .flat_map(|f| (0..n).filter(|&i| rank[i] == f).collect::<Vec<_>>())
+                .collect();
+            assert_eq!(got, want, "{objs:?}");
+            for keep in [0, n / 3, n / 2, n] {
+                let fast = select_survivors(&objs, keep, &mut s);
+                assert_eq!(fast.len(), keep.min(n));
+            }
+        }
     }
 
     #[test]

@@ -40,6 +40,11 @@ pub enum Cmd {
     Bench(crate::bench::BenchArgs),
     /// List the registered policies (planners), one per line.
     Policies,
+    /// The cluster as the daemon's planner sees it.
+    Cluster {
+        #[command(subcommand)]
+        cmd: ClusterCmd,
+    },
     /// Run the executor daemon: planning rounds applied to real (NVML) or fake GPUs.
     Serve(crate::serve::ServeArgs),
     /// Submit a job file (TOML) to a running daemon; prints the job id.
@@ -75,6 +80,19 @@ pub enum Cmd {
     Trace {
         #[command(subcommand)]
         cmd: crate::trace::TraceCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCmd {
+    /// Healthy GPUs by node, with type and round order, as `serve` would plan them;
+    /// unhealthy GPUs listed apart.
+    Show {
+        /// `nvml` (this machine's GPUs) or `fake:NODESxGPUS`, as `serve --devices`.
+        #[arg(long, default_value = "nvml")]
+        devices: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
     },
 }
 
@@ -137,6 +155,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             client,
         } => crate::serve::logs(client, id, lines, rank),
         Cmd::Trace { cmd } => crate::trace::run(cmd),
+        Cmd::Cluster {
+            cmd: ClusterCmd::Show { devices, format },
+        } => crate::cluster::show(&devices, format),
         Cmd::Policies => {
             for name in gpuplan_solve::registry::names() {
                 println!("{name}");

@@ -4,6 +4,7 @@
 
 mod bench;
 mod cli;
+mod cluster;
 mod models;
 mod plan;
 mod plots;

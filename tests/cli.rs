@@ -416,3 +416,27 @@ fn simulate_analysis_adds_queueing_fairness_and_per_app_jct() {
         assert!(iso > 0.0 && rho > 0.0);
     }
 }
+
+/// `cluster show` prints the round's view of the devices: a cluster in
+/// round-file form (it loads as one) with each node's GPUs in round order;
+/// a bad `--devices` exits 2 naming the flag.
+#[test]
+fn cluster_show_prints_the_cluster_a_round_gets() {
+    let v = json(&run(&[
+        "cluster",
+        "show",
+        "--devices",
+        "fake:2x4",
+        "--format",
+        "json",
+    ]));
+    let cluster: gpuplan_core::Cluster = serde_json::from_value(v["cluster"].clone()).unwrap();
+    assert_eq!((cluster.num_nodes(), cluster.total_gpus()), (2, 8));
+    assert_eq!(v["gpus"][1][0], "GPU-fake-1-0");
+    assert_eq!(v["unhealthy"].as_array().unwrap().len(), 0);
+    let table = run(&["cluster", "show", "--devices", "fake:1x2"]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("2 healthy GPUs on 1 nodes"));
+    let bad = run(&["cluster", "show", "--devices", "bogus"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("--devices bogus"), "{}", stderr(&bad));
+}

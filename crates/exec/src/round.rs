@@ -41,6 +41,45 @@ pub struct Prepared {
     stats: RoundStats,
 }
 
+/// The cluster a round sees in the devices: healthy GPUs grouped by node
+/// (nodes in name order), each node's GPUs by device index. `gpuplan
+/// cluster show` prints the same, so what an operator sees is what the
+/// planner gets.
+pub struct DeviceCluster {
+    pub cluster: Cluster,
+    /// `node_gpus[i][k]`: the UUID of GPU k of round node i.
+    pub node_gpus: Vec<Vec<String>>,
+    /// Each healthy GPU's place in the round.
+    pub slot_of: HashMap<String, GpuId>,
+}
+
+pub fn device_cluster(gpus: &[Gpu]) -> DeviceCluster {
+    let mut by_node: BTreeMap<&str, Vec<&Gpu>> = BTreeMap::new();
+    for g in gpus.iter().filter(|g| g.health == Health::Ok) {
+        by_node.entry(g.node.as_str()).or_default().push(g);
+    }
+    let mut slot_of: HashMap<String, GpuId> = HashMap::new();
+    let mut nodes = Vec::new();
+    let mut node_gpus = Vec::new();
+    for (i, (name, gs)) in by_node.iter_mut().enumerate() {
+        gs.sort_by_key(|g| g.index);
+        for (k, g) in gs.iter().enumerate() {
+            slot_of.insert(g.uuid.clone(), GpuId::new(NodeId(i as u32), k as u32));
+        }
+        nodes.push(Node {
+            name: name.to_string(),
+            gpus: gs.len() as u32,
+            gpu_type: gs[0].name.as_str().into(),
+        });
+        node_gpus.push(gs.iter().map(|g| g.uuid.clone()).collect::<Vec<_>>());
+    }
+    DeviceCluster {
+        cluster: Cluster { nodes },
+        node_gpus,
+        slot_of,
+    }
+}
+
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
@@ -56,27 +95,11 @@ impl Daemon {
             ..RoundStats::default()
         };
         self.gpus = self.devices.collect()?;
-        let mut by_node: BTreeMap<&str, Vec<&Gpu>> = BTreeMap::new();
-        for g in self.gpus.iter().filter(|g| g.health == Health::Ok) {
-            by_node.entry(g.node.as_str()).or_default().push(g);
-        }
-        // GPU k of node i in the round is the node's k-th healthy GPU by
-        // device index: `node_gpus[i][k]` maps it back to its UUID.
-        let mut slot_of: HashMap<String, GpuId> = HashMap::new();
-        let mut nodes = Vec::new();
-        let mut node_gpus = Vec::new();
-        for (i, (name, gs)) in by_node.iter_mut().enumerate() {
-            gs.sort_by_key(|g| g.index);
-            for (k, g) in gs.iter().enumerate() {
-                slot_of.insert(g.uuid.clone(), GpuId::new(NodeId(i as u32), k as u32));
-            }
-            nodes.push(Node {
-                name: name.to_string(),
-                gpus: gs.len() as u32,
-                gpu_type: gs[0].name.as_str().into(),
-            });
-            node_gpus.push(gs.iter().map(|g| g.uuid.clone()).collect::<Vec<_>>());
-        }
+        let DeviceCluster {
+            cluster: Cluster { nodes },
+            node_gpus,
+            slot_of,
+        } = device_cluster(&self.gpus);
         stats.healthy_gpus = slot_of.len();
         // Jobs on GPUs that left or turned unhealthy lose them now and are re-planned.
         let mut lost = Vec::new();

@@ -146,8 +146,10 @@ impl SimOpts {
             bail!("--cross-node-factor must be >= 1, got {}", self.cross_node_factor);
         }
         if self.variability != "none" {
-            let m = gpuplan_sim::variability::Measurements::load(&self.variability)?;
-            cfg.variability = Some(m.sample(&cfg.cluster, self.seed, self.cross_node_factor));
+            cfg.variability = Some(gpuplan_sim::variability::Variability {
+                measurements: gpuplan_sim::variability::Measurements::load(&self.variability)?,
+                cross_node_factor: self.cross_node_factor,
+            });
         }
         cfg.max_sim_s = self.max_sim_days * 86400.0;
         if self.run_idle_rounds {
@@ -165,11 +167,16 @@ impl SimOpts {
     }
 }
 
-fn load_workload(path: &Path, opts: &SimOpts, profiles: &Profiles) -> Result<Vec<WorkloadJob>> {
+/// The workload's jobs; with `--shrink-to-fit`, cut to the run's `cluster`.
+fn load_workload(
+    path: &Path,
+    opts: &SimOpts,
+    profiles: &Profiles,
+    cluster: &Cluster,
+) -> Result<Vec<WorkloadJob>> {
     let mut jobs = crate::trace::load_workload(path, &opts.trace, opts.duration_jobs, opts.seed, profiles)?;
     if opts.shrink_to_fit {
-        let cluster = crate::trace::load_cluster(&opts.cluster)?;
-        let shrunk = gpuplan_sim::shrink_to_fit(&cluster, &mut jobs);
+        let shrunk = gpuplan_sim::shrink_to_fit(cluster, &mut jobs);
         if !shrunk.is_empty() {
             eprintln!(
                 "{}: --shrink-to-fit shrank {} job(s): {}",
@@ -273,7 +280,7 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
     check_policy(&a.policy)?;
     let cfg = a.opts.config()?;
     let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
-    let jobs = load_workload(&a.workload, &a.opts, &profiles)?;
+    let jobs = load_workload(&a.workload, &a.opts, &profiles, &cfg.cluster)?;
     let r = run_one_dumping(
         &cfg,
         &profiles,
@@ -506,7 +513,10 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
                 seed,
                 ..a.opts.clone()
             };
-            loaded.insert((w.clone(), seed), load_workload(w, &opts, &profiles)?);
+            loaded.insert(
+                (w.clone(), seed),
+                load_workload(w, &opts, &profiles, &cfg.cluster)?,
+            );
         }
     }
     let mut tasks = Vec::new();

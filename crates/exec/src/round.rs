@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
-use gpuplan_core::{Allocation, Cluster, GpuId, JobId, JobState, Node, NodeId, Round};
+use gpuplan_core::{Allocation, Cluster, GpuId, JobId, JobSpec, JobState, Node, NodeId, Round};
 use gpuplan_solve::agent::{round_job, JobFacts};
 use gpuplan_solve::{run_round, Decision, Planner};
 use serde::{Deserialize, Serialize};
@@ -146,17 +146,19 @@ impl Daemon {
             let alloc = Allocation::from_gpus(j.gpus.iter().map(|u| slot_of[u]).collect());
             targets.insert(j.id, j.gpus.clone());
             let facts = JobFacts {
-                id: j.id,
-                // Users may give several jobs one name; a round's names are
-                // unique (plans are reported by name), so the id goes in.
-                name: format!("{}#{}", j.spec.name, j.id.0),
-                app: j.spec.app.clone().unwrap_or_default(),
-                submit_s: j.submit_unix_s,
-                requested_gpus: j.spec.max_gpus,
-                batch_size: j.spec.batch_size,
-                min_gpus: j.spec.min_gpus,
-                max_gpus: j.spec.max_gpus,
-                preemptible: j.spec.preemptible,
+                spec: JobSpec {
+                    id: j.id,
+                    // Users may give several jobs one name; a round's names are
+                    // unique (plans are reported by name), so the id goes in.
+                    name: format!("{}#{}", j.spec.name, j.id.0),
+                    app: j.spec.app.clone().unwrap_or_default(),
+                    submit_s: j.submit_unix_s,
+                    requested_gpus: j.spec.max_gpus,
+                    batch_size: j.spec.batch_size,
+                    min_gpus: j.spec.min_gpus,
+                    max_gpus: j.spec.max_gpus,
+                    preemptible: j.spec.preemptible,
+                },
                 restart_penalty_s: j.spec.restart_cost_s,
                 limits: Some(j.limits()),
             };

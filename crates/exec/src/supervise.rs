@@ -40,10 +40,6 @@ impl Supervisor {
         Supervisor { engine, policy }
     }
 
-    pub fn engine_name(&self) -> &'static str {
-        self.engine.name()
-    }
-
     /// Send orders, after the journal holds the state they follow from.
     pub fn send(&mut self, orders: Vec<Order>) {
         for o in orders {

@@ -37,10 +37,11 @@ pub struct SimConfig {
     /// Whether rounds with no job in the system are simulated or skipped.
     #[serde(default)]
     pub idle_rounds: IdleRounds,
-    /// Per-GPU slowdowns ([`crate::variability`]); `None`: every GPU runs
-    /// at the median speed of its model.
+    /// Per-GPU variability ([`crate::variability`]), drawn per node with
+    /// `seed` when the run starts; `None`: every GPU runs at the median
+    /// speed of its model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variability: Option<crate::variability::GpuSpeeds>,
+    pub variability: Option<crate::variability::Variability>,
 }
 
 /// Rounds in which no job has arrived yet or all arrived jobs are done.
@@ -266,12 +267,11 @@ pub use gpuplan_solve::agent::fixed_batch_split;
 /// GPUs of the cluster's largest GPU type: a job never mixes types, so
 /// no job can hold more.
 pub fn largest_type_gpus(cluster: &Cluster) -> u32 {
-    let type_of = cluster.type_index();
-    let mut per_type = vec![0u32; cluster.types().len()];
-    for (n, &t) in cluster.nodes.iter().zip(&type_of) {
-        per_type[t] += n.gpus;
-    }
-    per_type.into_iter().max().unwrap_or(0)
+    gpuplan_solve::candidates::type_capacity(cluster)
+        .iter()
+        .map(|t| t.gpus)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Where the user allows it (`--shrink-to-fit`): a job that needs more GPUs
@@ -444,12 +444,13 @@ pub fn simulate_workload(
         params: cfg.params,
     };
     let mut memo = FitMemo::default();
+    let speeds = cfg.variability.as_ref().map(|v| v.draw(&cfg.cluster, cfg.seed));
     while finished < jobs.len() {
         let now = tick as f64 * cfg.interval_s;
         // 1. Advance every job in the system by one interval.
         let slow = slowdowns(&jobs, &active, &cfg.cluster, cfg.interference_slowdown);
         for (&i, &s) in active.iter().zip(&slow) {
-            let s = match &cfg.variability {
+            let s = match &speeds {
                 None => s,
                 Some(v) => {
                     // Progress rate × (1 − s) becomes rate × (1 − s) / factor.
@@ -516,19 +517,15 @@ pub fn simulate_workload(
                 None
             };
             let facts = JobFacts {
-                id: j.spec.id,
-                name: j.spec.name.clone(),
-                app: j.spec.app.clone(),
-                submit_s: j.spec.submit_s,
-                requested_gpus: j.spec.requested_gpus,
-                batch_size: j.spec.batch_size,
-                min_gpus: if j.profile.is_some() {
-                    j.spec.min_gpus
-                } else {
-                    j.spec.min_gpus.max(j.spec.requested_gpus)
+                spec: JobSpec {
+                    min_gpus: if j.profile.is_some() {
+                        j.spec.min_gpus
+                    } else {
+                        j.spec.min_gpus.max(j.spec.requested_gpus)
+                    },
+                    max_gpus: j.max_gpus,
+                    ..j.spec.clone()
                 },
-                max_gpus: j.max_gpus,
-                preemptible: j.spec.preemptible,
                 restart_penalty_s: None,
                 limits: j.profile.map(|p| p.limits),
             };
@@ -772,7 +769,7 @@ mod scale_tests {
     /// pays PAL's L on top when it spans nodes; all-median GPUs change nothing.
     #[test]
     fn variability_slows_a_job_to_its_slowest_gpu() {
-        use crate::variability::Measurements;
+        use crate::variability::{Measurements, Variability};
         let table = |slow: f64| {
             let mut t = String::from("class,node,gpu,slowdown\n");
             for c in ["A", "B", "C", "D"] {
@@ -785,10 +782,16 @@ mod scale_tests {
             ..Default::default()
         };
         let plain = run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo");
-        cfg.variability = Some(table(1.0).sample(&cfg.cluster, 0, 1.0));
+        cfg.variability = Some(Variability {
+            measurements: table(1.0),
+            cross_node_factor: 1.0,
+        });
         assert_eq!(run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo").jobs, plain.jobs);
         // GPU 3 of every node is 25% slower: a 4-GPU job holds one.
-        cfg.variability = Some(table(1.25).sample(&cfg.cluster, 0, 1.7));
+        cfg.variability = Some(Variability {
+            measurements: table(1.25),
+            cross_node_factor: 1.7,
+        });
         let j = &run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo").jobs[0];
         assert!(
             (j.completion_s - (60.0 + 30.0 + 1250.0)).abs() < 1e-6,

@@ -63,8 +63,24 @@ pub fn class_of(app: &str) -> usize {
 /// A measured node while parsing: its name and (GPU index, slowdown) pairs.
 type MeasuredNode = (String, Vec<(u32, f64)>);
 
+/// What a run is told about variability: the measurements and L. The
+/// GPUs' slowdowns are drawn from it by the simulator with the run's own
+/// seed, so every driver (simulate, each seed of a sweep, the browser)
+/// draws the same way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Variability {
+    pub measurements: Measurements,
+    pub cross_node_factor: f64,
+}
+
+impl Variability {
+    pub fn draw(&self, cluster: &Cluster, seed: u64) -> GpuSpeeds {
+        self.measurements.sample(cluster, seed, self.cross_node_factor)
+    }
+}
+
 /// Measured nodes per class: each a list of its GPUs' slowdowns.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurements {
     pub name: String,
     pub classes: [Vec<Vec<f64>>; 4],

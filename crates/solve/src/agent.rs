@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use gpuplan_core::fit::{fit_perf_params, Observation};
-use gpuplan_core::{BatchLimits, GoodputModel, GradParams, JobId, JobState, Oracle, PerfParams, RoundJob};
+use gpuplan_core::{BatchLimits, GoodputModel, GradParams, JobSpec, JobState, Oracle, PerfParams, RoundJob};
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::batch_adapts;
@@ -269,16 +269,9 @@ pub fn fixed_batch_split(batch: u32, r: u32, max_local: u32, init_batch: u32) ->
 /// the state it tracks.
 #[derive(Debug, Clone)]
 pub struct JobFacts {
-    pub id: JobId,
-    pub name: String,
-    pub app: String,
-    pub submit_s: f64,
-    pub requested_gpus: u32,
-    /// The user's total batch.
-    pub batch_size: u32,
-    pub min_gpus: u32,
-    pub max_gpus: u32,
-    pub preemptible: bool,
+    /// The submission as the round is to see it (limits as the driver
+    /// enforces them).
+    pub spec: JobSpec,
     pub restart_penalty_s: Option<f64>,
     /// Batch limits; `None` for a job with no batch to adapt (a rigid trace
     /// job), which never gets a model.
@@ -294,16 +287,17 @@ pub fn round_job(
     memo: &mut FitMemo,
 ) -> RoundJob {
     let model = facts.limits.and_then(|l| agent.model(l, memo));
+    let s = facts.spec;
     RoundJob {
-        id: facts.id,
-        name: facts.name,
-        app: facts.app,
-        submit_s: facts.submit_s,
-        requested_gpus: facts.requested_gpus,
-        batch_size: facts.batch_size,
-        min_gpus: facts.min_gpus,
-        max_gpus: facts.max_gpus,
-        preemptible: facts.preemptible,
+        id: s.id,
+        name: s.name,
+        app: s.app,
+        submit_s: s.submit_s,
+        requested_gpus: s.requested_gpus,
+        batch_size: s.batch_size,
+        min_gpus: s.min_gpus,
+        max_gpus: s.max_gpus,
+        preemptible: s.preemptible,
         state,
         model,
         oracle,

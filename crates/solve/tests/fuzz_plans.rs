@@ -8,13 +8,16 @@
 //! runs 10^5 rounds (`PROPTEST_CASES`).
 
 use gpuplan_core::{
-    validate, Allocation, BatchLimits, Cluster, GoodputModel, GpuId, GradParams, Interference, JobId,
-    JobState, Node, NodeId, Oracle, PerfParams, PlanStatus, PolicyParams, Round, RoundJob,
+    validate, Allocation, Cluster, GpuId, Interference, JobId, JobState, Node, NodeId, Oracle, PlanStatus,
+    PolicyParams, Round, RoundJob,
 };
 use gpuplan_solve::pipeline::{rules, run_round};
 use gpuplan_solve::planners::pollux_ga::{GaConfig, PolluxGa};
 use gpuplan_solve::{registry, Limits, PlanError, Planner};
 use proptest::prelude::*;
+
+mod common;
+use common::model;
 
 const TYPES: [&str; 3] = ["t4", "v100", "a100"];
 
@@ -69,28 +72,6 @@ fn job() -> impl Strategy<Value = JobGen> {
         0u32..9,
         any::<bool>(),
     )
-}
-
-fn model((a, sync, var): (f64, f64, f64)) -> GoodputModel {
-    GoodputModel {
-        perf: PerfParams {
-            alpha_c: a,
-            beta_c: a / 100.0,
-            alpha_n: 4.0 * sync,
-            beta_n: sync / 5.0,
-            alpha_r: sync,
-            beta_r: sync / 10.0,
-            gamma: 1.3,
-        },
-        grad: GradParams { sqr: 1.0, var },
-        limits: BatchLimits {
-            init_batch: 64,
-            max_batch: 4096,
-            min_local: 16,
-            max_local: 256,
-        },
-        accumulation: true,
-    }
 }
 
 fn round() -> impl Strategy<Value = Round> {
@@ -178,7 +159,7 @@ fn build(
                 allocation: alloc,
                 ..Default::default()
             },
-            model: m.map(model),
+            model: m.map(|(a, sync, var)| model(a, sync, var)),
             oracle: oracle.then(|| Oracle {
                 remaining_iters: 1000.0 * (i + 1) as f64,
                 step_time_s: (1..=8).map(|k| 1.0 / f64::from(k).sqrt()).collect(),

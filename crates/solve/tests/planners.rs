@@ -4,33 +4,13 @@
 
 use gpuplan_core::objective::evaluate;
 use gpuplan_core::{
-    validate, Allocation, BatchLimits, Cluster, GoodputModel, GradParams, Interference, JobId, JobState,
-    NodeId, PerfParams, Plan, PolicyParams, Round, RoundJob,
+    validate, Allocation, Cluster, Interference, JobId, JobState, NodeId, Plan, PolicyParams, Round, RoundJob,
 };
 use gpuplan_solve::{registry, Limits};
 use proptest::prelude::*;
 
-fn model(a: f64, sync: f64, var: f64) -> GoodputModel {
-    GoodputModel {
-        perf: PerfParams {
-            alpha_c: a,
-            beta_c: a / 100.0,
-            alpha_n: 4.0 * sync,
-            beta_n: sync / 5.0,
-            alpha_r: sync,
-            beta_r: sync / 10.0,
-            gamma: 1.3,
-        },
-        grad: GradParams { sqr: 1.0, var },
-        limits: BatchLimits {
-            init_batch: 64,
-            max_batch: 4096,
-            min_local: 16,
-            max_local: 256,
-        },
-        accumulation: true,
-    }
-}
+mod common;
+use common::model;
 
 /// (has model, a, sync, var, age, restarts, current per-node GPUs,
 /// preemptible, max_gpus_used, rigid size or 0 for elastic)

@@ -299,7 +299,7 @@ impl Scenario {
         cfg.params.interference = interference;
         finite_at_least(self.cross_node_factor, 1.0, "cross-node factor")?;
         if self.variability != "none" {
-            use gpuplan_sim::variability::{Measurements, BUNDLED};
+            use gpuplan_sim::variability::{Measurements, Variability, BUNDLED};
             // The browser has no files: only the bundled sets.
             if !BUNDLED.iter().any(|(n, _)| *n == self.variability) {
                 return Err(invalid(format!(
@@ -308,8 +308,10 @@ impl Scenario {
                     BUNDLED.map(|b| b.0).join(", ")
                 )));
             }
-            let m = Measurements::load(&self.variability).map_err(|e| invalid(e.to_string()))?;
-            cfg.variability = Some(m.sample(&cfg.cluster, self.seed, self.cross_node_factor));
+            cfg.variability = Some(Variability {
+                measurements: Measurements::load(&self.variability).map_err(|e| invalid(e.to_string()))?,
+                cross_node_factor: self.cross_node_factor,
+            });
         }
         Ok(cfg)
     }

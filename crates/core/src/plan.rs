@@ -132,6 +132,8 @@ pub enum Violation {
     },
     #[error("job {job:?} mixes GPU types ({types})")]
     MixedTypes { job: JobId, types: String },
+    #[error("job {job:?} holds {counts} GPUs on its nodes; the round asks for the same count on each (even_nodes)")]
+    UnevenNodes { job: JobId, counts: String },
 }
 
 /// Check a plan against the round: per-node and per-GPU capacity (a named
@@ -231,6 +233,15 @@ pub fn validate_under(
                 nodes,
                 max: params.max_nodes_per_job,
             });
+        }
+        if params.even_nodes && nodes > 1 && !alloc.same_gpus(&job.state.allocation) {
+            let counts: Vec<u32> = alloc.per_node().iter().map(|&(_, k)| k).collect();
+            if counts.iter().any(|&k| k != counts[0]) {
+                errs.push(Violation::UnevenNodes {
+                    job: id,
+                    counts: counts.iter().map(u32::to_string).collect::<Vec<_>>().join("+"),
+                });
+            }
         }
         if nodes > 1 && ok_nodes {
             for (n, _) in alloc.node_runs() {

@@ -39,6 +39,12 @@ pub struct PolicyParams {
     pub exploration_factor: u32,
     /// Most nodes one job may span.
     pub max_nodes_per_job: u32,
+    /// Multi-node jobs hold as many GPUs on each of their nodes. Workload
+    /// managers such as Slurm allocate one GPU count per node for a job, so
+    /// a round applied through them must not plan 4+2. Off by default;
+    /// absent from older round files.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub even_nodes: bool,
 }
 
 /// Most negative finite p supported: below it the MIP terms (v+ε)^p exceed
@@ -100,6 +106,7 @@ impl Default for PolicyParams {
             interference: Interference::Avoid,
             exploration_factor: 2,
             max_nodes_per_job: 16,
+            even_nodes: false,
         }
     }
 }

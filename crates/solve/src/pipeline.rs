@@ -93,6 +93,55 @@ pub fn batch_adapts(traits: &PlannerTraits, job_allows: bool) -> bool {
     traits.batch == BatchPolicy::Adaptive && job_allows
 }
 
+/// Under `even_nodes`, cut each multi-node allocation the planner made
+/// uneven to its smallest per-node count (4+2 → 2+2), or to nothing where
+/// that falls below the job's minimum. A stage of its own rather than a
+/// rule in every planner: only drivers whose workload manager allocates
+/// one GPU count per node (Slurm) ask for it, and the cut GPUs stay idle
+/// for one round at most, since the next round plans with them free.
+/// Kept allocations are left alone (a pinned job must not move).
+pub fn even_out(round: &Round, plan: &mut Plan) {
+    let mut cut = Vec::new();
+    for j in &round.jobs {
+        let Some(alloc) = plan.allocations.get_mut(&j.id) else {
+            continue;
+        };
+        let per = alloc.per_node();
+        let k = per.iter().map(|&(_, k)| k).min().unwrap_or(0);
+        if per.len() < 2 || per.iter().all(|&(_, c)| c == k) || alloc.same_gpus(&j.state.allocation) {
+            continue;
+        }
+        let mut kept = Vec::new();
+        for &(n, _) in &per {
+            kept.extend(
+                alloc
+                    .gpus()
+                    .iter()
+                    .filter(|g| g.node == n)
+                    .take(k as usize)
+                    .copied(),
+            );
+        }
+        let before = per
+            .iter()
+            .map(|&(_, c)| c.to_string())
+            .collect::<Vec<_>>()
+            .join("+");
+        if (kept.len() as u32) < j.min_gpus.max(1) {
+            kept.clear();
+        }
+        cut.push(format!("{} {before} -> {}", j.name, kept.len()));
+        *alloc = Allocation::from_gpus(kept);
+    }
+    if !cut.is_empty() {
+        let note = format!("even_nodes cut {}", cut.join(", "));
+        plan.reason = Some(match plan.reason.take() {
+            Some(r) => format!("{r}; {note}"),
+            None => note,
+        });
+    }
+}
+
 /// The change from `before` to `after`.
 pub fn change(before: &Allocation, after: &Allocation) -> Change {
     match (before.is_empty(), after.is_empty()) {
@@ -131,6 +180,9 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     round.check().map_err(|e| PlanError::Malformed(e.join("; ")))?;
     let mut plan = crate::run_planner(planner, &round, limits)?;
     bind_plan(&round, &mut plan);
+    if round.params.even_nodes {
+        even_out(&round, &mut plan);
+    }
     if let Err(v) = validate_under(&round, &plan, &rules(&planner.traits(), &round.params)) {
         return Err(PlanError::InvalidPlan {
             planner: plan.planner.clone(),
@@ -169,6 +221,45 @@ mod tests {
             Change::Resize
         );
         assert!(!Change::Keep.restarts() && Change::Move.restarts());
+    }
+
+    /// The Slurm rule: a 6-GPU job planned 4+2 on 4-GPU nodes is refused
+    /// by the validator under `even_nodes`; the pipeline's stage cuts it to
+    /// 2+2, or to nothing below the job's minimum.
+    #[test]
+    fn even_nodes_cuts_uneven_multi_node_plans() {
+        let mut r = round("2x4", 600.0, vec![job(0, 6, 0.0, 0.0, &[])]);
+        r.params.even_nodes = true;
+        r.jobs[0].min_gpus = 6;
+        let g = |n, i| GpuId::new(NodeId(n), i);
+        let four_two = Allocation::from_gpus(vec![g(0, 0), g(0, 1), g(0, 2), g(0, 3), g(1, 0), g(1, 1)]);
+        let plan = Plan {
+            planner: "hand".into(),
+            allocations: [(JobId(0), four_two)].into_iter().collect(),
+            status: gpuplan_core::PlanStatus::Feasible,
+            reason: None,
+            bound: None,
+            gap: None,
+            solve_ms: 0.0,
+        };
+        let e = gpuplan_core::validate(&r, &plan).unwrap_err();
+        assert!(e.iter().any(|v| v.to_string().contains("4+2")), "{e:?}");
+        let mut p = plan.clone();
+        even_out(&r, &mut p);
+        assert!(p.gpus_of(JobId(0)).is_empty(), "2+2 is below the minimum 6");
+        assert!(
+            p.reason.as_deref().unwrap().contains("j0 4+2 -> 0"),
+            "{:?}",
+            p.reason
+        );
+        r.jobs[0].min_gpus = 1;
+        let mut p = plan.clone();
+        even_out(&r, &mut p);
+        assert_eq!(p.gpus_of(JobId(0)).gpus(), &[g(0, 0), g(0, 1), g(1, 0), g(1, 1)]);
+        gpuplan_core::validate(&r, &p).unwrap();
+        // Off by default: the same plan is valid without the rule.
+        r.params.even_nodes = false;
+        gpuplan_core::validate(&r, &plan).unwrap();
     }
 
     #[test]

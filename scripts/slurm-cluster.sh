@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# A real two-node Slurm cluster on this machine, with fake GPUs, for tests
+# and for trying `gpuplan serve --engine slurm` (../shared/notes/slurm-local.md).
+#   slurm-cluster.sh start DIR [GPUS_PER_NODE]   prints `export SLURM_CONF=...`
+#   slurm-cluster.sh stop DIR                    stops the daemons by their pids
+# Needs root and Debian's slurm-wlm (scripts/setup.sh native installs it).
+# Ports are picked free, so several clusters (parallel tests) never collide.
+set -euo pipefail
+cmd="${1:?usage: slurm-cluster.sh start|stop DIR [GPUS_PER_NODE]}"
+dir="${2:?usage: slurm-cluster.sh start|stop DIR [GPUS_PER_NODE]}"
+gpus="${3:-4}"
+
+stop() {
+  for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f" 2>/dev/null || true)
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  # slurmd forks slurmstepd per job; leave none behind.
+  for i in $(seq 1 50); do
+    alive=0
+    for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid; do
+      [ -f "$f" ] || continue
+      pid=$(cat "$f" 2>/dev/null || true)
+      [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
+    done
+    [ $alive -eq 0 ] && break
+    sleep 0.1
+  done
+  for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f" 2>/dev/null || true)
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+    rm -f "$f"
+  done
+  pkill -9 -f "slurmstepd.*$dir" 2>/dev/null || true
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+case "$cmd" in
+  stop) stop; exit 0 ;;
+  start) ;;
+  *) echo "slurm-cluster.sh: unknown command $cmd" >&2; exit 2 ;;
+esac
+
+command -v slurmctld >/dev/null || { echo "slurm-cluster.sh: slurmctld not found (apt-get install slurm-wlm)" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || { echo "slurm-cluster.sh: needs root (slurmd runs jobs as their users)" >&2; exit 1; }
+
+mkdir -p /run/munge && chown munge:munge /run/munge
+if ! pgrep -x munged >/dev/null; then
+  munged --force
+fi
+
+mkdir -p "$dir"/{state,log,spool/n1,spool/n2}
+for g in $(seq 0 $((gpus - 1))); do
+  [ -e "$dir/gpu$g" ] || mknod "$dir/gpu$g" c 1 3
+done
+host=$(hostname -s)
+ctld=$(free_port); p1=$(free_port); p2=$(free_port)
+# CPUs are declared, not detected (config_overrides): one task per node per
+# job, so 8 CPUs let each node hold up to 8 jobs on a 2-core machine.
+cat > "$dir/slurm.conf" <<EOF
+ClusterName=gp
+SlurmctldHost=$host
+SlurmctldPort=$ctld
+SlurmUser=root
+AuthType=auth/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/ctld.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/ctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+SlurmdParameters=config_overrides
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+ReturnToService=2
+SchedulerParameters=sched_interval=1
+MinJobAge=600
+KillWait=5
+InactiveLimit=0
+MpiDefault=none
+NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p1 CPUs=8 Gres=gpu:fake:$gpus State=UNKNOWN
+NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p2 CPUs=8 Gres=gpu:fake:$gpus State=UNKNOWN
+PartitionName=all Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+EOF
+echo "NodeName=n[1-2] Name=gpu Type=fake File=$dir/gpu[0-$((gpus - 1))]" > "$dir/gres.conf"
+export SLURM_CONF="$dir/slurm.conf"
+slurmctld -f "$SLURM_CONF"
+slurmd -f "$SLURM_CONF" -N n1
+slurmd -f "$SLURM_CONF" -N n2
+for i in $(seq 1 100); do
+  if sinfo -h -o '%T %D' 2>/dev/null | grep -q '^idle 2$'; then
+    echo "export SLURM_CONF=$SLURM_CONF"
+    exit 0
+  fi
+  sleep 0.2
+done
+echo "slurm-cluster.sh: the cluster did not come up in 20 s; logs in $dir/log" >&2
+sinfo >&2 || true
+stop
+exit 1

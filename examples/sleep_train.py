@@ -28,6 +28,7 @@ p.add_argument("--examples", type=int, default=20000, help="examples to process 
 p.add_argument("--step-s", type=float, default=0.05, help="compute seconds of a step at 32 examples per GPU")
 p.add_argument("--lock-dir", default=None)
 p.add_argument("--crash-at", type=int, default=None, help="exit 1 at this step (tests)")
+p.add_argument("--term-s", type=float, default=0.0, help="seconds a checkpoint on SIGTERM takes (tests)")
 a = p.parse_args()
 
 env = os.environ
@@ -38,13 +39,16 @@ local = int(env.get("GPUPLAN_LOCAL_BSZ", 0)) or max(1, batch // world)
 accum = int(env.get("GPUPLAN_ACCUM_STEPS", 0))
 visible = env.get("CUDA_VISIBLE_DEVICES", "").split(",")
 my_gpu = visible[local_rank] if local_rank < len(visible) else "none"
+# Under Slurm device indices repeat across nodes (0-3 on each), so the lock names the node.
+node = env.get("SLURMD_NODENAME", "")
+gpu_key = f"{node}-{my_gpu}" if node else my_gpu
 ckpt_dir = env.get("GPUPLAN_CHECKPOINT_DIR", ".")
 ckpt = os.path.join(ckpt_dir, "state.json")
 
 locks = []
 if a.lock_dir:
     os.makedirs(a.lock_dir, exist_ok=True)
-    for key in (f"job-{name}-rank-{rank}", f"gpu-{my_gpu}"):
+    for key in (f"job-{name}-rank-{rank}", f"gpu-{gpu_key}"):
         f = open(os.path.join(a.lock_dir, key + ".lock"), "w")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -55,7 +59,7 @@ if a.lock_dir:
         locks.append(f)
     with open(os.path.join(a.lock_dir, "starts.log"), "a") as s:
         s.write(json.dumps({"job": name, "rank": rank, "world": world, "gpu": my_gpu,
-                            "visible": visible, "attempt": env.get("GPUPLAN_ATTEMPT"),
+                            "visible": visible, "attempt": env.get("GPUPLAN_ATTEMPT"), "node": node,
                             "batch": batch, "t": time.time()}) + "\n")
 
 stop = False
@@ -107,6 +111,7 @@ sync = 0.0 if world == 1 else a.step_s * (0.3 + 0.05 * (world - 2))
 step_time = accum * compute + max(compute, sync) + 0.1 * min(compute, sync)
 while done_examples < a.examples:
     if stop:
+        time.sleep(a.term_s)
         save()
         print(f"{name} rank {rank}: SIGTERM at step {step}, checkpointed", flush=True)
         sys.exit(143)

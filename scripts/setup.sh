@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gpuplan needs on a fresh Debian machine, idempotently:
 # nothing is installed twice, and nothing at all if everything is present.
-#   setup.sh native   cargo + rustfmt/clippy, cmake and clang (HiGHS builds from C++)
+#   setup.sh native   cargo + rustfmt/clippy, cmake and clang (HiGHS builds from C++),
+#                     python3 and slurm-wlm (the executor's end-to-end tests)
 #   setup.sh web      native + Debian's rustc-web (wasm32 std source), wasm-ld-16,
 #                     chromium (browser tests), node/npm, wasm-bindgen-cli, npm ci in web/
 set -euo pipefail
@@ -16,6 +17,8 @@ case "$what" in
     need_apt cmake; need_apt clang; need_apt pkg-config
     # The executor's end-to-end tests run examples/sleep_train.py.
     need_apt python3
+    # tests/slurm.rs starts a real two-node Slurm cluster (scripts/slurm-cluster.sh).
+    need_apt slurm-wlm
     ;;
   web)
     need_apt cmake; need_apt clang; need_apt pkg-config

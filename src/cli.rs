@@ -91,6 +91,12 @@ pub enum ClusterCmd {
         /// `nvml` (this machine's GPUs) or `fake:NODESxGPUS`, as `serve --devices`.
         #[arg(long, default_value = "nvml")]
         devices: String,
+        /// `slurm`: the partition's nodes from `sinfo`, as `serve --engine slurm` sees them.
+        #[arg(long, default_value = "local")]
+        engine: String,
+        /// The Slurm partition (with `--engine slurm`).
+        #[arg(long)]
+        partition: Option<String>,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -156,8 +162,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         } => crate::serve::logs(client, id, lines, rank),
         Cmd::Trace { cmd } => crate::trace::run(cmd),
         Cmd::Cluster {
-            cmd: ClusterCmd::Show { devices, format },
-        } => crate::cluster::show(&devices, format),
+            cmd:
+                ClusterCmd::Show {
+                    devices,
+                    engine,
+                    partition,
+                    format,
+                },
+        } => crate::cluster::show(&devices, &engine, partition.as_deref(), format),
         Cmd::Policies => {
             for name in gpuplan_solve::registry::names() {
                 println!("{name}");

@@ -27,8 +27,15 @@ struct Shown<'a> {
     unhealthy: Vec<Unhealthy<'a>>,
 }
 
-pub fn show(devices: &str, format: Format) -> Result<ExitCode> {
-    let mut d = gpuplan_exec::device::open(devices)?;
+pub fn show(devices: &str, engine: &str, partition: Option<&str>, format: Format) -> Result<ExitCode> {
+    let state = std::env::temp_dir();
+    let (mut d, _) = gpuplan_exec::engine::backends(
+        engine,
+        devices,
+        partition,
+        std::time::Duration::from_secs(20),
+        &state,
+    )?;
     let gpus = d.collect()?;
     let dc = gpuplan_exec::round::device_cluster(&gpus);
     let unhealthy: Vec<Unhealthy> = gpus

@@ -56,9 +56,18 @@ pub struct ServeArgs {
     /// `nvml` (this machine's GPUs) or `fake:NODESxGPUS` (simulated, e.g. fake:2x4).
     #[arg(long, default_value = "nvml")]
     pub devices: String,
-    /// How jobs are run: `local` (process groups on this machine).
+    /// How jobs are run: `local` (process groups on this machine) or `slurm`
+    /// (held batch jobs in `--partition`, placed and run by Slurm; the
+    /// cluster then comes from `sinfo`, not `--devices`).
     #[arg(long, default_value = "local")]
     pub engine: String,
+    /// The Slurm partition gpuplan plans (with `--engine slurm`).
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// Longest one Slurm command (sinfo, squeue, sbatch, scontrol) may take;
+    /// a slower one counts as failed and the round is retried.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub slurm_timeout: Duration,
     /// Time between planning rounds.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub interval: Duration,
@@ -115,6 +124,8 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         daemon: cfg,
         devices: a.devices,
         engine: a.engine,
+        partition: a.partition,
+        slurm_timeout: a.slurm_timeout,
         listen: a.listen,
         token,
     })?;

@@ -33,6 +33,10 @@ pub struct ServeConfig {
     pub devices: String,
     /// Engine name (see [`crate::engine::ENGINES`]).
     pub engine: String,
+    /// The Slurm partition gpuplan plans (`--engine slurm`).
+    pub partition: Option<String>,
+    /// Longest one Slurm command may take before it counts as failed.
+    pub slurm_timeout: Duration,
     pub listen: SocketAddr,
     /// Admin token; `None` = read STATE/token, creating it (mode 0600) if absent.
     pub token: Option<String>,
@@ -64,6 +68,8 @@ impl From<ExecError> for ApiError {
             ExecError::Spec(_) | ExecError::Request(_) => StatusCode::BAD_REQUEST,
             ExecError::NotFound(_) => StatusCode::NOT_FOUND,
             ExecError::Conflict(_) => StatusCode::CONFLICT,
+            // Slurm did not take the job: nothing was recorded, try again.
+            ExecError::Engine(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError(code, e.to_string())
@@ -269,8 +275,13 @@ pub fn load_or_create_token(state_dir: &std::path::Path, given: Option<String>) 
 pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
     // Refuse an oracle planner before touching devices or the state.
     crate::daemon::live_planner(&cfg.daemon.planner)?;
-    let engine = crate::engine::open(&cfg.engine, &cfg.daemon.state_dir)?;
-    let devices = crate::device::open(&cfg.devices)?;
+    let (devices, engine) = crate::engine::backends(
+        &cfg.engine,
+        &cfg.devices,
+        cfg.partition.as_deref(),
+        cfg.slurm_timeout,
+        &cfg.daemon.state_dir,
+    )?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| ExecError::Io {

@@ -199,6 +199,9 @@ impl Daemon {
         let now = self.clock.now_unix_s();
         let mut orders = Vec::new();
         for j in self.jobs.values_mut() {
+            if let Some(id) = j.slurm_job {
+                self.sup.engine_mut().known(j.id, id);
+            }
             orders.extend(self.sup.recover(j, now));
         }
         self.sup.send(orders);
@@ -233,8 +236,71 @@ impl Daemon {
     pub fn submit(&mut self, spec: JobSubmission) -> Result<(JobId, String), ExecError> {
         spec.check("request").map_err(ExecError::Spec)?;
         let id = JobId(self.next_id);
-        self.next_id += 1;
         let token = random_token()?;
+        // Into the engine's queue first (Slurm: a held job), then the journal.
+        let queued = self.sup.engine_mut().admit(id, &spec)?;
+        self.enter(id, spec, token.clone(), queued)?;
+        Ok((id, token))
+    }
+
+    /// Held jobs users put in the engine's queue themselves (Slurm:
+    /// `sbatch -H --comment=gpuplan`) become jobs of the daemon; a refused
+    /// one is reported once, in the log.
+    pub(crate) fn discover(&mut self) -> Result<(), ExecError> {
+        let (found, refused) = match self.sup.engine_mut().discover() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("looking for new jobs: {e}; retried next round");
+                return Ok(());
+            }
+        };
+        for (sid, why) in refused {
+            tracing::warn!("Slurm job {sid} has --comment=gpuplan but is not adopted: {why}");
+        }
+        for (sid, spec) in found {
+            let id = JobId(self.next_id);
+            self.sup.engine_mut().known(id, sid);
+            tracing::info!("adopted Slurm job {sid} ({}) as job {}", spec.name, id.0);
+            self.enter(id, spec, random_token()?, Some(sid))?;
+        }
+        Ok(())
+    }
+
+    /// Let the engine go of final jobs it still holds (Slurm: cancel a job
+    /// still queued there), then forget its id.
+    pub(crate) fn retire_final(&mut self) -> Result<(), ExecError> {
+        let done: Vec<JobId> = self
+            .jobs
+            .values()
+            .filter(|j| j.status.is_final() && !j.live() && j.slurm_job.is_some())
+            .map(|j| j.id)
+            .collect();
+        let mut saved = Vec::new();
+        for id in done {
+            match self.sup.engine_mut().retire(id) {
+                Ok(()) => {
+                    self.jobs.get_mut(&id).expect("listed").slurm_job = None;
+                    saved.push(id);
+                }
+                Err(e) => tracing::warn!("job {}: {e}; retried next round", id.0),
+            }
+        }
+        self.save(&saved)
+    }
+
+    /// Whether rounds must give multi-node jobs one GPU count per node.
+    pub fn even_nodes(&self) -> bool {
+        self.cfg.params.even_nodes || self.sup.engine().even_nodes()
+    }
+
+    fn enter(
+        &mut self,
+        id: JobId,
+        spec: JobSubmission,
+        token: String,
+        queued: Option<u64>,
+    ) -> Result<(), ExecError> {
+        self.next_id = self.next_id.max(id.0 + 1);
         let job = JobRecord {
             id,
             batch_size: spec.batch_size,
@@ -242,7 +308,7 @@ impl Daemon {
             submit_unix_s: self.clock.now_unix_s(),
             status: JobStatus::Queued,
             reason: None,
-            token: token.clone(),
+            token,
             gpus: Vec::new(),
             attempt: None,
             attempts: 0,
@@ -259,10 +325,10 @@ impl Daemon {
             agent: Agent::default(),
             last_log: Vec::new(),
             finished_unix_s: None,
+            slurm_job: queued,
         };
         self.jobs.insert(id, job);
-        self.save(&[id])?;
-        Ok((id, token))
+        self.save(&[id])
     }
 
     pub fn job_token(&self, id: JobId) -> Option<&str> {

@@ -101,6 +101,8 @@ pub struct AttemptWire {
     pub dir: PathBuf,
     pub launched: bool,
     pub ranks: Vec<RankProc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<u64>,
     #[serde(default)]
     pub term_sent_unix_s: Option<f64>,
     #[serde(default)]
@@ -131,6 +133,7 @@ impl From<AttemptWire> for Attempt {
             handle: Handle {
                 dir: w.dir,
                 ranks: w.ranks,
+                slurm_job: w.slurm_job,
             },
             life,
             started_unix_s: w.started_unix_s,
@@ -155,6 +158,7 @@ impl From<Attempt> for AttemptWire {
             dir: a.handle.dir,
             launched,
             ranks: a.handle.ranks,
+            slurm_job: a.handle.slurm_job,
             term_sent_unix_s: term,
             kill_sent: killed,
             crashed,
@@ -196,6 +200,9 @@ pub struct JobRecord {
     pub agent: Agent,
     pub last_log: Vec<String>,
     pub finished_unix_s: Option<f64>,
+    /// The job's id in the engine's queue (Slurm job id), while it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<u64>,
 }
 
 /// What a job sends to its report endpoint (see docs/job-protocol.md).

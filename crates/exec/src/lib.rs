@@ -25,6 +25,7 @@ pub mod jobs;
 pub mod journal;
 pub mod nvml;
 pub mod round;
+pub mod slurm;
 pub mod spec;
 pub mod supervise;
 
@@ -54,6 +55,9 @@ pub enum ExecError {
     Io { context: String, source: std::io::Error },
     #[error("{0}")]
     Config(String),
+    /// An engine's external command failed (names the command and its message).
+    #[error("{0}")]
+    Engine(String),
     #[error(transparent)]
     Plan(#[from] gpuplan_solve::PlanError),
 }

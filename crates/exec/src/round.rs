@@ -94,6 +94,8 @@ impl Daemon {
             round: self.rounds,
             ..RoundStats::default()
         };
+        self.retire_final()?;
+        self.discover()?;
         self.gpus = self.devices.collect()?;
         let DeviceCluster {
             cluster: Cluster { nodes },
@@ -187,7 +189,10 @@ impl Daemon {
                 now_s: now,
                 cluster: Cluster { nodes },
                 jobs: round_jobs,
-                params: self.cfg.params,
+                params: gpuplan_core::PolicyParams {
+                    even_nodes: self.even_nodes(),
+                    ..self.cfg.params
+                },
             },
             node_gpus,
             targets,

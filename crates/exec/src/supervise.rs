@@ -40,6 +40,14 @@ impl Supervisor {
         Supervisor { engine, policy }
     }
 
+    pub fn engine(&self) -> &dyn Engine {
+        self.engine.as_ref()
+    }
+
+    pub fn engine_mut(&mut self) -> &mut dyn Engine {
+        self.engine.as_mut()
+    }
+
     /// Send orders, after the journal holds the state they follow from.
     pub fn send(&mut self, orders: Vec<Order>) {
         for o in orders {
@@ -113,6 +121,14 @@ impl Supervisor {
         let a = j.attempt.as_mut().expect("intended first");
         match self.engine.start(spec, &mut a.handle) {
             Ok(()) => a.life = Lifecycle::Running,
+            // The engine's own command failed (Slurm did not answer): not
+            // the job's fault. It waits for the next round's plan.
+            Err(e @ crate::ExecError::Engine(_)) => {
+                j.attempt = None;
+                j.gpus.clear();
+                j.status = JobStatus::Queued;
+                j.reason = Some(format!("launch failed: {e}; retried next round"));
+            }
             Err(e) => {
                 j.attempt = None;
                 j.crashes += 1;

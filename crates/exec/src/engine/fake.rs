@@ -114,6 +114,7 @@ impl Engine for FakeEngine {
         Handle {
             dir: PathBuf::from(format!("fake/{}/{attempt}", job.0)),
             ranks: Vec::new(),
+            slurm_job: None,
         }
     }
 

@@ -180,6 +180,7 @@ impl Engine for LocalEngine {
         Handle {
             dir: self.job_dir(job).join(format!("attempt-{attempt}")),
             ranks: Vec::new(),
+            slurm_job: None,
         }
     }
 

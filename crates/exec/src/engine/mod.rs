@@ -19,13 +19,16 @@ use std::path::{Path, PathBuf};
 use gpuplan_core::JobId;
 use serde::{Deserialize, Serialize};
 
+use crate::spec::JobSubmission;
 use crate::ExecError;
 
 mod fake;
 mod local;
+mod slurm;
 
 pub use fake::{FakeEngine, FakeScript};
 pub use local::LocalEngine;
+pub use slurm::SlurmEngine;
 
 /// One attempt to start: what to run and where; the engine decides how.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +71,9 @@ pub struct Handle {
     pub dir: PathBuf,
     /// Filled in when the attempt starts (or is adopted).
     pub ranks: Vec<RankProc>,
+    /// The Slurm job that runs the attempt (Slurm engine only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,21 +113,87 @@ pub trait Engine: Send {
     /// Whether the job has said it finished (`GPUPLAN_DONE_FILE`):
     /// completion that no exit code can hide.
     fn done(&self, job: JobId) -> bool;
+
+    /// Enter a new job into the engine's own queue before the daemon
+    /// journals it (Slurm: a held batch job); the engine's id for it, if
+    /// it keeps one. A crash before the journal write leaves the job in
+    /// that queue, where [`Engine::discover`] finds it again.
+    fn admit(&mut self, job: JobId, spec: &JobSubmission) -> Result<Option<u64>, ExecError> {
+        let _ = (job, spec);
+        Ok(None)
+    }
+    /// The engine's id journaled for `job` (after a daemon restart).
+    fn known(&mut self, job: JobId, id: u64) {
+        let _ = (job, id);
+    }
+    /// Jobs waiting in the engine's queue that the daemon does not know yet
+    /// (Slurm: held jobs in the partition with `--comment=gpuplan`), with
+    /// their specs; polled each round. Refused ones come back as errors
+    /// (id, why) to report once.
+    #[allow(clippy::type_complexity)]
+    fn discover(&mut self) -> Result<(Vec<(u64, JobSubmission)>, Vec<(u64, String)>), ExecError> {
+        Ok((Vec::new(), Vec::new()))
+    }
+    /// The job is final: let go of what the engine still holds for it
+    /// (Slurm: cancel a job that is still queued).
+    fn retire(&mut self, job: JobId) -> Result<(), ExecError> {
+        let _ = job;
+        Ok(())
+    }
+    /// Whether a multi-node job must hold the same GPU count on each node
+    /// (Slurm allocates one count per node); the daemon's rounds then set
+    /// the pipeline's `even_nodes` rule.
+    fn even_nodes(&self) -> bool {
+        false
+    }
 }
 
 /// The engines `serve --engine` accepts.
-pub const ENGINES: &[&str] = &["local"];
+pub const ENGINES: &[&str] = &["local", "slurm"];
 
 /// Open an engine by name over the daemon's state directory; an unknown
-/// name is refused with the valid ones.
+/// name is refused with the valid ones. The Slurm engine needs its
+/// partition: [`SlurmEngine::new`].
 pub fn open(name: &str, state_dir: &Path) -> Result<Box<dyn Engine>, ExecError> {
     match name {
         "local" => Ok(Box::new(LocalEngine::new(state_dir))),
+        "slurm" => Err(ExecError::Config(
+            "--engine slurm needs --partition NAME".to_string(),
+        )),
         _ => Err(ExecError::Config(format!(
             "--engine {name}: unknown engine; valid: {}",
             ENGINES.join(", ")
         ))),
     }
+}
+
+/// Where GPUs come from, and how jobs run on them.
+pub type Backends = (Box<dyn crate::device::Devices>, Box<dyn Engine>);
+
+/// The device source and engine `serve` runs on: `--engine slurm` takes
+/// both from Slurm (the partition's nodes and GRES); otherwise `--devices`
+/// (`nvml` or `fake:NxG`) and the named engine.
+pub fn backends(
+    engine: &str,
+    devices: &str,
+    partition: Option<&str>,
+    slurm_timeout: std::time::Duration,
+    state_dir: &Path,
+) -> Result<Backends, ExecError> {
+    if engine == "slurm" {
+        let partition =
+            partition.ok_or_else(|| ExecError::Config("--engine slurm needs --partition NAME".into()))?;
+        let mut slurm = crate::slurm::Slurm::new(partition);
+        slurm.timeout = slurm_timeout;
+        return Ok((
+            Box::new(crate::slurm::SlurmDevices { slurm: slurm.clone() }),
+            Box::new(SlurmEngine::new(slurm, state_dir)),
+        ));
+    }
+    if partition.is_some() {
+        return Err(ExecError::Config("--partition needs --engine slurm".into()));
+    }
+    Ok((crate::device::open(devices)?, open(engine, state_dir)?))
 }
 
 /// Last `n` lines of a file (reads at most its last 64 KiB).
@@ -152,7 +224,7 @@ mod tests {
     fn unknown_engines_are_refused_with_the_valid_ones() {
         let d = std::env::temp_dir();
         assert_eq!(open("local", &d).unwrap().name(), "local");
-        let e = open("slurm", &d).err().expect("not an engine yet").to_string();
-        assert!(e.contains("slurm") && e.contains("valid: local"), "{e}");
+        let e = open("pbs", &d).err().expect("not an engine").to_string();
+        assert!(e.contains("pbs") && e.contains("valid: local, slurm"), "{e}");
     }
 }

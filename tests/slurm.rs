@@ -1,0 +1,439 @@
+//! `gpuplan serve --engine slurm` against a real Slurm cluster: Debian's
+//! slurm-wlm, started by scripts/slurm-cluster.sh (munge, slurmctld and two
+//! slurmd with 4 fake GPUs each, in a temporary directory on free ports)
+//! and stopped by its pids when the test ends, passed or failed. Needs
+//! root and slurm-wlm, which `make test`'s set-up installs; where neither
+//! can be had, GPUPLAN_SKIP_SLURM=1 skips these tests and says so.
+//!
+//! The jobs are examples/sleep_train.py: it locks its (job, rank) and its
+//! GPU (node and Slurm's device index) while it runs, so a job running
+//! twice or two jobs sharing a GPU leave a line in conflicts.log.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+struct Cluster {
+    dir: PathBuf,
+    conf: String,
+}
+
+impl Cluster {
+    /// `None` (with a message) when GPUPLAN_SKIP_SLURM is set.
+    fn start(tag: &str) -> Option<Cluster> {
+        if std::env::var_os("GPUPLAN_SKIP_SLURM").is_some() {
+            eprintln!("GPUPLAN_SKIP_SLURM is set: the Slurm test {tag} is skipped");
+            return None;
+        }
+        let dir = tmp(&format!("slurm-{tag}")).join("cluster");
+        let out = Command::new("bash")
+            .arg(root().join("scripts/slurm-cluster.sh"))
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .expect("run scripts/slurm-cluster.sh");
+        assert!(
+            out.status.success(),
+            "a Slurm cluster for tests needs root and slurm-wlm (make test installs it; \
+             GPUPLAN_SKIP_SLURM=1 skips): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(Cluster {
+            conf: dir.join("slurm.conf").to_string_lossy().into_owned(),
+            dir,
+        })
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> String {
+        let out = Command::new(program)
+            .args(args)
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn jobs(&self) -> Vec<Value> {
+        let v: Value = serde_json::from_str(&self.run("squeue", &["--json"])).unwrap();
+        v["jobs"].as_array().unwrap().clone()
+    }
+
+    fn server(&self, state: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut backend = vec!["--engine", "slurm", "--partition", "all", "--interval", "500ms"];
+        backend.extend_from_slice(extra);
+        let mut envs = vec![("SLURM_CONF", self.conf.as_str())];
+        envs.extend_from_slice(env);
+        Server::start_with(&backend, &envs, state, free_port())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(root().join("scripts/slurm-cluster.sh"))
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+/// Nodes of a job's GPUs as the API shows them (`n1/gpu0`).
+fn nodes_of(j: &Value) -> BTreeSet<String> {
+    j["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.as_str().unwrap().split('/').next().unwrap().to_string())
+        .collect()
+}
+
+fn starts(locks: &Path) -> Vec<Value> {
+    read(&locks.join("starts.log"))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Each attempt ran where Slurm put it, as the plan laid it out: ranks on
+/// n1/n2 only, as many ranks on each of its nodes (one GPU count per
+/// node), each rank seeing its node's GPUs of the job (Slurm's indices).
+/// Returns (job, attempt) → (nodes, world) for attempts whose every rank
+/// started.
+fn check_layouts(locks: &Path) -> BTreeMap<(String, u64), (BTreeSet<String>, u64)> {
+    let mut per: BTreeMap<(String, u64), Vec<Value>> = BTreeMap::new();
+    for s in starts(locks) {
+        let attempt = s["attempt"].as_str().unwrap().parse().unwrap();
+        let key = (s["job"].as_str().unwrap().to_string(), attempt);
+        per.entry(key).or_default().push(s);
+    }
+    let mut out = BTreeMap::new();
+    for (key, ranks) in per {
+        let world = ranks[0]["world"].as_u64().unwrap();
+        // A rank stopped while its interpreter started may never log; none logs twice.
+        let ids: BTreeSet<u64> = ranks.iter().map(|r| r["rank"].as_u64().unwrap()).collect();
+        assert_eq!(
+            ids.len(),
+            ranks.len(),
+            "{key:?}: a rank started twice: {ranks:#?}"
+        );
+        assert!(ids.iter().all(|&r| r < world), "{key:?}: {ranks:#?}");
+        if (ranks.len() as u64) < world {
+            continue;
+        }
+        let mut by_node: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &ranks {
+            let node = r["node"].as_str().unwrap().to_string();
+            assert!(node == "n1" || node == "n2", "{r}");
+            let vis = r["visible"].as_array().unwrap();
+            assert!(
+                vis.iter()
+                    .all(|v| ["0", "1", "2", "3"].contains(&v.as_str().unwrap())),
+                "{r}"
+            );
+            *by_node.entry(node).or_default() += 1;
+        }
+        for r in &ranks {
+            let on_node = by_node[r["node"].as_str().unwrap()];
+            assert_eq!(r["visible"].as_array().unwrap().len(), on_node, "{key:?}: {r}");
+        }
+        let counts: BTreeSet<usize> = by_node.values().copied().collect();
+        assert_eq!(counts.len(), 1, "{key:?}: one GPU count per node: {by_node:?}");
+        out.insert(key, (by_node.keys().cloned().collect(), world));
+    }
+    out
+}
+
+fn slurm_job(name: &str, locks: &Path, examples: u32, max_gpus: u32, extra: &str) -> Value {
+    let mut j = train_job(name, locks, examples, max_gpus);
+    let cmd = format!("{} {extra}", j["command"].as_str().unwrap());
+    j["command"] = json!(cmd);
+    j
+}
+
+#[test]
+fn six_jobs_run_where_planned_move_and_leave_a_drained_node() {
+    let Some(cl) = Cluster::start("six") else { return };
+    let dir = tmp("slurm-six-run");
+    let locks = dir.join("locks");
+    let srv = cl.server(&dir.join("state"), &[], &[]);
+
+    // The cluster as a round sees it, from sinfo.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args([
+            "cluster",
+            "show",
+            "--engine",
+            "slurm",
+            "--partition",
+            "all",
+            "--format",
+            "json",
+        ])
+        .env("SLURM_CONF", &cl.conf)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nodes = shown["cluster"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{shown}");
+    assert!(
+        nodes.iter().all(|n| n["gpus"] == 4 && n["gpu_type"] == "fake"),
+        "{shown}"
+    );
+
+    let names: Vec<String> = (0..6).map(|i| format!("job{i}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        srv.submit(slurm_job(n, &locks, 16000 + 4000 * i as u32, 8, ""));
+    }
+    // Every job is a held Slurm job in the partition from its submission on.
+    let ours = cl.jobs().iter().filter(|j| j["comment"] == "gpuplan").count();
+    assert_eq!(ours, 6);
+
+    // Drain n2 once a job runs there; its jobs leave it within a round or two.
+    let t0 = Instant::now();
+    while !starts(&locks).iter().any(|s| s["node"] == "n2") {
+        assert!(t0.elapsed() < DEADLINE, "nothing ran on n2: {:#?}", srv.jobs());
+        assert_disjoint(&srv.jobs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cl.run(
+        "scontrol",
+        &["update", "nodename=n2", "state=drain", "reason=test"],
+    );
+    let drained_at = srv.rounds();
+    srv.wait_for("no job on n2", assert_disjoint, |js| {
+        js.iter().all(|j| !nodes_of(j).contains("n2"))
+    });
+    assert!(
+        srv.rounds() <= drained_at + 2,
+        "re-planned off n2 within one round ({} -> {})",
+        drained_at,
+        srv.rounds()
+    );
+    let t_left = srv.rounds();
+    srv.wait_for("all six jobs to complete", assert_disjoint, all_final);
+    let jobs = srv.jobs();
+    for j in &jobs {
+        assert_eq!(j["phase"], "completed", "{j:#}");
+    }
+    assert_eq!(
+        read(&locks.join("conflicts.log")),
+        "",
+        "a job ran twice or two jobs shared a GPU"
+    );
+    let done = read(&locks.join("done.log"));
+    for n in &names {
+        assert_eq!(
+            done.lines().filter(|l| l == n).count(),
+            1,
+            "{n} finishes exactly once: {done}"
+        );
+    }
+    let layouts = check_layouts(&locks);
+    // Some job was re-allocated while it ran, to other nodes and to another
+    // GPU count (by the drain and by the planner).
+    let mut moved = false;
+    for n in &names {
+        let shapes: Vec<&(BTreeSet<String>, u64)> = layouts
+            .iter()
+            .filter(|((job, _), _)| job == n)
+            .map(|(_, v)| v)
+            .collect();
+        let nodes: BTreeSet<_> = shapes.iter().map(|s| &s.0).collect();
+        let counts: BTreeSet<_> = shapes.iter().map(|s| s.1).collect();
+        moved |= nodes.len() > 1 && counts.len() > 1;
+    }
+    assert!(
+        moved,
+        "no job moved to other nodes and another GPU count: {layouts:#?}"
+    );
+    assert!(t_left > 0);
+    // Slurm was told the same: every job ended COMPLETED there.
+    for j in cl.jobs().iter().filter(|j| j["comment"] == "gpuplan") {
+        assert_eq!(j["job_state"], "COMPLETED", "{j:#}");
+    }
+}
+
+#[test]
+fn kill_9_between_requeue_hold_and_release_runs_the_job_again_once() {
+    let Some(cl) = Cluster::start("kill") else { return };
+    let dir = tmp("slurm-kill-run");
+    let locks = dir.join("locks");
+    let mut srv = cl.server(&dir.join("state"), &["--grace", "20s"], &[]);
+    // Checkpointing on SIGTERM takes 4 s: Slurm shows the job COMPLETING,
+    // requeued and held, and gpuplan cannot release it before it ends.
+    // Fixed at 4 GPUs, so only the drain moves it.
+    let mut job = slurm_job("long", &locks, 60000, 4, "--term-s 4");
+    job["min_gpus"] = json!(4);
+    srv.submit(job);
+    let ours = |cl: &Cluster| cl.jobs().into_iter().find(|j| j["comment"] == "gpuplan").unwrap();
+    let t0 = Instant::now();
+    while ours(&cl)["job_state"] != "RUNNING" || starts(&locks).len() < 4 {
+        assert!(t0.elapsed() < DEADLINE, "the job never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let node = ours(&cl)["nodes"].as_str().unwrap().to_string();
+    let before = ours(&cl)["restart_cnt"].as_u64().unwrap();
+    cl.run(
+        "scontrol",
+        &[
+            "update",
+            &format!("nodename={node}"),
+            "state=drain",
+            "reason=test",
+        ],
+    );
+    // Wait for the requeue-hold, then kill the daemon before the release.
+    let t0 = Instant::now();
+    loop {
+        let j = ours(&cl);
+        if j["job_state"] == "COMPLETING" && j["restart_cnt"].as_u64() > Some(before) {
+            break;
+        }
+        assert!(t0.elapsed() < DEADLINE, "no requeue-hold: {j:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    srv.kill9();
+    let j = ours(&cl);
+    assert_ne!(j["job_state"], "RUNNING", "killed before the release: {j:#}");
+    srv.restart();
+    srv.wait_for("the job to complete", |_| {}, all_final);
+    let jobs = srv.jobs();
+    assert_eq!(jobs[0]["phase"], "completed", "{:#}", jobs[0]);
+    assert_eq!(read(&locks.join("conflicts.log")), "");
+    assert_eq!(read(&locks.join("done.log")), "long\n", "completes exactly once");
+    let layouts = check_layouts(&locks);
+    assert_eq!(
+        layouts.len(),
+        2,
+        "two attempts, the second on the other node: {layouts:#?}"
+    );
+    let other: Vec<_> = layouts.values().map(|(n, _)| n.clone()).collect();
+    assert!(
+        other[0].contains(&node) && !other[1].contains(&node),
+        "{layouts:#?}"
+    );
+}
+
+#[test]
+fn failing_or_hanging_slurm_commands_are_named_and_retried_and_users_jobs_are_adopted() {
+    let Some(cl) = Cluster::start("flaky") else { return };
+    let dir = tmp("slurm-flaky-run");
+    let locks = dir.join("locks");
+    // A stand-in scontrol that fails or hangs while a flag file exists.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v scontrol"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let stand_in = bin.join("scontrol");
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh\n[ -e {d}/fail ] && {{ echo 'slurm_update error: injected failure' >&2; exit 1; }}\n\
+             [ -e {d}/hang ] && sleep 30\nexec {real} \"$@\"\n",
+            d = dir.display(),
+            real = real.trim()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&stand_in).status().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let srv = cl.server(&dir.join("state"), &["--slurm-timeout", "1s"], &[("PATH", &path)]);
+
+    std::fs::write(dir.join("fail"), "").unwrap();
+    srv.submit(slurm_job("a", &locks, 2000, 2, ""));
+    srv.wait_for(
+        "the failure to be reported",
+        |_| {},
+        |js| {
+            js[0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("`scontrol") && r.contains("injected failure"))
+        },
+    );
+    std::fs::remove_file(dir.join("fail")).unwrap();
+    srv.wait_for("job a to complete after the retry", |_| {}, all_final);
+
+    std::fs::write(dir.join("hang"), "").unwrap();
+    srv.submit(slurm_job("b", &locks, 2000, 2, ""));
+    srv.wait_for(
+        "the time-out to be reported",
+        |_| {},
+        |js| {
+            js.iter().any(|j| {
+                j["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("timed out after 1 s"))
+            })
+        },
+    );
+    std::fs::remove_file(dir.join("hang")).unwrap();
+    srv.wait_for("job b to complete after the retry", |_| {}, all_final);
+    assert_eq!(read(&locks.join("done.log")), "a\nb\n");
+
+    // A job that needs both nodes: 4+4, one task per node, eight ranks.
+    let mut wide = slurm_job("wide", &locks, 4000, 8, "");
+    wide["min_gpus"] = json!(8);
+    srv.submit(wide);
+    srv.wait_for("the wide job to complete", |_| {}, all_final);
+    let layouts = check_layouts(&locks);
+    let (nodes, world) = &layouts[&("wide".to_string(), 1)];
+    assert_eq!((nodes.len(), *world), (2, 8), "{layouts:#?}");
+
+    // A user's own held job with --comment=gpuplan is adopted and run.
+    let script = dir.join("user.sh");
+    let marker = dir.join("user-ran");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n#GPUPLAN min_gpus = 1\n#GPUPLAN max_gpus = 2\n#GPUPLAN batch_size = 32\n\
+             echo \"$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES\" >> {}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let out = cl.run(
+        "sbatch",
+        &[
+            "--parsable",
+            "-H",
+            "--comment=gpuplan",
+            "-p",
+            "all",
+            "-J",
+            "users-own",
+            "-o",
+            &dir.join("user-%j.out").to_string_lossy(),
+            &script.to_string_lossy(),
+        ],
+    );
+    assert!(out.trim().parse::<u64>().is_ok(), "{out}");
+    srv.wait_for(
+        "the user's job to be adopted and complete",
+        |_| {},
+        |js| js.len() == 4 && all_final(js),
+    );
+    let jobs = srv.jobs();
+    let users = jobs.iter().find(|j| j["name"] == "users-own").expect("adopted");
+    assert_eq!(users["phase"], "completed", "{users:#}");
+    let ran = read(&marker);
+    assert_eq!(ran.lines().count(), 1, "ran once: {ran}");
+    assert!(ran.starts_with("n1 ") || ran.starts_with("n2 "), "{ran}");
+}

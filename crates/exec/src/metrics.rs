@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use gpuplan_solve::agent::FitMemo;
+use gpuplan_core::GoodputModel;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -61,22 +61,24 @@ struct NodeRow {
 pub struct Snapshot {
     rounds: u64,
     last_round: Option<RoundStats>,
-    phases: BTreeMap<&'static str, u64>,
+    phases: Vec<(&'static str, u64)>,
     jobs: Vec<JobRow>,
     nodes: Vec<NodeRow>,
 }
 
 /// Predicted goodput (examples/s, scaled by statistical efficiency) of the
-/// job where it runs now, from the model fitted at the last round. `None`
-/// until the job has reported and a round has fitted its model: a scrape
-/// never fits (that is an L-BFGS run per job), it reads the cached fit.
-fn predicted_goodput(j: &JobRecord, node_of: &HashMap<&str, &str>) -> Option<f64> {
-    if j.gpus.is_empty() || j.local_bsz == 0 || !j.agent.is_fitted() {
+/// job on its GPUs and batch now, from the model the last round planned
+/// with ([`Daemon::models`]). `None` for a job without GPUs, or without a
+/// model: one that has not reported yet, or has not been in a round since.
+fn predicted_goodput(
+    j: &JobRecord,
+    model: Option<&GoodputModel>,
+    node_of: &HashMap<&str, &str>,
+) -> Option<f64> {
+    let model = model?;
+    if j.gpus.is_empty() || j.local_bsz == 0 {
         return None;
     }
-    // The cached fit is read through `&mut`; a clone keeps the scrape read-only.
-    let mut agent = j.agent.clone();
-    let model = agent.model(j.limits(), &mut FitMemo::default())?;
     let nodes = j
         .gpus
         .iter()
@@ -92,9 +94,14 @@ impl Snapshot {
     /// Copy what a scrape reports; cheap enough to run under the lock.
     pub fn of(d: &Daemon) -> Snapshot {
         let now = d.clock.now_unix_s();
-        let mut phases: BTreeMap<&'static str, u64> = PHASES.iter().map(|p| (*p, 0)).collect();
+        // In PHASES' (lifecycle) order; a phase missing there still counts.
+        let mut phases: Vec<(&'static str, u64)> = PHASES.iter().map(|p| (*p, 0)).collect();
         for j in d.jobs.values() {
-            *phases.entry(j.phase(now)).or_default() += 1;
+            let p = j.phase(now);
+            match phases.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, n)) => *n += 1,
+                None => phases.push((p, 1)),
+            }
         }
         let node_of: HashMap<&str, &str> = d
             .gpus
@@ -108,7 +115,7 @@ impl Snapshot {
             .map(|j| JobRow {
                 labels: [("job_id", j.id.0.to_string()), ("job_name", j.spec.name.clone())],
                 gpus: j.gpus.len() as u64,
-                goodput: predicted_goodput(j, &node_of),
+                goodput: predicted_goodput(j, d.models.get(&j.id), &node_of),
                 restarts: u64::from(j.restarts),
             })
             .collect();
@@ -483,21 +490,18 @@ mod tests {
         d.round_blocking(planner.as_mut()).unwrap();
         let local_bsz = d.view(a).unwrap().local_bsz;
         assert!(local_bsz > 0, "{:?}", d.view(a));
-        d.report(
-            a,
-            Report {
-                step: Some(10),
-                step_time_s: 0.25,
-                accum_time_s: None,
-                local_bsz,
-                accum_steps: None,
-                grad_sqr: Some(1.0),
-                grad_var: Some(4.0),
-                progress: Some(640.0),
-                epoch: None,
-            },
-        )
-        .unwrap();
+        let report = |local_bsz, step| Report {
+            step: Some(step),
+            step_time_s: 0.25,
+            accum_time_s: None,
+            local_bsz,
+            accum_steps: None,
+            grad_sqr: Some(1.0),
+            grad_var: Some(4.0),
+            progress: Some(640.0),
+            epoch: None,
+        };
+        d.report(a, report(local_bsz, 10)).unwrap();
         d.cancel(b).unwrap();
         d.inject("GPU-fake-1-0", Fault::Unhealthy).unwrap();
         d.round_blocking(planner.as_mut()).unwrap();
@@ -509,6 +513,18 @@ mod tests {
         let goodput = m[&job_series("gpuplan_job_goodput_examples_per_second", d, a)];
         assert!(goodput > 0.0 && goodput.is_finite(), "{goodput}");
         assert_eq!(m[&job_series("gpuplan_job_gpus", d, a)], v.gpus.len() as f64);
+        // A report between rounds drops the job's cached fit; the metric
+        // keeps the model the round planned with.
+        d.report(a, report(d.view(a).unwrap().local_bsz, 20)).unwrap();
+        assert!(
+            d.view(a).unwrap().model.is_none(),
+            "the fit waits for the next round"
+        );
+        let again = scrape(d);
+        assert_eq!(
+            again[&job_series("gpuplan_job_goodput_examples_per_second", d, a)],
+            goodput
+        );
 
         assert_eq!(d.view(b).unwrap().phase, "cancelled");
         assert!(

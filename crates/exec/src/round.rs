@@ -137,6 +137,7 @@ impl Daemon {
         self.save(&dirty)?;
         self.sup.send(term);
         if nodes.is_empty() {
+            self.models.clear();
             stats.note = Some("no healthy GPUs".into());
             stats.collect_ms = ms(t0);
             self.last_round = Some(stats);
@@ -186,6 +187,7 @@ impl Daemon {
             };
             round_jobs.push(round_job(facts, state, &mut j.agent, None, &mut self.memo));
         }
+        self.models = round_jobs.iter().filter_map(|j| Some((j.id, j.model?))).collect();
         stats.active_jobs = round_jobs.len();
         stats.collect_ms = ms(t0);
         if round_jobs.is_empty() {

@@ -1,6 +1,8 @@
 //! The HTTP JSON API and the async loops around the [`Daemon`].
 //!
-//! Every call but `GET /v1/health` needs a token in `Authorization: Bearer`:
+//! Every call but `GET /v1/health` and `GET /metrics` (read-only, for
+//! probes and Prometheus, which sends no token by default) needs a token in
+//! `Authorization: Bearer`:
 //! the admin token (STATE/token) for everything, or a job's own token
 //! (given to its processes as GPUPLAN_JOB_TOKEN) for that job's report,
 //! state and logs only — so one job cannot read or signal another.
@@ -11,7 +13,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -136,6 +138,20 @@ async fn health(State(s): State<Arc<Shared>>) -> ApiResult {
     Ok(Json(json!({ "ok": true, "devices": d.backend(), "rounds": d.rounds() })).into_response())
 }
 
+/// Prometheus scrape; no token, like health: it shows counts, job ids and
+/// names, never a token, command or log.
+async fn metrics(State(s): State<Arc<Shared>>) -> ApiResult {
+    // Copy under the lock, encode after releasing it.
+    let snapshot = crate::metrics::Snapshot::of(&s.lock());
+    let body = snapshot.render().map_err(|_| {
+        ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "could not encode the metrics".into(),
+        )
+    })?;
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response())
+}
+
 async fn status(State(s): State<Arc<Shared>>, h: HeaderMap) -> ApiResult {
     admin(&s, &h)?;
     let d = s.lock();
@@ -229,6 +245,7 @@ async fn fault(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> ApiRe
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/v1/status", get(status))
         .route("/v1/jobs", get(list_jobs).post(submit))
         .route("/v1/jobs/{id}", get(get_job))
@@ -400,4 +417,78 @@ pub fn serve_blocking(cfg: ServeConfig) -> Result<(), ExecError> {
             source,
         })?;
     rt.block_on(serve(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::device::FakeDevices;
+    use crate::engine::FakeEngine;
+
+    /// One HTTP/1.1 request on a fresh connection: (status code, whole response).
+    fn call(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            c,
+            "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, out)
+    }
+
+    /// `/metrics` answers without a token, as health does; reads and
+    /// mutations beside it still refuse one that is missing.
+    #[test]
+    fn metrics_need_no_token_and_the_rest_still_does() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-api-metrics-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let clock = ManualClock::new(1_000.0);
+        let d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(FakeDevices::new(1, 2)),
+            Box::new(FakeEngine::new(clock.clone())),
+            Box::new(clock),
+        )
+        .unwrap();
+        let shared = Arc::new(Shared {
+            daemon: Mutex::new(d),
+            token: "secret".into(),
+        });
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        rt.spawn(async move { axum::serve(listener, router(shared)).await });
+
+        let (code, res) = call(addr, "GET", "/metrics");
+        assert_eq!(code, 200, "{res}");
+        let head = res.to_ascii_lowercase();
+        assert!(
+            head.contains("content-type: application/openmetrics-text"),
+            "{res}"
+        );
+        assert!(res.contains("gpuplan_rounds_total 0"), "{res}");
+        assert!(res.ends_with("# EOF\n"), "{res}");
+        for (method, path) in [
+            ("GET", "/v1/status"),
+            ("GET", "/v1/jobs"),
+            ("POST", "/v1/jobs"),
+            ("POST", "/v1/jobs/1/cancel"),
+            ("POST", "/v1/devices/fault"),
+        ] {
+            assert_eq!(call(addr, method, path).0, 401, "{method} {path}");
+        }
+        assert_eq!(call(addr, "POST", "/metrics").0, 405, "read-only");
+        drop(rt);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

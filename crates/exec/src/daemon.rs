@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use gpuplan_core::fit::Observation;
-use gpuplan_core::{GradParams, JobId, PolicyParams};
+use gpuplan_core::{GoodputModel, GradParams, JobId, PolicyParams};
 use gpuplan_solve::agent::{Agent, FitMemo};
 use gpuplan_solve::{Limits, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
@@ -126,6 +126,10 @@ pub struct Daemon {
     /// The planner's traits: its batch policy decides each job's batch.
     pub(crate) traits: PlannerTraits,
     pub(crate) memo: FitMemo,
+    /// Each job's goodput model as the last round planned with it. `/metrics`
+    /// predicts from these: a report drops a job's cached fit until the next
+    /// round, and a scrape must not fit (an L-BFGS run per job).
+    pub(crate) models: HashMap<JobId, GoodputModel>,
     pub(crate) clock: Box<dyn Clock>,
 }
 
@@ -184,6 +188,7 @@ impl Daemon {
             dirty: BTreeSet::new(),
             traits,
             memo: FitMemo::default(),
+            models: HashMap::new(),
             clock,
         };
         d.recover()?;

@@ -230,6 +230,19 @@ pub struct Report {
     pub epoch: Option<u32>,
 }
 
+/// Every value [`JobRecord::phase`] returns, so that a count by phase
+/// (`/metrics`) lists the phases no job is in as 0 rather than omitting them.
+pub const PHASES: [&str; 8] = [
+    "queued",
+    "backoff",
+    "starting",
+    "running",
+    "stopping",
+    "completed",
+    "failed",
+    "cancelled",
+];
+
 /// Which batch a job runs at under a planner: the one policy
 /// ([`BatchTarget::for_job`]), where the job allows adapting when its spec
 /// lets the batch grow (`max_batch_size` above `batch_size`). The simulator
@@ -275,7 +288,8 @@ impl JobRecord {
         self.attempt.is_some()
     }
 
-    /// `queued`, `backoff`, `starting`, `running`, `stopping`, or a final status.
+    /// One of [`PHASES`]: `queued`, `backoff`, `starting`, `running`,
+    /// `stopping`, or a final status.
     pub fn phase(&self, now: f64) -> &'static str {
         match self.status {
             JobStatus::Completed => "completed",

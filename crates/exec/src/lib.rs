@@ -7,7 +7,8 @@
 //! ([`supervise`]) over a job-level engine ([`engine::Engine`]: local
 //! processes; scripted for tests; Slurm next), the journal
 //! ([`journal::Journal`]) and the injected clock ([`clock`]), tied together
-//! by [`daemon::Daemon`]. [`api::serve`] wraps it in an HTTP JSON API.
+//! by [`daemon::Daemon`]. [`api::serve`] wraps it in an HTTP JSON API,
+//! with Prometheus metrics read from the daemon's state ([`metrics`]).
 //! Native only.
 //!
 //! ```
@@ -23,6 +24,7 @@ pub mod device;
 pub mod engine;
 pub mod jobs;
 pub mod journal;
+pub mod metrics;
 pub mod nvml;
 pub mod round;
 pub mod slurm;

@@ -28,8 +28,18 @@ pub struct RoundStats {
     pub active_jobs: usize,
     pub healthy_gpus: usize,
     pub changed_jobs: usize,
+    /// The plan's status (`optimal`, `feasible`, `fallback`), `error` when
+    /// the planner failed, `None` when there was nothing to plan.
     pub status: Option<String>,
     pub note: Option<String>,
+    /// The plan's objective (`gpuplan_core::objective::evaluate`, the number
+    /// every planner is judged by); `None` without a plan. Defaulted so
+    /// stats written before it existed still load.
+    #[serde(default)]
+    pub objective: Option<f64>,
+    /// The planner's relative MIP gap, when it reports one.
+    #[serde(default)]
+    pub gap: Option<f64>,
 }
 
 /// A prepared round: the planner input plus what `apply` needs to map the
@@ -129,6 +139,7 @@ impl Daemon {
         self.save(&dirty)?;
         self.sup.send(term);
         if nodes.is_empty() {
+            self.models.clear();
             stats.note = Some("no healthy GPUs".into());
             stats.collect_ms = ms(t0);
             self.last_round = Some(stats);
@@ -178,6 +189,7 @@ impl Daemon {
             };
             round_jobs.push(round_job(facts, state, &mut j.agent, None, &mut self.memo));
         }
+        self.models = round_jobs.iter().filter_map(|j| Some((j.id, j.model?))).collect();
         stats.active_jobs = round_jobs.len();
         stats.collect_ms = ms(t0);
         if round_jobs.is_empty() {
@@ -217,8 +229,14 @@ impl Daemon {
             mut stats,
         } = prep;
         let plan = match decision {
-            Ok(d) => d.plan,
+            Ok(d) => {
+                // Once a round, on the round's jobs: one batch-size search
+                // per goodput job, small beside the plan itself.
+                stats.objective = Some(d.objective(&round)).filter(|o| o.is_finite());
+                d.plan
+            }
             Err(e) => {
+                stats.status = Some("error".into());
                 stats.note = Some(format!("planner error: {e}"));
                 self.last_round = Some(stats.clone());
                 return Ok(stats);
@@ -226,6 +244,7 @@ impl Daemon {
         };
         stats.plan_ms = plan.solve_ms;
         stats.status = Some(format!("{:?}", plan.status).to_lowercase());
+        stats.gap = plan.gap.filter(|g| g.is_finite());
         // Jobs whose plan differs and who are still as the round saw them.
         let mut changed: Vec<(JobId, Allocation)> = Vec::new();
         for rj in &round.jobs {

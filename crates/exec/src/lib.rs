@@ -5,7 +5,7 @@
 //! ([`round`]: devices ([`device::Devices`]: NVML or fake) → a
 //! [`gpuplan_core::Round`] → the shared pipeline → GPUs), the supervisor
 //! ([`supervise`]) over a job-level engine ([`engine::Engine`]: local
-//! processes; scripted for tests; Slurm next), the journal
+//! processes; scripted for tests; Slurm jobs), the journal
 //! ([`journal::Journal`]) and the injected clock ([`clock`]), tied together
 //! by [`daemon::Daemon`]. [`api::serve`] wraps it in an HTTP JSON API,
 //! with Prometheus metrics read from the daemon's state ([`metrics`]).

@@ -117,7 +117,7 @@ pub struct SweepArgs {
     /// on a file system the nodes share; a rerun submits only missing cells.
     #[arg(long, conflicts_with = "cell")]
     pub slurm: bool,
-    /// The Slurm partition of the array job (default: Slurm's default partition).
+    /// The Slurm partition of the array job (default: sbatch's, i.e. SBATCH_PARTITION or Slurm's default).
     #[arg(long, requires = "slurm")]
     pub partition: Option<String>,
     /// Run only this cell (an index into the sweep's task order) and write

@@ -73,7 +73,9 @@ pub fn run(a: &SweepArgs, dir: &Path, tasks: &[SweepTask], done: &BTreeMap<usize
         ranges(&cells),
         a.partition
             .as_deref()
-            .map_or("the default partition".to_string(), |p| format!("partition {p}")),
+            .map_or("sbatch's default partition".to_string(), |p| format!(
+                "partition {p}"
+            )),
         logs.join("cell-N.out").display()
     );
     wait(dir, tasks, &cells, id)

@@ -10,6 +10,7 @@ mod plan;
 mod plots;
 mod serve;
 mod simulate;
+mod sweep_slurm;
 mod trace;
 
 use std::process::ExitCode;

@@ -112,6 +112,18 @@ pub struct SweepArgs {
     pub out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Run each (workload, policy, seed) cell as a task of one Slurm array
+    /// job, then write the summary here once every cell is in. Needs --out
+    /// on a file system the nodes share; a rerun submits only missing cells.
+    #[arg(long, conflicts_with = "cell")]
+    pub slurm: bool,
+    /// The Slurm partition of the array job (default: sbatch's, i.e. SBATCH_PARTITION or Slurm's default).
+    #[arg(long, requires = "slurm")]
+    pub partition: Option<String>,
+    /// Run only this cell (an index into the sweep's task order) and write
+    /// its result.json: what each Slurm array task runs.
+    #[arg(long, hide = true)]
+    pub cell: Option<usize>,
 }
 
 impl SimOpts {
@@ -472,14 +484,14 @@ struct SweepOut {
 }
 
 /// One simulation of a sweep: where its finished result lives on disk.
-struct SweepTask {
+pub(crate) struct SweepTask {
     path: PathBuf,
-    workload: String,
-    policy: String,
-    seed: u64,
+    pub(crate) workload: String,
+    pub(crate) policy: String,
+    pub(crate) seed: u64,
 }
 
-fn result_file(dir: &Path, t: &SweepTask) -> PathBuf {
+pub(crate) fn result_file(dir: &Path, t: &SweepTask) -> PathBuf {
     dir.join(&t.policy).join(&t.workload).join("result.json")
 }
 
@@ -490,7 +502,18 @@ struct SweepSettings {
     duration_jobs: String,
 }
 
-pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
+/// What a sweep runs, checked. `tasks` is in one fixed order (policy, then
+/// workload, then seed), so that `--cell N` names the same simulation in
+/// every process of a Slurm sweep.
+struct SweepPlan {
+    cfg: SimConfig,
+    profiles: Profiles,
+    workloads: Vec<PathBuf>,
+    seeds: Vec<u64>,
+    tasks: Vec<SweepTask>,
+}
+
+fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan> {
     for p in &a.policies {
         check_policy(p)?;
     }
@@ -505,20 +528,6 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     } else {
         a.seeds.clone()
     };
-    // Parse everything first, so bad input fails before hours of simulation.
-    let mut loaded = BTreeMap::new();
-    for w in &workloads {
-        for &seed in &seeds {
-            let opts = SimOpts {
-                seed,
-                ..a.opts.clone()
-            };
-            loaded.insert(
-                (w.clone(), seed),
-                load_workload(w, &opts, &profiles, &cfg.cluster)?,
-            );
-        }
-    }
     let mut tasks = Vec::new();
     for p in &a.policies {
         for w in &workloads {
@@ -537,35 +546,107 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
             }
         }
     }
+    Ok(SweepPlan {
+        cfg,
+        profiles,
+        workloads,
+        seeds,
+        tasks,
+    })
+}
+
+/// A workload's jobs as the task's seed draws them.
+fn load_task_workload(a: &SweepArgs, plan: &SweepPlan, path: &Path, seed: u64) -> Result<Vec<WorkloadJob>> {
+    let opts = SimOpts {
+        seed,
+        ..a.opts.clone()
+    };
+    load_workload(path, &opts, &plan.profiles, &plan.cfg.cluster)
+}
+
+/// Create the output folder and write sweep-settings.json, or check that
+/// the one there holds these settings.
+fn open_sweep_dir(dir: &Path, a: &SweepArgs, cfg: &SimConfig) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let settings = SweepSettings {
+        config: cfg.clone(),
+        duration_jobs: format!("{:?}", a.opts.duration_jobs),
+    };
+    let file = dir.join("sweep-settings.json");
+    if file.exists() {
+        let old: SweepSettings = serde_json::from_slice(&std::fs::read(&file)?)
+            .with_context(|| format!("{}: unreadable", file.display()))?;
+        if old != settings {
+            bail!(
+                "{} holds a sweep with other settings (cluster, interval, seed, ...); use another --out",
+                dir.display()
+            );
+        }
+    } else {
+        std::fs::write(&file, serde_json::to_string_pretty(&settings)?)?;
+    }
+    Ok(())
+}
+
+/// The results already in the output folder, by task index.
+fn finished_tasks(dir: &Path, tasks: &[SweepTask]) -> Result<BTreeMap<usize, SimResult>> {
+    let mut done = BTreeMap::new();
+    for (i, t) in tasks.iter().enumerate() {
+        let f = result_file(dir, t);
+        if let Ok(bytes) = std::fs::read(&f) {
+            let r: SimResult =
+                serde_json::from_slice(&bytes).with_context(|| format!("{}: unreadable", f.display()))?;
+            done.insert(i, r);
+        }
+    }
+    Ok(done)
+}
+
+/// Run one task; with `out`, also save its result.json. Written through a
+/// temporary file and a rename, so an interruption never leaves a half
+/// result for a resumed sweep to read; the temporary name carries the pid
+/// because two processes may run the same cell (a Slurm task requeued
+/// while its first run still ends).
+fn run_task(plan: &SweepPlan, t: &SweepTask, jobs: &[WorkloadJob], out: Option<&Path>) -> Result<SimResult> {
+    let cfg = SimConfig {
+        seed: t.seed,
+        ..plan.cfg.clone()
+    };
+    let mut r = run_one_dumping(&cfg, &plan.profiles, &t.path, jobs, &t.policy, None)?;
+    r.summary.workload = t.workload.clone();
+    if let Some(dir) = out {
+        let f = result_file(dir, t);
+        let parent = f.parent().unwrap_or(dir);
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        let tmp = parent.join(format!("result.json.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_vec(&r)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &f).with_context(|| format!("writing {}", f.display()))?;
+    }
+    Ok(r)
+}
+
+pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
+    if a.slurm && a.out.is_none() {
+        bail!("--slurm needs --out DIR: each Slurm task writes its cell there (on a file system the nodes share)");
+    }
+    let plan = sweep_plan(&a)?;
+    if let Some(i) = a.cell {
+        return sweep_cell(&a, &plan, i);
+    }
+    // Parse everything first, so bad input fails before hours of simulation.
+    let mut loaded = BTreeMap::new();
+    for w in &plan.workloads {
+        for &seed in &plan.seeds {
+            loaded.insert((w.clone(), seed), load_task_workload(&a, &plan, w, seed)?);
+        }
+    }
+    let tasks = &plan.tasks;
     // Resume: results already in the output folder are read, not re-run.
     let mut done: BTreeMap<usize, SimResult> = BTreeMap::new();
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let settings = SweepSettings {
-            config: cfg.clone(),
-            duration_jobs: format!("{:?}", a.opts.duration_jobs),
-        };
-        let file = dir.join("sweep-settings.json");
-        if file.exists() {
-            let old: SweepSettings = serde_json::from_slice(&std::fs::read(&file)?)
-                .with_context(|| format!("{}: unreadable", file.display()))?;
-            if old != settings {
-                bail!(
-                    "{} holds a sweep with other settings (cluster, interval, seed, ...); use another --out",
-                    dir.display()
-                );
-            }
-        } else {
-            std::fs::write(&file, serde_json::to_string_pretty(&settings)?)?;
-        }
-        for (i, t) in tasks.iter().enumerate() {
-            let f = result_file(dir, t);
-            if let Ok(bytes) = std::fs::read(&f) {
-                let r: SimResult =
-                    serde_json::from_slice(&bytes).with_context(|| format!("{}: unreadable", f.display()))?;
-                done.insert(i, r);
-            }
-        }
+        open_sweep_dir(dir, &a, &plan.cfg)?;
+        done = finished_tasks(dir, tasks)?;
         if !done.is_empty() {
             eprintln!(
                 "resuming: {} of {} simulations already in {}",
@@ -573,6 +654,14 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
                 tasks.len(),
                 dir.display()
             );
+        }
+        if a.slurm {
+            crate::sweep_slurm::run(&a, dir, tasks, &done)?;
+            done = finished_tasks(dir, tasks)?;
+            if done.len() < tasks.len() {
+                return Ok(crate::sweep_slurm::report_missing(dir, tasks, &done));
+            }
+            return sweep_summary(&a, &plan.cfg, done);
         }
     }
     let bar = ProgressBar::new(tasks.len() as u64);
@@ -585,24 +674,8 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
         .par_iter()
         .map(|&i| {
             let t = &tasks[i];
-            let cfg = SimConfig {
-                seed: t.seed,
-                ..cfg.clone()
-            };
             let jobs = &loaded[&(t.path.clone(), t.seed)];
-            let r = run_one_dumping(&cfg, &profiles, &t.path, jobs, &t.policy, None).and_then(|mut r| {
-                r.summary.workload = t.workload.clone();
-                if let Some(dir) = &a.out {
-                    // Written atomically, so an interruption never leaves a half result.
-                    let f = result_file(dir, t);
-                    let parent = f.parent().expect("result file has a parent");
-                    std::fs::create_dir_all(parent)?;
-                    let tmp = parent.join("result.json.tmp");
-                    std::fs::write(&tmp, serde_json::to_vec(&r)?)?;
-                    std::fs::rename(&tmp, &f)?;
-                }
-                Ok(r)
-            });
+            let r = run_task(&plan, t, jobs, a.out.as_deref());
             bar.inc(1);
             (i, r)
         })
@@ -611,13 +684,53 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     for (i, r) in fresh {
         done.insert(i, r?);
     }
+    sweep_summary(&a, &plan.cfg, done)
+}
+
+/// `--cell INDEX`: one Slurm array task. Runs that task of the sweep and
+/// writes its result.json, nothing else; the submitting process writes
+/// the summary once every cell is in.
+fn sweep_cell(a: &SweepArgs, plan: &SweepPlan, i: usize) -> Result<ExitCode> {
+    let Some(dir) = &a.out else {
+        bail!("--cell needs --out DIR");
+    };
+    let Some(t) = plan.tasks.get(i) else {
+        bail!(
+            "--cell {i}: the sweep has {} cells (0 to {})",
+            plan.tasks.len(),
+            plan.tasks.len().saturating_sub(1)
+        );
+    };
+    open_sweep_dir(dir, a, &plan.cfg)?;
+    let f = result_file(dir, t);
+    if f.exists() {
+        eprintln!("cell {i}: {} is already there", f.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let jobs = load_task_workload(a, plan, &t.path, t.seed)?;
+    let r = run_task(plan, t, &jobs, Some(dir))?;
+    eprintln!(
+        "cell {i}: {} on {} (seed {}): avg JCT {:.3} h, {:.1} s, written to {}",
+        t.policy,
+        t.workload,
+        t.seed,
+        r.summary.avg_jct_s / 3600.0,
+        r.summary.wall_s,
+        f.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Per-cell outputs, sweep.json and report.md from every cell's result
+/// (in task order), and the printed summary.
+fn sweep_summary(a: &SweepArgs, cfg: &SimConfig, done: BTreeMap<usize, SimResult>) -> Result<ExitCode> {
     let results: Vec<SimResult> = done.into_values().collect();
     let mut out = SweepOut {
         policies: BTreeMap::new(),
     };
     for r in &results {
         if let Some(dir) = &a.out {
-            write_outputs(&dir.join(&r.summary.policy).join(&r.summary.workload), r, &cfg)?;
+            write_outputs(&dir.join(&r.summary.policy).join(&r.summary.workload), r, cfg)?;
         }
         let agg = out
             .policies
@@ -636,7 +749,7 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("sweep.json"), serde_json::to_string_pretty(&out)?)?;
-        write_report(dir, &results, &out, &cfg)?;
+        write_report(dir, &results, &out, cfg)?;
     }
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),

@@ -289,6 +289,32 @@ fn sweep_prints_mean_per_policy() {
 }
 
 #[test]
+fn sweep_on_slurm_needs_an_output_folder() {
+    // Checked before any Slurm command runs (tests/slurm.rs runs the rest).
+    let o = run(&[
+        "sweep",
+        "--workloads",
+        "tests/data/short-workload.csv",
+        "--policies",
+        "fifo",
+        "--slurm",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--slurm needs --out DIR"), "{}", stderr(&o));
+    let o = run(&[
+        "sweep",
+        "--workloads",
+        "tests/data/short-workload.csv",
+        "--policies",
+        "fifo",
+        "--partition",
+        "all",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--slurm"), "{}", stderr(&o));
+}
+
+#[test]
 fn plan_reads_round_files_and_reports_contract_keys() {
     for planner in ["tiresias", "pollux-ga", "optimus"] {
         let v = json(&run(&[

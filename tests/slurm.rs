@@ -450,3 +450,177 @@ fn failing_or_hanging_slurm_commands_are_named_and_retried_and_users_jobs_are_ad
     assert_eq!(ran.lines().count(), 1, "ran once: {ran}");
     assert!(ran.starts_with("n1 ") || ran.starts_with("n2 "), "{ran}");
 }
+
+/// `gpuplan ARGS` run in `dir` against the test cluster.
+fn gpuplan_in(cl: &Cluster, dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(args)
+        .current_dir(dir)
+        .env("SLURM_CONF", &cl.conf)
+        .output()
+        .unwrap()
+}
+
+/// A sweep.json without the fields that time the run (planner_ms, wall_s).
+fn sweep_summary(path: &Path) -> Value {
+    fn strip(v: &mut Value) {
+        if let Some(m) = v.as_object_mut() {
+            m.remove("planner_ms");
+            m.remove("wall_s");
+            m.values_mut().for_each(strip);
+        }
+    }
+    let mut v: Value = serde_json::from_str(&read(path)).unwrap();
+    strip(&mut v);
+    v
+}
+
+/// The array job id in `sweep --slurm`'s "submitted array job N (...)".
+fn array_id(stderr: &str) -> u64 {
+    let rest = stderr
+        .split("submitted array job ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no array job submitted: {stderr}"));
+    rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+/// The array's tasks as `squeue` lists them: (job_state, node).
+fn array_tasks(cl: &Cluster, id: u64) -> Vec<(String, String)> {
+    cl.jobs()
+        .iter()
+        .filter(|j| j["array_job_id"] == id)
+        .map(|j| {
+            (
+                j["job_state"].as_str().unwrap().to_string(),
+                j["nodes"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_sweep_on_slurm_gives_the_local_summary_and_resumes_with_only_the_missing_cells() {
+    let Some(cl) = Cluster::start("sweep") else { return };
+    let dir = tmp("slurm-sweep-run");
+    // Two small workloads (well under a second each), given as relative
+    // paths: the cells run in the submitter's working directory.
+    let w = dir.join("w");
+    std::fs::create_dir_all(&w).unwrap();
+    let short = read(&root().join("tests/data/short-workload.csv"));
+    std::fs::write(w.join("short-workload.csv"), &short).unwrap();
+    let first8: Vec<&str> = short.lines().take(9).collect();
+    std::fs::write(w.join("shorter.csv"), first8.join("\n") + "\n").unwrap();
+    let sweep = [
+        "sweep",
+        "--workloads",
+        "w",
+        "--policies",
+        "fifo,tiresias",
+        "--format",
+        "json",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&str> { sweep.iter().chain(extra).copied().collect() };
+    let on_slurm = with(&["--out", "out", "--slurm", "--partition", "all"]);
+
+    let local = gpuplan_in(&cl, &dir, &with(&["--out", "local"]));
+    assert!(
+        local.status.success(),
+        "{}",
+        String::from_utf8_lossy(&local.stderr)
+    );
+    let expected = sweep_summary(&dir.join("local/sweep.json"));
+    assert_eq!(expected["policies"].as_object().unwrap().len(), 2, "{expected}");
+
+    // Cells in task order: fifo (short-workload, shorter), tiresias (same).
+    let t0 = Instant::now();
+    let o = gpuplan_in(&cl, &dir, &on_slurm);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    eprintln!(
+        "the Slurm sweep of 4 cells took {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("(4 cells: 0-3) to partition all"), "{err}");
+    assert_eq!(sweep_summary(&dir.join("out/sweep.json")), expected);
+    let stdout: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(stdout["policies"].as_object().unwrap().len(), 2);
+    let tasks = array_tasks(&cl, array_id(&err));
+    assert_eq!(tasks.len(), 4, "{tasks:?}");
+    assert!(
+        tasks
+            .iter()
+            .all(|(s, n)| s == "COMPLETED" && (n == "n1" || n == "n2")),
+        "{tasks:?}"
+    );
+    for cell in 0..4 {
+        assert!(dir.join(format!("out/slurm/cell-{cell}.out")).exists());
+    }
+
+    // A cell that fails (its folder is a file) leaves the sweep without a
+    // summary: exit 1, naming the cell, its log and the log's error.
+    let cell3 = dir.join("out/tiresias/shorter");
+    std::fs::remove_dir_all(&cell3).unwrap();
+    std::fs::write(&cell3, "").unwrap();
+    std::fs::remove_file(dir.join("out/sweep.json")).unwrap();
+    let o = gpuplan_in(&cl, &dir, &on_slurm);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("resuming: 3 of 4"), "{err}");
+    assert!(err.contains("(1 cell: 3)"), "{err}");
+    assert!(
+        err.contains("cell 3: tiresias on shorter (seed 0), log out/slurm/cell-3.out: error: creating out/tiresias/shorter"),
+        "{err}"
+    );
+    assert!(!dir.join("out/sweep.json").exists());
+
+    // Fixed, the same command submits that cell alone and completes the sweep.
+    std::fs::remove_file(&cell3).unwrap();
+    let o = gpuplan_in(&cl, &dir, &on_slurm);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("(1 cell: 3)"), "{err}");
+    assert_eq!(array_tasks(&cl, array_id(&err)).len(), 1);
+    assert_eq!(sweep_summary(&dir.join("out/sweep.json")), expected);
+
+    // The submitter killed while its array waits (the partition is down):
+    // the same command waits for that array instead of submitting again.
+    std::fs::remove_file(dir.join("out/fifo/shorter/result.json")).unwrap();
+    cl.run("scontrol", &["update", "partitionname=all", "state=down"]);
+    let log = dir.join("first.err");
+    let mut first = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(&on_slurm)
+        .current_dir(&dir)
+        .env("SLURM_CONF", &cl.conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !read(&log).contains("submitted array job") {
+        assert!(t0.elapsed() < DEADLINE, "not submitted: {}", read(&log));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let id = array_id(&read(&log));
+    let second = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(&on_slurm)
+        .current_dir(&dir)
+        .env("SLURM_CONF", &cl.conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    cl.run("scontrol", &["update", "partitionname=all", "state=up"]);
+    let o = second.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("array job {id} of an earlier run still runs")),
+        "{err}"
+    );
+    assert!(!err.contains("submitted array job"), "{err}");
+    assert_eq!(array_tasks(&cl, id).len(), 1);
+    assert_eq!(sweep_summary(&dir.join("out/sweep.json")), expected);
+}

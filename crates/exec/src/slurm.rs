@@ -134,6 +134,11 @@ pub struct SlurmJob {
     pub user_id: Option<u32>,
     #[serde(default)]
     pub priority: Option<i64>,
+    /// The array job this record belongs to (`gpuplan sweep --slurm`); 0 or
+    /// absent for a plain job. A pending array is one record, each started
+    /// task one more.
+    #[serde(default)]
+    pub array_job_id: Option<u64>,
 }
 
 impl SlurmJob {

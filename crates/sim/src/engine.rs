@@ -437,14 +437,17 @@ pub fn simulate_workload(
     // on exactly the times full rounds reach.
     let mut tick = 0u64;
     let mut round_index = 0u64;
+    let speeds = cfg.variability.as_ref().map(|v| v.draw(&cfg.cluster, cfg.seed));
+    // Planners see the drawn slowdowns (placements may use them); they do
+    // not change during a run, so the round holds them once.
     let mut round = Round {
         now_s: 0.0,
         cluster: cfg.cluster.clone(),
         jobs: Vec::new(),
         params: cfg.params,
+        variability: speeds.as_ref().map(|s| s.gpus.clone()),
     };
     let mut memo = FitMemo::default();
-    let speeds = cfg.variability.as_ref().map(|v| v.draw(&cfg.cluster, cfg.seed));
     while finished < jobs.len() {
         let now = tick as f64 * cfg.interval_s;
         // 1. Advance every job in the system by one interval.
@@ -541,7 +544,11 @@ pub fn simulate_workload(
                 local_bsz: j.local_bsz,
                 accum_steps: j.accum_steps,
             };
-            round_jobs.push(round_job(facts, state, &mut j.agent, oracle, &mut memo));
+            let mut rj = round_job(facts, state, &mut j.agent, oracle, &mut memo);
+            if speeds.is_some() {
+                rj.class = Some(gpuplan_core::PerfClass::of_app(&rj.app));
+            }
+            round_jobs.push(rj);
         }
         // One round value for the whole run: the cluster is cloned once,
         // not every round (its node names are strings).

@@ -213,6 +213,7 @@ pub(crate) mod testutil {
             model: None,
             oracle: None,
             restart_penalty_s: None,
+            class: None,
         }
     }
 
@@ -227,6 +228,7 @@ pub(crate) mod testutil {
                 interference: Interference::Allow,
                 ..PolicyParams::default()
             },
+            variability: None,
         }
     }
 

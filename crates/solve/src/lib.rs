@@ -14,6 +14,7 @@
 //! ```
 
 pub mod agent;
+pub mod bins;
 pub mod candidates;
 pub mod fallback;
 pub mod mip;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpuplan_core::{Cluster, Interference};
+use gpuplan_core::{Cluster, Interference, Placement, Sticky};
 use gpuplan_sim::data::Profiles;
 use gpuplan_sim::{simulate_workload as run_sim, Control, SimConfig, SimResult, WorkloadJob};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -65,6 +65,14 @@ pub struct SimOpts {
     /// With --variability: how many times slower a rigid job runs when it spans nodes (PAL's L).
     #[arg(long, default_value_t = gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR)]
     pub cross_node_factor: f64,
+    /// How fixed-size policies (fifo, srtf, tiresias, ...) pick GPUs: default (the
+    /// policy's own, running jobs kept), packed, random, pm-first or pal (PAL's;
+    /// pm-first and pal need --variability). See docs/heterogeneity.md.
+    #[arg(long, default_value = "default")]
+    pub placement: String,
+    /// With --placement: running jobs keep their GPUs instead of being placed afresh every round.
+    #[arg(long)]
+    pub sticky: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -163,6 +171,19 @@ impl SimOpts {
                 cross_node_factor: self.cross_node_factor,
             });
         }
+        cfg.params.placement = self
+            .placement
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--placement: {e}"))?;
+        if matches!(cfg.params.placement, Placement::PmFirst | Placement::Pal) && cfg.variability.is_none() {
+            bail!(
+                "--placement {} needs --variability: without per-GPU speeds every GPU is alike (use packed)",
+                self.placement
+            );
+        }
+        if self.sticky {
+            cfg.params.sticky = Sticky::Keep;
+        }
         cfg.max_sim_s = self.max_sim_days * 86400.0;
         if self.run_idle_rounds {
             cfg.idle_rounds = gpuplan_sim::IdleRounds::Run;
@@ -207,9 +228,16 @@ fn workload_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn check_policy(name: &str) -> Result<()> {
-    gpuplan_solve::registry::create(name)?;
-    Ok(())
+/// A known policy that can honour the run's `--placement`.
+fn check_policy(name: &str, params: &gpuplan_core::PolicyParams) -> Result<()> {
+    let p = gpuplan_solve::registry::create(name)?;
+    gpuplan_solve::pipeline::check_placement(p.as_ref(), params).map_err(|e| {
+        anyhow::anyhow!(
+            "--policy {name}: {}",
+            e.to_string()
+                .replace("malformed round: params.placement", "--placement")
+        )
+    })
 }
 
 /// Run one simulation; the shared path of `simulate` and `sweep`.
@@ -289,8 +317,8 @@ pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
 }
 
 pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
-    check_policy(&a.policy)?;
     let cfg = a.opts.config()?;
+    check_policy(&a.policy, &cfg.params)?;
     let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
     let jobs = load_workload(&a.workload, &a.opts, &profiles, &cfg.cluster)?;
     let r = run_one_dumping(
@@ -514,10 +542,10 @@ struct SweepPlan {
 }
 
 fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan> {
-    for p in &a.policies {
-        check_policy(p)?;
-    }
     let cfg = a.opts.config()?;
+    for p in &a.policies {
+        check_policy(p, &cfg.params)?;
+    }
     let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
     let workloads = expand_workloads(&a.workloads)?;
     if workloads.is_empty() {

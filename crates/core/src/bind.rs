@@ -208,6 +208,7 @@ mod tests {
             model: None,
             oracle: None,
             restart_penalty_s: None,
+            class: None,
         }
     }
 
@@ -226,6 +227,7 @@ mod tests {
                 job(2, Allocation::from_counts(&[(NodeId(0), 1), (NodeId(1), 1)])),
             ],
             params: PolicyParams::default(),
+            variability: None,
         };
         bind_round(&mut r);
         assert_eq!(r.jobs[0].state.allocation.gpus(), &[g(0, 1), g(0, 2)]);
@@ -243,6 +245,7 @@ mod tests {
                 job(1, Allocation::from_gpus(vec![g(0, 0)])),
             ],
             params: PolicyParams::default(),
+            variability: None,
         };
         let mut plan = Plan::new("t", PlanStatus::Feasible);
         // Job 1 grows to 2 GPUs, job 0 keeps its count: both at node level.

@@ -24,6 +24,7 @@ pub mod objective;
 pub mod plan;
 pub mod profile;
 pub mod round;
+pub mod variability;
 
 pub use bind::{bind_plan, bind_round};
 pub use cluster::{Cluster, GpuType, Node, NodeId};
@@ -31,4 +32,5 @@ pub use error::{CoreError, ParseError};
 pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
 pub use plan::{validate, validate_under, Plan, PlanReport, PlanStatus, Violation};
-pub use round::{check_p, Interference, Oracle, PolicyParams, Round, RoundJob};
+pub use round::{check_p, Interference, Oracle, Placement, PolicyParams, Round, RoundJob, Sticky};
+pub use variability::{PerfClass, RoundVariability};

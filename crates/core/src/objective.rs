@@ -115,6 +115,7 @@ mod tests {
             model: None,
             oracle: None,
             restart_penalty_s: None,
+            class: None,
         };
         // (600 − 30·2)/(600 + 30) = 540/630
         assert!((restart_factor(&j, 30.0) - 540.0 / 630.0).abs() < 1e-12);

@@ -302,6 +302,7 @@ mod tests {
             model: None,
             oracle: None,
             restart_penalty_s: None,
+            class: None,
         }
     }
 
@@ -323,6 +324,7 @@ mod tests {
             },
             jobs,
             params: PolicyParams::default(),
+            variability: None,
         }
     }
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::Cluster;
 use crate::job::{Allocation, JobId, JobState};
 use crate::model::GoodputModel;
+use crate::variability::{PerfClass, RoundVariability};
 
 /// Whether nodes may be shared by several multi-node jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -45,6 +46,82 @@ pub struct PolicyParams {
     /// absent from older round files.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub even_nodes: bool,
+    /// How fixed-size policies (fifo, srtf, tiresias, ...) choose GPUs for
+    /// the jobs they run. Absent: each policy's own placement, as before.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub placement: Placement,
+    /// Whether a running job keeps its GPUs under a `placement` other than
+    /// `default` (which always keeps them). Absent: re-placed every round.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub sticky: Sticky,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// The placement stage of fixed-size policies (PAL's placements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// The policy's own placement (consolidated for most), running jobs
+    /// kept: the behaviour before placements could be chosen.
+    #[default]
+    Default,
+    /// Fewest nodes.
+    Packed,
+    /// Free GPUs drawn at random (seeded per round).
+    Random,
+    /// The fastest free GPUs for the job's class, locality ignored.
+    PmFirst,
+    /// PAL: the least expected slowdown, locality × variability.
+    Pal,
+}
+
+impl Placement {
+    pub const ALL: [Placement; 5] = [
+        Placement::Default,
+        Placement::Packed,
+        Placement::Random,
+        Placement::PmFirst,
+        Placement::Pal,
+    ];
+
+    /// The kebab-case name used in the CLI and round files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Default => "default",
+            Placement::Packed => "packed",
+            Placement::Random => "random",
+            Placement::PmFirst => "pm-first",
+            Placement::Pal => "pal",
+        }
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Placement::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            format!(
+                "unknown placement '{s}'; valid: {}",
+                Placement::ALL.map(Placement::name).join(", ")
+            )
+        })
+    }
+}
+
+/// Whether running jobs keep their GPUs under a chosen placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sticky {
+    /// Every admitted job is placed afresh each round (PAL's PM-First and
+    /// PAL; a job landing on its own GPUs again does not restart).
+    #[default]
+    Replace,
+    /// A running job whose size is unchanged keeps its GPUs when free.
+    Keep,
 }
 
 /// Most negative finite p supported: below it the MIP terms (v+ε)^p exceed
@@ -107,6 +184,8 @@ impl Default for PolicyParams {
             exploration_factor: 2,
             max_nodes_per_job: 16,
             even_nodes: false,
+            placement: Placement::Default,
+            sticky: Sticky::Replace,
         }
     }
 }
@@ -146,11 +225,21 @@ pub struct RoundJob {
     /// checkpoint and restore time says so per job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_penalty_s: Option<f64>,
+    /// The job's variability class; absent: from its `app`
+    /// ([`crate::variability::class_of`]). Read only when the round has
+    /// `variability`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<PerfClass>,
 }
 
 impl RoundJob {
     pub fn current(&self) -> &Allocation {
         &self.state.allocation
+    }
+
+    /// The job's variability class: its own, else its application's.
+    pub fn perf_class(&self) -> PerfClass {
+        self.class.unwrap_or_else(|| PerfClass::of_app(&self.app))
     }
 }
 
@@ -174,6 +263,10 @@ pub struct Round {
     pub jobs: Vec<RoundJob>,
     #[serde(default)]
     pub params: PolicyParams,
+    /// Each GPU's slowdown per class and L, where the driver knows them (the
+    /// simulator with `--variability`); absent: all GPUs of a type alike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variability: Option<RoundVariability>,
 }
 
 /// `jobs[3] (name)`, the JSON path of a job in error messages.
@@ -193,6 +286,8 @@ struct RoundRepr {
     jobs: Vec<RoundJob>,
     #[serde(default)]
     params: PolicyParams,
+    #[serde(default)]
+    variability: Option<RoundVariability>,
 }
 
 impl From<RoundRepr> for Round {
@@ -202,6 +297,7 @@ impl From<RoundRepr> for Round {
             cluster: r.cluster,
             jobs: r.jobs,
             params: r.params,
+            variability: r.variability,
         };
         crate::bind::bind_round(&mut round);
         round
@@ -232,6 +328,9 @@ impl Round {
         }
         if let Err(e) = check_p(self.params.p) {
             errs.push(e);
+        }
+        if let Some(v) = &self.variability {
+            v.check(&self.cluster, &mut errs);
         }
         if self.params.max_nodes_per_job == 0 {
             errs.push("params.max_nodes_per_job: must be >= 1".into());
@@ -432,6 +531,37 @@ mod tests {
 
     fn load(jobs: &[String]) -> Round {
         serde_json::from_str(&ROUND.replace("JOBS", &jobs.join(","))).unwrap()
+    }
+
+    /// Rounds without variability or a placement write exactly what they
+    /// wrote before those fields existed; with them, they read back.
+    #[test]
+    fn new_fields_are_absent_by_default_and_round_trip() {
+        let r = load(&[job(0, "[[0,0]]")]);
+        let text = serde_json::to_string(&r).unwrap();
+        for key in ["variability", "placement", "sticky", "class"] {
+            assert!(!text.contains(key), "{key} in {text}");
+        }
+        let mut v = r.clone();
+        v.variability = Some(RoundVariability {
+            per_node: vec![vec![[1.0, 1.1, 1.0, 0.9]; 2]],
+            cross_node_factor: 1.7,
+        });
+        v.params.placement = Placement::PmFirst;
+        v.params.sticky = Sticky::Keep;
+        v.jobs[0].class = Some(PerfClass::C);
+        let text = serde_json::to_string(&v).unwrap();
+        assert!(text.contains("\"placement\":\"pm-first\"") && text.contains("\"class\":\"C\""));
+        let back: Round = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, v);
+        assert!(back.check().is_ok());
+        v.variability.as_mut().unwrap().per_node[0].pop();
+        assert_eq!(
+            v.check().unwrap_err(),
+            vec!["variability.per_node[0]: 1 GPUs, but cluster.nodes[0] has 2"]
+        );
+        assert_eq!("pal".parse::<Placement>(), Ok(Placement::Pal));
+        assert!("best".parse::<Placement>().unwrap_err().contains("pm-first"));
     }
 
     #[test]

@@ -205,6 +205,7 @@ impl Daemon {
                     even_nodes: self.even_nodes(),
                     ..self.cfg.params
                 },
+                variability: None,
             },
             node_gpus,
             targets,

@@ -437,14 +437,17 @@ pub fn simulate_workload(
     // on exactly the times full rounds reach.
     let mut tick = 0u64;
     let mut round_index = 0u64;
+    let speeds = cfg.variability.as_ref().map(|v| v.draw(&cfg.cluster, cfg.seed));
+    // Planners see the drawn slowdowns (placements may use them); they do
+    // not change during a run, so the round holds them once.
     let mut round = Round {
         now_s: 0.0,
         cluster: cfg.cluster.clone(),
         jobs: Vec::new(),
         params: cfg.params,
+        variability: speeds.as_ref().map(|s| s.gpus.clone()),
     };
     let mut memo = FitMemo::default();
-    let speeds = cfg.variability.as_ref().map(|v| v.draw(&cfg.cluster, cfg.seed));
     while finished < jobs.len() {
         let now = tick as f64 * cfg.interval_s;
         // 1. Advance every job in the system by one interval.
@@ -541,7 +544,11 @@ pub fn simulate_workload(
                 local_bsz: j.local_bsz,
                 accum_steps: j.accum_steps,
             };
-            round_jobs.push(round_job(facts, state, &mut j.agent, oracle, &mut memo));
+            let mut rj = round_job(facts, state, &mut j.agent, oracle, &mut memo);
+            if speeds.is_some() {
+                rj.class = Some(gpuplan_core::PerfClass::of_app(&rj.app));
+            }
+            round_jobs.push(rj);
         }
         // One round value for the whole run: the cluster is cloned once,
         // not every round (its node names are strings).
@@ -763,6 +770,43 @@ mod scale_tests {
         // Starts at the first round (60 s), loses 30 s to the restart delay.
         assert_eq!(j.completion_s, 60.0 + 30.0 + 1000.0);
         assert_eq!(j.max_gpus_used, 4);
+    }
+
+    /// PM-First beats random placement where it obviously should: four
+    /// 1-GPU jobs on one 8-GPU node whose GPUs 0-3 are median speed and 4-7
+    /// 50% slower. PM-First puts every job on a fast GPU; random puts each
+    /// on a slow one with probability 1/2 (all four fast: 1 in 70), and,
+    /// placed afresh every round, also restarts jobs it moves.
+    #[test]
+    fn pm_first_beats_random_on_a_variable_cluster() {
+        use crate::variability::{Measurements, Variability};
+        let mut t = String::from("class,node,gpu,slowdown\n");
+        for c in ["A", "B", "C", "D"] {
+            for g in 0..8 {
+                t += &format!("{c},n,{g},{}\n", if g < 4 { 1.0 } else { 1.5 });
+            }
+        }
+        let mut cfg = SimConfig {
+            cluster: "1x8".parse().unwrap(),
+            variability: Some(Variability {
+                measurements: Measurements::parse("t", &t).unwrap(),
+                cross_node_factor: 1.7,
+            }),
+            ..Default::default()
+        };
+        let jobs: Vec<WorkloadJob> = (0..4).map(|i| rigid(i, 0.0, 1, 3600.0)).collect();
+        let avg = |cfg: &SimConfig| {
+            let r = run(cfg, &jobs, "fifo");
+            r.jobs.iter().map(|j| j.jct_s).sum::<f64>() / r.jobs.len() as f64
+        };
+        cfg.params.placement = gpuplan_core::Placement::PmFirst;
+        let pm = avg(&cfg);
+        cfg.params.placement = gpuplan_core::Placement::Random;
+        let random = avg(&cfg);
+        assert!(pm < random, "pm-first {pm} vs random {random}");
+        // Every job on a fast GPU from the start: one interval, the restart
+        // delay, then 3,600 s of work.
+        assert!((pm - (60.0 + 30.0 + 3600.0)).abs() < 1e-6, "{pm}");
     }
 
     /// Per-GPU variability: a rigid job runs at its slowest GPU's pace, and

@@ -155,6 +155,7 @@ pub fn generate_round(
             model: if has_run { Some(model) } else { None },
             oracle: None,
             restart_penalty_s: None,
+            class: None,
         });
     }
     Round {
@@ -162,6 +163,7 @@ pub fn generate_round(
         cluster,
         jobs: out,
         params: PolicyParams::default(),
+        variability: None,
     }
 }
 

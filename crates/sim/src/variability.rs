@@ -14,18 +14,20 @@
 //! further by PAL's cross-node factor L. A profiled job's own model already
 //! prices its cross-node synchronisation, so L is not applied to it twice.
 //!
-//! Planners are not told any of this (yet): it changes what jobs achieve,
-//! not what planners see.
+//! Each round carries the drawn slowdowns ([`GpuSpeeds::gpus`], core's
+//! [`RoundVariability`]) so variability-aware placements can use them; the
+//! job model itself is core's, shared with those placements.
 
-use gpuplan_core::{Allocation, Cluster};
+use gpuplan_core::{Allocation, Cluster, RoundVariability};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::SimError;
 
-/// PAL's application classes, in table order.
-pub const CLASSES: [&str; 4] = ["A", "B", "C", "D"];
+/// PAL's classes and the application → class map live in core, once,
+/// for the simulator and the planners alike.
+pub use gpuplan_core::variability::{class_of, CLASSES};
 
 /// The bundled measurement sets `--variability` names.
 pub const BUNDLED: [(&str, &str); 3] = [
@@ -42,23 +44,6 @@ pub const BUNDLED: [(&str, &str); 3] = [
 
 /// PAL's cross-node factor L (its default).
 pub const DEFAULT_CROSS_NODE_FACTOR: f64 = 1.7;
-
-/// PAL's class of an application. PAL's own models map as its artifact
-/// does (resnet50 A; BERT, GPT2, DCGAN B; vgg19 C; PointNet D). Pollux's
-/// applications are mapped by kind, an assumption documented in
-/// docs/heterogeneity.md: the ResNets (cifar10, imagenet) A; the
-/// sequence models (bert, deepspeech2) B; the detector with a VGG-like
-/// backbone (yolov3) C; the small, memory-bound recommender (ncf) D.
-/// Anything else is class A, the most variable (the cautious choice).
-pub fn class_of(app: &str) -> usize {
-    match app.to_ascii_lowercase().as_str() {
-        "resnet50" | "resnet" | "cifar10" | "imagenet" => 0,
-        "bert" | "gpt2" | "dcgan" | "deepspeech2" => 1,
-        "vgg19" | "vgg" | "yolov3" => 2,
-        "pointnet" | "ncf" | "pagerank" => 3,
-        _ => 0,
-    }
-}
 
 /// A measured node while parsing: its name and (GPU index, slowdown) pairs.
 type MeasuredNode = (String, Vec<(u32, f64)>);
@@ -194,21 +179,22 @@ impl Measurements {
             .collect();
         GpuSpeeds {
             source: self.name.clone(),
-            per_node,
-            cross_node_factor,
+            gpus: RoundVariability {
+                per_node,
+                cross_node_factor,
+            },
         }
     }
 }
 
 /// Every GPU's slowdown per class, and the cross-node factor: what the
-/// simulator applies to jobs' progress.
+/// simulator applies to jobs' progress and shows planners each round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSpeeds {
     /// Where the slowdowns came from (a bundled set's name or a file).
     pub source: String,
     /// `per_node[node][gpu][class]`; 1 = the measured median, > 1 slower.
-    pub per_node: Vec<Vec<[f64; 4]>>,
-    pub cross_node_factor: f64,
+    pub gpus: RoundVariability,
 }
 
 impl GpuSpeeds {
@@ -217,25 +203,7 @@ impl GpuSpeeds {
     /// spans nodes. A GPU not named on its node (a node-level slot) counts
     /// as the node's slowest.
     pub fn job_factor(&self, class: usize, alloc: &Allocation, rigid: bool) -> f64 {
-        let mut worst: f64 = 0.0;
-        for g in alloc.gpus() {
-            let Some(node) = self.per_node.get(g.node.0 as usize) else {
-                continue;
-            };
-            let s = match node.get(g.index as usize) {
-                Some(x) => x[class],
-                None => node.iter().map(|x| x[class]).fold(0.0, f64::max),
-            };
-            worst = worst.max(s);
-        }
-        if worst == 0.0 {
-            return 1.0;
-        }
-        if rigid && alloc.num_nodes() > 1 {
-            worst * self.cross_node_factor
-        } else {
-            worst
-        }
+        self.gpus.job_factor(class, alloc, rigid)
     }
 }
 
@@ -258,7 +226,7 @@ mod tests {
         let m = Measurements::parse("t", TABLE).unwrap();
         let cluster: Cluster = "2x2".parse().unwrap();
         let s = m.sample(&cluster, 7, 1.7);
-        assert_eq!(s.per_node[1][1], [1.2, 1.0, 1.0, 1.0]);
+        assert_eq!(s.gpus.per_node[1][1], [1.2, 1.0, 1.0, 1.0]);
         assert_eq!(s.job_factor(0, &gpus(&[(0, 0)]), true), 1.0);
         assert_eq!(s.job_factor(0, &gpus(&[(0, 0), (0, 1)]), true), 1.2);
         assert_eq!(s.job_factor(3, &gpus(&[(0, 0)]), false), 0.9);
@@ -280,12 +248,12 @@ mod tests {
         let a = m.sample(&cluster, 1, 1.7);
         assert_eq!(a, m.sample(&cluster, 1, 1.7));
         assert_ne!(a, m.sample(&cluster, 2, 1.7));
-        for node in &a.per_node {
+        for node in &a.gpus.per_node {
             assert_eq!(node.len(), 4);
             assert_eq!(node[0][0], node[1][0], "GPUs 0 and 1 come from one measured node");
             assert_eq!(node[2][0], node[3][0]);
         }
-        let slow = a.per_node.iter().flatten().filter(|g| g[0] > 1.0).count();
+        let slow = a.gpus.per_node.iter().flatten().filter(|g| g[0] > 1.0).count();
         assert!(slow > 0 && slow < 32, "both measured nodes drawn: {slow}");
     }
 

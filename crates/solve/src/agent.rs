@@ -302,6 +302,7 @@ pub fn round_job(
         model,
         oracle,
         restart_penalty_s: facts.restart_penalty_s,
+        class: None,
     }
 }
 

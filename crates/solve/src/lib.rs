@@ -14,11 +14,13 @@
 //! ```
 
 pub mod agent;
+pub mod bins;
 pub mod candidates;
 pub mod fallback;
 pub mod mip;
 pub mod pipeline;
 pub mod placement;
+pub mod placements;
 pub mod planners;
 pub mod registry;
 pub mod solver;
@@ -99,6 +101,13 @@ pub trait Planner: Send {
             needs_oracle: false,
             honours_interference: false,
         }
+    }
+    /// Whether its GPUs are chosen by the placement stage
+    /// (`params.placement`, [`placements`]): fixed-size policies that decide
+    /// counts and then place. Others place jobs themselves and are refused
+    /// a placement other than `default`.
+    fn placement_stage(&self) -> bool {
+        false
     }
     /// Plan one round. `Err` only for a malformed round.
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError>;

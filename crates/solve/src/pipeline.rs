@@ -12,8 +12,8 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use gpuplan_core::{
-    bind_plan, bind_round, objective, validate_under, Allocation, Interference, JobId, Plan, PolicyParams,
-    Round,
+    bind_plan, bind_round, objective, validate_under, Allocation, Interference, JobId, Placement, Plan,
+    PolicyParams, Round,
 };
 
 use crate::{registry, BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
@@ -166,6 +166,20 @@ pub fn check_live(planner: &dyn Planner) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// Refuse a placement (`params.placement`) the planner would ignore: only
+/// fixed-size policies place through the stage; the message lists them.
+pub fn check_placement(planner: &dyn Planner, params: &PolicyParams) -> Result<(), PlanError> {
+    if params.placement == Placement::Default || planner.placement_stage() {
+        return Ok(());
+    }
+    Err(PlanError::Malformed(format!(
+        "params.placement: '{}' applies to the planners that place through the placement stage ({}); {} places jobs itself (use default)",
+        params.placement.name(),
+        registry::placement_names().join(", "),
+        planner.name()
+    )))
+}
+
 /// Run one round through `planner`. `Err` means the round was malformed,
 /// or the plan broke a rule the planner claims to honour (a planner bug,
 /// never applied); a solver failure is a valid fallback plan instead.
@@ -178,6 +192,7 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
         Cow::Owned(r)
     };
     round.check().map_err(|e| PlanError::Malformed(e.join("; ")))?;
+    check_placement(planner, &round.params)?;
     let mut plan = crate::run_planner(planner, &round, limits)?;
     bind_plan(&round, &mut plan);
     if round.params.even_nodes {

@@ -68,6 +68,15 @@ pub fn live_names() -> Vec<&'static str> {
         .collect()
 }
 
+/// The planners whose GPUs the placement stage chooses (`params.placement`).
+pub fn placement_names() -> Vec<&'static str> {
+    PLANNERS
+        .iter()
+        .filter(|(_, c)| c().placement_stage())
+        .map(|(n, _)| *n)
+        .collect()
+}
+
 /// A fresh planner by id; unknown ids list the valid ones.
 pub fn create(name: &str) -> Result<Box<dyn Planner>, PlanError> {
     PLANNERS

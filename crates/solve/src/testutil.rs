@@ -23,6 +23,7 @@ pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
         model: None,
         oracle: None,
         restart_penalty_s: None,
+        class: None,
     }
 }
 
@@ -74,5 +75,6 @@ pub fn round(cluster: &str, jobs: Vec<RoundJob>, interference: Interference) -> 
             interference,
             ..Default::default()
         },
+        variability: None,
     }
 }

@@ -165,6 +165,7 @@ fn build(
                 step_time_s: (1..=8).map(|k| 1.0 / f64::from(k).sqrt()).collect(),
             }),
             restart_penalty_s: None,
+            class: None,
         });
     }
     let mut round = Round {
@@ -182,6 +183,7 @@ fn build(
             exploration_factor: explore,
             ..Default::default()
         },
+        variability: None,
     };
     gpuplan_core::bind_round(&mut round);
     if tidy {

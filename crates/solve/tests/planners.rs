@@ -57,6 +57,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             model: if has { Some(model(a, sync, var)) } else { None },
             oracle: None,
             restart_penalty_s: None,
+            class: None,
         });
     }
     let mut round = Round {
@@ -68,6 +69,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             interference,
             ..Default::default()
         },
+        variability: None,
     };
     // Pinned multi-node jobs must not already share a node when the rule is on.
     if interference == Interference::Avoid {

@@ -18,7 +18,11 @@ impl Planner for Fifo {
         "fifo"
     }
 
-    fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {
+    fn placement_stage(&self) -> bool {
+        true
+    }
+
+    fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         let total = round.cluster.total_gpus();
         let mut order: Vec<_> = round.jobs.iter().collect();
         // Running jobs first (never preempted), then by submission.
@@ -43,7 +47,7 @@ impl Planner for Fifo {
                 decisions.push((j.id, k));
             }
         }
-        Ok(place_counts(self.name(), round, &decisions))
+        Ok(place_counts(self.name(), round, limits, &decisions))
     }
 }
 

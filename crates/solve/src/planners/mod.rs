@@ -8,9 +8,10 @@ pub mod srtf;
 pub mod tiresias;
 pub mod tiresias_gittins;
 
-use gpuplan_core::{Allocation, JobId, Plan, PlanStatus, Round, RoundJob};
+use gpuplan_core::{Allocation, JobId, Plan, PlanStatus, Round, RoundJob, Sticky};
 
 use crate::placement::FreeGpus;
+use crate::{placements, Limits};
 
 /// GPUs a fixed-size job runs with: its request, within its limits.
 /// 0 when the job may not run at all (`max_gpus` 0, or min above max).
@@ -26,19 +27,52 @@ pub fn fixed_gpus(job: &RoundJob) -> u32 {
 /// Jobs whose count is unchanged keep their current GPUs (no restart); the
 /// rest are placed consolidated, in the given order. Jobs that no longer fit
 /// get nothing. Pinned (non-preemptible, running) jobs always keep theirs.
-pub fn place_counts(name: &str, round: &Round, decisions: &[(JobId, u32)]) -> Plan {
-    place_counts_with(name, round, decisions, |_, free, k| free.take_packed(k))
+/// A round whose `params.placement` is not `default` places through that
+/// placement instead ([`crate::placements`]).
+pub fn place_counts(name: &str, round: &Round, limits: &Limits, decisions: &[(JobId, u32)]) -> Plan {
+    place_counts_with(name, round, limits, decisions, |_, free, k| free.take_packed(k))
 }
 
 /// [`place_counts`] with a caller-chosen placement for jobs that (re)start,
 /// for policies whose placement depends on the job (e.g. Tiresias's
-/// profile-based consolidation).
+/// profile-based consolidation). A placement named in the round's params
+/// replaces it: the user asked for that one.
 pub fn place_counts_with(
     name: &str,
     round: &Round,
+    limits: &Limits,
     decisions: &[(JobId, u32)],
     mut place: impl FnMut(&RoundJob, &mut FreeGpus, u32) -> Option<Allocation>,
 ) -> Plan {
+    let stage = placements::stage(round.params.placement);
+    // The policy's own placement always keeps running jobs; a chosen one
+    // keeps them only when asked to (PAL re-places every round).
+    let sticky = stage.is_none() || round.params.sticky == Sticky::Keep;
+    let (mut plan, mut free, rest) = keep_and_admit(name, round, decisions, sticky);
+    if let Some(stage) = stage {
+        placements::place_all(round, limits.seed, stage.as_ref(), &mut plan, rest);
+        return plan;
+    }
+    let types = round.cluster.type_index();
+    for (j, k) in rest {
+        if let Some(a) = place_one_type(round, &types, &mut free, k, |free, k| place(j, free, k)) {
+            plan.allocations.insert(j.id, a);
+        }
+    }
+    plan
+}
+
+/// The plan's fixed part and what is left to place: pinned jobs keep their
+/// GPUs; each decision's count is fitted to the job's limits and the
+/// largest GPU type; with `sticky`, a running job whose count is unchanged
+/// keeps its GPUs when they are free. Returns the plan so far, the GPUs it
+/// leaves free, and the (job, count) pairs to place, in decision order.
+fn keep_and_admit<'r>(
+    name: &str,
+    round: &'r Round,
+    decisions: &[(JobId, u32)],
+    sticky: bool,
+) -> (Plan, FreeGpus, Vec<(&'r RoundJob, u32)>) {
     let mut free = FreeGpus::new(&round.cluster);
     let mut plan = Plan::new(name, PlanStatus::Feasible);
     // Ids are unique (the round check), so an index finds the same job.
@@ -75,19 +109,13 @@ pub fn place_counts_with(
         if k < j.min_gpus.max(1) || k > j.max_gpus {
             continue;
         }
-        if j.current().num_gpus() == k && round.keepable(j) && free.take(j.current()) {
+        if sticky && j.current().num_gpus() == k && round.keepable(j) && free.take(j.current()) {
             plan.allocations.insert(id, j.current().clone());
         } else {
-            rest.push((id, k));
+            rest.push((j, k));
         }
     }
-    for (id, k) in rest {
-        let Some(j) = by_id(id) else { continue };
-        if let Some(a) = place_one_type(round, &types, &mut free, k, |free, k| place(j, free, k)) {
-            plan.allocations.insert(id, a);
-        }
-    }
-    plan
+    (plan, free, rest)
 }
 
 /// The most GPUs one job can get: one type's largest nodes, up to
@@ -213,6 +241,7 @@ pub(crate) mod testutil {
             model: None,
             oracle: None,
             restart_penalty_s: None,
+            class: None,
         }
     }
 
@@ -227,6 +256,7 @@ pub(crate) mod testutil {
                 interference: Interference::Allow,
                 ..PolicyParams::default()
             },
+            variability: None,
         }
     }
 

@@ -60,7 +60,11 @@ impl Planner for Optimus {
         }
     }
 
-    fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {
+    fn placement_stage(&self) -> bool {
+        true
+    }
+
+    fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         let mut order: Vec<usize> = (0..round.jobs.len()).collect();
         order.sort_by(|&a, &b| {
             let (a, b) = (&round.jobs[a], &round.jobs[b]);
@@ -97,7 +101,7 @@ impl Planner for Optimus {
             }
         }
         let decisions: Vec<_> = order.iter().map(|&i| (round.jobs[i].id, k[i])).collect();
-        Ok(place_counts(self.name(), round, &decisions))
+        Ok(place_counts(self.name(), round, limits, &decisions))
     }
 }
 

@@ -36,7 +36,11 @@ impl Planner for Srtf {
         }
     }
 
-    fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {
+    fn placement_stage(&self) -> bool {
+        true
+    }
+
+    fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         let mut order: Vec<(&RoundJob, f64)> = round
             .jobs
             .iter()
@@ -56,7 +60,7 @@ impl Planner for Srtf {
                 decisions.push((j.id, k));
             }
         }
-        Ok(place_counts(self.name(), round, &decisions))
+        Ok(place_counts(self.name(), round, limits, &decisions))
     }
 }
 

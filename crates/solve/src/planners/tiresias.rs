@@ -158,7 +158,11 @@ impl Planner for Tiresias {
         "tiresias"
     }
 
-    fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {
+    fn placement_stage(&self) -> bool {
+        true
+    }
+
+    fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         self.observe(round);
         let mut order: Vec<(usize, &RoundJob)> = round
             .jobs
@@ -172,7 +176,7 @@ impl Planner for Tiresias {
         });
         let order: Vec<&RoundJob> = order.into_iter().map(|(_, j)| j).collect();
         let decisions = admit_in_order(round, &order);
-        let plan = place_counts(self.name(), round, &decisions);
+        let plan = place_counts(self.name(), round, limits, &decisions);
         self.record(round, &plan);
         Ok(plan)
     }

@@ -138,7 +138,11 @@ impl Planner for TiresiasGittins {
         "tiresias-gittins"
     }
 
-    fn plan(&mut self, round: &Round, _limits: &Limits) -> Result<Plan, PlanError> {
+    fn placement_stage(&self) -> bool {
+        true
+    }
+
+    fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         let mut keyed: Vec<(usize, f64, &RoundJob)> = round
             .jobs
             .iter()
@@ -155,13 +159,19 @@ impl Planner for TiresiasGittins {
         });
         let order: Vec<&RoundJob> = keyed.into_iter().map(|(_, _, j)| j).collect();
         let decisions = admit_in_order(round, &order);
-        Ok(place_counts_with(self.name(), round, &decisions, |j, free, k| {
-            if spread_costs_throughput(j.model.as_ref(), k) {
-                free.take_packed(k)
-            } else {
-                free.take_spread(k)
-            }
-        }))
+        Ok(place_counts_with(
+            self.name(),
+            round,
+            limits,
+            &decisions,
+            |j, free, k| {
+                if spread_costs_throughput(j.model.as_ref(), k) {
+                    free.take_packed(k)
+                } else {
+                    free.take_spread(k)
+                }
+            },
+        ))
     }
 }
 

@@ -11,6 +11,11 @@ file (PAL's normalisation, blox/cluster_state.py::_get_machine_slowdowns);
 A ResNet, B BERT, C BERT (PAL reuses B's profile), D PageRank. Lonestar6 has
 ResNet only, so every class there uses it.
 
+It also writes traces/pal/variability/runs/{longhorn,frontera,ls6}.csv: one row
+per measured run, slowdown = that run's `perf` / the file's median. PAL's
+simulator draws each GPU's slowdown independently from these runs
+(`--variability-draw pal`); the per-GPU medians keep a node's GPUs together.
+
 Usage: scripts/pal-variability.py [ANCHORS_DIR] [OUT_DIR]
 """
 import csv
@@ -29,6 +34,21 @@ SETS = {
                  "C": "frontera/frontera-bert-agg.csv", "D": "frontera/frontera-pagerank-agg.csv"},
     "ls6": {c: "ls6/resnet-ls6-agg.csv" for c in "ABCD"},
 }
+
+
+def read_runs(path):
+    """(node, device, perf) per run, and the file's median perf."""
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            try:
+                perf = float(r["perf"])
+                node = f'{r["cabinet"]}-{int(float(r["node"]))}'
+                dev = int(float(r["device"]))
+            except (KeyError, ValueError):
+                continue
+            rows.append((node, dev, perf))
+    return rows, statistics.median(p for _, _, p in rows)
 
 
 def slowdowns(path):
@@ -59,3 +79,15 @@ for name, classes in SETS.items():
         w.writerow(["class", "node", "gpu", "slowdown"])
         w.writerows(rows)
     print(f"{name}: {len(rows)} rows")
+
+(out / "runs").mkdir(parents=True, exist_ok=True)
+for name, classes in SETS.items():
+    rows = []
+    for cls, rel in classes.items():
+        runs, med = read_runs(src / rel)
+        for node, dev, perf in sorted(runs):
+            rows.append((cls, node, dev, f"{perf / med:.6f}"))
+    with open(out / "runs" / f"{name}.csv", "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["class", "node", "gpu", "slowdown"])
+        w.writerows(rows)

@@ -65,6 +65,10 @@ pub struct SimOpts {
     /// With --variability: how many times slower a rigid job runs when it spans nodes (PAL's L).
     #[arg(long, default_value_t = gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR)]
     pub cross_node_factor: f64,
+    /// With --variability: `node` draws whole measured nodes (per-GPU medians; slow
+    /// GPUs stay together), `pal` gives each GPU one measured run, as PAL's simulator does.
+    #[arg(long, default_value = "node")]
+    pub variability_draw: String,
     /// How fixed-size policies (fifo, srtf, tiresias, ...) pick GPUs: default (the
     /// policy's own, running jobs kept), packed, random, pm-first or pal (PAL's;
     /// pm-first and pal need --variability). See docs/heterogeneity.md.
@@ -165,10 +169,17 @@ impl SimOpts {
         if !(self.cross_node_factor >= 1.0 && self.cross_node_factor.is_finite()) {
             bail!("--cross-node-factor must be >= 1, got {}", self.cross_node_factor);
         }
+        if self.variability == "none" && self.variability_draw != "node" {
+            bail!("--variability-draw needs --variability");
+        }
         if self.variability != "none" {
             cfg.variability = Some(gpuplan_sim::variability::Variability {
                 measurements: gpuplan_sim::variability::Measurements::load(&self.variability)?,
                 cross_node_factor: self.cross_node_factor,
+                draw: self
+                    .variability_draw
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--variability-draw: {e}"))?,
             });
         }
         cfg.params.placement = self

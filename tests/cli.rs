@@ -466,3 +466,44 @@ fn cluster_show_prints_the_cluster_a_round_gets() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("--devices bogus"), "{}", stderr(&bad));
 }
+
+/// `--variability-draw pal` (PAL's per-run draw) changes the result of a
+/// variable cluster; a bad value or one without `--variability` exits 2.
+#[test]
+fn the_pal_variability_draw_is_a_flag_with_clear_errors() {
+    let base = [
+        "simulate",
+        "--workload",
+        "traces/pal/philly/workload-1.csv",
+        "--cluster",
+        "16x4",
+        "--interval",
+        "360",
+        "--policy",
+        "fifo",
+        "--format",
+        "json",
+    ];
+    let with = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+    let node = json(&with(&["--variability", "longhorn"]));
+    let pal = json(&with(&["--variability", "longhorn", "--variability-draw", "pal"]));
+    assert_ne!(node["avg_jct_s"], pal["avg_jct_s"], "the draws differ");
+    let o = with(&["--variability-draw", "pal"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--variability-draw needs --variability"),
+        "{}",
+        stderr(&o)
+    );
+    let o = with(&["--variability", "longhorn", "--variability-draw", "gpu"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--variability-draw: 'gpu' is not one of node, pal"),
+        "{}",
+        stderr(&o)
+    );
+}

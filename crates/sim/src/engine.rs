@@ -791,6 +791,7 @@ mod scale_tests {
             variability: Some(Variability {
                 measurements: Measurements::parse("t", &t).unwrap(),
                 cross_node_factor: 1.7,
+                draw: Default::default(),
             }),
             ..Default::default()
         };
@@ -829,12 +830,14 @@ mod scale_tests {
         cfg.variability = Some(Variability {
             measurements: table(1.0),
             cross_node_factor: 1.0,
+            draw: Default::default(),
         });
         assert_eq!(run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo").jobs, plain.jobs);
         // GPU 3 of every node is 25% slower: a 4-GPU job holds one.
         cfg.variability = Some(Variability {
             measurements: table(1.25),
             cross_node_factor: 1.7,
+            draw: Default::default(),
         });
         let j = &run(&cfg, &[rigid(0, 0.0, 4, 1000.0)], "fifo").jobs[0];
         assert!(

@@ -42,6 +42,50 @@ pub const BUNDLED: [(&str, &str); 3] = [
     ("ls6", include_str!("../../../traces/pal/variability/ls6.csv")),
 ];
 
+/// Every measured run of the bundled sets (`scripts/pal-variability.py`),
+/// the pool PAL's own draw picks from. Native builds only: 244 KB the
+/// browser bundle does without (it draws whole nodes only).
+#[cfg(not(target_arch = "wasm32"))]
+const BUNDLED_RUNS: [(&str, &str); 3] = [
+    (
+        "longhorn",
+        include_str!("../../../traces/pal/variability/runs/longhorn.csv"),
+    ),
+    (
+        "frontera",
+        include_str!("../../../traces/pal/variability/runs/frontera.csv"),
+    ),
+    (
+        "ls6",
+        include_str!("../../../traces/pal/variability/runs/ls6.csv"),
+    ),
+];
+
+/// How a cluster's GPUs get their slowdowns from the measurements.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Draw {
+    /// Whole measured nodes, per-GPU medians: slow GPUs stay together on a
+    /// node, as the measurements show (the issue's model).
+    #[default]
+    Node,
+    /// PAL's simulator: each GPU independently takes one measured run
+    /// (`perf` / the file's median), so run-to-run noise and the rare very
+    /// slow runs count too. Spreads far more than `node`.
+    Pal,
+}
+
+impl std::str::FromStr for Draw {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "node" => Ok(Draw::Node),
+            "pal" => Ok(Draw::Pal),
+            _ => Err(format!("'{s}' is not one of node, pal")),
+        }
+    }
+}
+
 /// PAL's cross-node factor L (its default).
 pub const DEFAULT_CROSS_NODE_FACTOR: f64 = 1.7;
 
@@ -56,11 +100,19 @@ type MeasuredNode = (String, Vec<(u32, f64)>);
 pub struct Variability {
     pub measurements: Measurements,
     pub cross_node_factor: f64,
+    /// Absent from configs written before it existed: whole nodes.
+    #[serde(default)]
+    pub draw: Draw,
 }
 
 impl Variability {
     pub fn draw(&self, cluster: &Cluster, seed: u64) -> GpuSpeeds {
-        self.measurements.sample(cluster, seed, self.cross_node_factor)
+        match self.draw {
+            Draw::Node => self.measurements.sample(cluster, seed, self.cross_node_factor),
+            Draw::Pal => self
+                .measurements
+                .sample_runs(cluster, seed, self.cross_node_factor),
+        }
     }
 }
 
@@ -69,6 +121,10 @@ impl Variability {
 pub struct Measurements {
     pub name: String,
     pub classes: [Vec<Vec<f64>>; 4],
+    /// Per class, every measured value PAL's draw picks from: each run of
+    /// a bundled set (native builds), else every row of the file.
+    #[serde(default)]
+    pub runs: [Vec<f64>; 4],
 }
 
 impl Measurements {
@@ -76,7 +132,13 @@ impl Measurements {
     /// (`class,node,gpu,slowdown`).
     pub fn load(name_or_path: &str) -> Result<Measurements, SimError> {
         if let Some((n, text)) = BUNDLED.iter().find(|(n, _)| *n == name_or_path) {
-            return Measurements::parse(n, text);
+            #[allow(unused_mut)]
+            let mut m = Measurements::parse(n, text)?;
+            #[cfg(not(target_arch = "wasm32"))]
+            if let Some((_, runs)) = BUNDLED_RUNS.iter().find(|(r, _)| r == n) {
+                m.runs = Measurements::parse(n, runs)?.runs;
+            }
+            return Ok(m);
         }
         let text = std::fs::read_to_string(name_or_path).map_err(|e| {
             SimError::Invalid(format!(
@@ -99,6 +161,7 @@ impl Measurements {
         }
         // Per class: node name → (gpu, slowdown), in file order of nodes.
         let mut per: [Vec<MeasuredNode>; 4] = Default::default();
+        let mut runs: [Vec<f64>; 4] = Default::default();
         for (i, l) in lines {
             let line = i + 1;
             if l.trim().is_empty() {
@@ -126,6 +189,7 @@ impl Measurements {
                         format!("'{}' is not a number in (0, 100)", f[3]),
                     )
                 })?;
+            runs[class].push(s);
             let nodes = &mut per[class];
             match nodes.iter_mut().find(|(n, _)| n == f[1]) {
                 Some((_, g)) => g.push((gpu, s)),
@@ -151,6 +215,7 @@ impl Measurements {
         Ok(Measurements {
             name: source.to_string(),
             classes,
+            runs,
         })
     }
 
@@ -179,6 +244,38 @@ impl Measurements {
             .collect();
         GpuSpeeds {
             source: self.name.clone(),
+            gpus: RoundVariability {
+                per_node,
+                cross_node_factor,
+            },
+        }
+    }
+}
+
+impl Measurements {
+    /// PAL's draw ([`Draw::Pal`]): every GPU and class independently takes
+    /// one value of the class's pool, seeded.
+    pub fn sample_runs(&self, cluster: &Cluster, seed: u64, cross_node_factor: f64) -> GpuSpeeds {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5041_4c52_554e_5321);
+        let per_node = cluster
+            .nodes
+            .iter()
+            .map(|n| {
+                (0..n.gpus)
+                    .map(|_| {
+                        let mut g = [1.0; 4];
+                        for (c, pool) in self.runs.iter().enumerate() {
+                            if !pool.is_empty() {
+                                g[c] = pool[rng.gen_range(0..pool.len() as u32) as usize];
+                            }
+                        }
+                        g
+                    })
+                    .collect()
+            })
+            .collect();
+        GpuSpeeds {
+            source: format!("{} (PAL's per-run draw)", self.name),
             gpus: RoundVariability {
                 per_node,
                 cross_node_factor,
@@ -255,6 +352,49 @@ mod tests {
         }
         let slow = a.gpus.per_node.iter().flatten().filter(|g| g[0] > 1.0).count();
         assert!(slow > 0 && slow < 32, "both measured nodes drawn: {slow}");
+    }
+
+    /// PAL's draw: each GPU takes one value of the pool on its own, so a
+    /// node mixes fast and slow GPUs; seeded; a bundled set's pool is its
+    /// runs (more of them than GPUs, spreading wider than the medians).
+    #[test]
+    fn the_pal_draw_picks_runs_per_gpu_and_is_seeded() {
+        let text = "class,node,gpu,slowdown\n\
+            A,n,0,1.0\nA,n,0,1.5\nB,x,0,1.0\nC,x,0,1.0\nD,x,0,1.0\n";
+        let m = Measurements::parse("t", text).unwrap();
+        assert_eq!(m.runs[0], vec![1.0, 1.5]);
+        let cluster: Cluster = "8x4".parse().unwrap();
+        let v = Variability {
+            measurements: m,
+            cross_node_factor: 1.7,
+            draw: Draw::Pal,
+        };
+        let a = v.draw(&cluster, 3);
+        assert_eq!(a, v.draw(&cluster, 3));
+        assert_ne!(a, v.draw(&cluster, 4));
+        let mixed = a
+            .gpus
+            .per_node
+            .iter()
+            .filter(|n| n.iter().any(|g| g[0] == 1.0) && n.iter().any(|g| g[0] == 1.5))
+            .count();
+        assert!(mixed > 0, "GPUs drawn one by one, not whole nodes");
+        assert!(a.gpus.per_node.iter().flatten().all(|g| g[1] == 1.0));
+        let lh = Measurements::load("longhorn").unwrap();
+        let gpus: usize = lh.classes[0].iter().map(Vec::len).sum();
+        assert!(
+            lh.runs[0].len() > 2 * gpus,
+            "{} runs of {gpus} GPUs",
+            lh.runs[0].len()
+        );
+        let max = |x: &[f64]| x.iter().copied().fold(0.0, f64::max);
+        let medians: Vec<f64> = lh.classes[0].iter().flatten().copied().collect();
+        assert!(
+            max(&lh.runs[0]) > max(&medians),
+            "single runs reach further than medians"
+        );
+        assert_eq!("pal".parse::<Draw>(), Ok(Draw::Pal));
+        assert!("gpu".parse::<Draw>().unwrap_err().contains("node, pal"));
     }
 
     #[test]

@@ -311,6 +311,7 @@ impl Scenario {
             cfg.variability = Some(Variability {
                 measurements: Measurements::load(&self.variability).map_err(|e| invalid(e.to_string()))?,
                 cross_node_factor: self.cross_node_factor,
+                draw: Default::default(),
             });
         }
         Ok(cfg)

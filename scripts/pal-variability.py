@@ -52,19 +52,10 @@ def read_runs(path):
 
 
 def slowdowns(path):
+    rows, med = read_runs(path)
     runs = defaultdict(list)
-    every = []
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            try:
-                perf = float(r["perf"])
-                node = f'{r["cabinet"]}-{int(float(r["node"]))}'
-                dev = int(float(r["device"]))
-            except (KeyError, ValueError):
-                continue
-            runs[(node, dev)].append(perf)
-            every.append(perf)
-    med = statistics.median(every)
+    for node, dev, perf in rows:
+        runs[(node, dev)].append(perf)
     return {k: statistics.median(v) / med for k, v in runs.items()}
 
 

@@ -145,10 +145,10 @@ impl SlurmJob {
     /// Held by a user or an admin (`sbatch -H`, `scontrol hold`,
     /// `requeuehold`): Slurm will not start it until released.
     pub fn held(&self) -> bool {
+        // By the reason only: a site's priority plugin may give pending
+        // jobs priority 0 without holding them.
         self.job_state == "PENDING"
-            && (self.state_reason.starts_with("JobHeld")
-                || self.state_reason.contains("held")
-                || self.priority == Some(0))
+            && (self.state_reason.starts_with("JobHeld") || self.state_reason.contains("held"))
     }
 
     /// Finished for Slurm (it can still be requeued).

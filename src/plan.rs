@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpuplan_core::{Plan, PlanReport, Round};
+use gpuplan_core::{JobGpus, Plan, PlanReport, Round};
 use gpuplan_solve::{registry, run_round, Change, Decision, Limits};
 use serde::Serialize;
 
@@ -47,6 +47,9 @@ pub struct PlanOut {
     pub gpus: BTreeMap<String, Vec<(u32, u32)>>,
     /// Job name → what changes for it (start, stop, move, resize, keep, wait).
     pub changes: BTreeMap<String, Change>,
+    /// Job name → its GPUs' type and, when the round has variability, its
+    /// slowest GPU and expected factor (as the browser's round inspector shows).
+    pub hardware: BTreeMap<String, JobGpus>,
 }
 
 impl PlanOut {
@@ -54,8 +57,12 @@ impl PlanOut {
         let plan: &Plan = &decision.plan;
         let mut allocations = BTreeMap::new();
         let mut gpus = BTreeMap::new();
+        let mut hardware = BTreeMap::new();
         for j in &round.jobs {
             if let Some(a) = plan.allocations.get(&j.id) {
+                if let Some(h) = JobGpus::new(round, j, a) {
+                    hardware.insert(j.name.clone(), h);
+                }
                 allocations.insert(j.name.clone(), a.nodes().map(|n| n.0).collect());
                 gpus.insert(
                     j.name.clone(),
@@ -74,8 +81,22 @@ impl PlanOut {
             allocations,
             gpus,
             changes,
+            hardware,
         }
     }
+}
+
+/// `  t4, slowest node3 GPU 1: 1.12 (class A), expected 1.90`: the table's
+/// words for [`JobGpus`].
+fn hardware_text(h: &JobGpus) -> String {
+    let mut s = format!("  {}", h.gpu_types.join("+"));
+    if let Some(v) = &h.variability {
+        s += &format!(
+            ", slowest {} GPU {}: {:.3} (class {:?}), expected {:.3}",
+            v.slowest_node, v.slowest_gpu.1, v.slowdown, v.class, v.expected_factor
+        );
+    }
+    s
 }
 
 /// Read and check a round file; errors name the file, line and field.
@@ -120,7 +141,8 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
                 println!("note: {r}");
             }
             for (job, nodes) in &out.allocations {
-                println!("  {job:<20} {} GPUs on nodes {:?}", nodes.len(), nodes);
+                let hw = out.hardware.get(job).map_or(String::new(), hardware_text);
+                println!("  {job:<20} {} GPUs on nodes {:?}{hw}", nodes.len(), nodes);
             }
         }
     }

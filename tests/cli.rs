@@ -407,6 +407,67 @@ fn dump_rounds_writes_plannable_round_files() {
 }
 
 #[test]
+fn plan_names_each_jobs_gpu_type_and_slowest_gpu_in_a_variable_round() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-dump-var-{}", std::process::id()));
+    let o = run(&[
+        "simulate",
+        "--workload",
+        "tests/data/short-workload.csv",
+        "--policy",
+        "fifo",
+        "--variability",
+        "longhorn",
+        "--placement",
+        "pal",
+        "--dump-rounds",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let round = dir.join("round-00005.json");
+    let v = json(&run(&[
+        "plan",
+        "--input",
+        round.to_str().unwrap(),
+        "--planner",
+        "fifo",
+    ]));
+    let hw = v["hardware"].as_object().unwrap();
+    assert!(!hw.is_empty());
+    assert_eq!(hw.len(), v["allocations"].as_object().unwrap().len());
+    for (job, h) in hw {
+        assert_eq!(h["gpu_types"][0], "t4", "{job}");
+        let x = &h["variability"];
+        let node = x["slowest_gpu"][0].as_u64().unwrap();
+        assert!(
+            v["allocations"][job].as_array().unwrap().contains(&node.into()),
+            "{job}: {x}"
+        );
+        assert!(
+            x["expected_factor"].as_f64().unwrap() >= x["slowdown"].as_f64().unwrap(),
+            "{job}: {x}"
+        );
+    }
+    let table = String::from_utf8(
+        run(&[
+            "plan",
+            "--input",
+            round.to_str().unwrap(),
+            "--planner",
+            "fifo",
+            "--format",
+            "table",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(
+        table.contains("t4, slowest node") && table.contains("expected"),
+        "{table}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn simulate_analysis_adds_queueing_fairness_and_per_app_jct() {
     let plain = simulate_json("tiresias", None);
     assert!(plain.get("analysis").is_none(), "analysis only with --analysis");

@@ -136,6 +136,8 @@ const FIELD_HELP = {
   seed: 'Seeds the planners\' and the simulator\'s randomness (e.g. pollux-ga\'s search); a whole number >= 0. Same seed, same result.',
   variability: 'GPUs of one model differ in speed (PAL, SC\'24): slowdowns measured per GPU on TACC Longhorn (V100), Frontera (RTX 5000) or Lonestar6 (A100), drawn per node by the seed. A job runs at its slowest GPU\'s pace. none = every GPU at median speed.',
   cross_node_factor: 'With variability: how many times slower a rigid (trace) job runs when it spans nodes (PAL\'s L, 1.7 by default).',
+  placement: 'How fixed-size policies (fifo, srtf, optimus, tiresias, tiresias-gittins) pick GPUs, as gpuplan simulate --placement: default = the policy\'s own (running jobs kept); packed = fewest nodes; random; pm-first = fastest GPUs for the job\'s class; pal = PAL\'s least expected slowdown (pm-first and pal need GPU variability). Other policies place jobs themselves.',
+  sticky: 'With a placement: running jobs keep their GPUs instead of being placed afresh every round (--sticky).',
 };
 
 /// One line for each policy.
@@ -161,11 +163,13 @@ const GOODPUT_NOTE = 'value: the job\'s term in the objective, its speedup over 
   'the others (fifo, tiresias, ...) allocate by other rules, so their objective can sit near 0.';
 
 const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
-  'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor'];
+  'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor', 'placement',
+  'sticky'];
 const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'load ×', policy: 'policy', p: 'p',
   restart_delay_s: 'restart delay', interval_s: 'interval', interference: 'interference',
   interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed', variability: 'variability',
-  cross_node_factor: 'cross-node L' };
+  cross_node_factor: 'cross-node L', placement: 'placement', sticky: 'sticky' };
+const BOOLEAN = new Set(['sticky']);
 const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed',
   'cross_node_factor']);
 
@@ -186,11 +190,26 @@ function addScenario(values) {
   }
   for (const [f, text] of Object.entries(FIELD_HELP)) node.querySelector(`[name=${f}]`).closest('label').title = text;
   const help = node.querySelector('.policy-help');
-  const showPolicy = () => { help.textContent = `${pol.value}: ${POLICY_HELP[pol.value] ?? ''}`; };
+  const place = node.querySelector('[name=placement]');
+  for (const p of state.catalog.placements) place.add(new Option(p === 'default' ? 'default (the policy\'s own)' : p, p));
+  const sticky = node.querySelector('[name=sticky]');
+  // Only fixed-size policies place through the stage: for the others the
+  // controls are off (and read as default), as the CLI refuses --placement.
+  const showPolicy = () => {
+    const takes = state.catalog.placement_policies.includes(pol.value);
+    place.disabled = !takes;
+    sticky.disabled = !takes;
+    help.textContent = `${pol.value}: ${POLICY_HELP[pol.value] ?? ''}` +
+      (takes ? '' : ` (places jobs itself: no placement stage, which only ${state.catalog.placement_policies.join(', ')} take)`);
+  };
   pol.addEventListener('change', showPolicy);
   const s = { ...state.catalog.defaults, ...values };
   if (!s.label) s.label = freshLabel();
-  for (const f of FIELDS) node.querySelector(`[name=${f}]`).value = s[f];
+  for (const f of FIELDS) {
+    const el = node.querySelector(`[name=${f}]`);
+    if (BOOLEAN.has(f)) el.checked = Boolean(s[f]);
+    else el.value = s[f];
+  }
   showPolicy();
   node.upload = null;
   node.querySelector('[name=upload]').addEventListener('change', async (ev) => {
@@ -224,8 +243,13 @@ function freshLabel() {
 function readScenario(node) {
   const s = {};
   for (const f of FIELDS) {
-    const v = node.querySelector(`[name=${f}]`).value;
-    s[f] = NUMERIC.has(f) ? Number(v) : v;
+    const el = node.querySelector(`[name=${f}]`);
+    s[f] = BOOLEAN.has(f) ? el.checked : NUMERIC.has(f) ? Number(el.value) : el.value;
+  }
+  // A policy without the placement stage: the controls are off, read as default.
+  if (node.querySelector('[name=placement]').disabled) {
+    s.placement = 'default';
+    s.sticky = false;
   }
   if (s.workload === 'upload' && node.upload) s.upload = node.upload;
   return s;
@@ -1056,6 +1080,24 @@ function placement(j) {
   return j.chosen.map(([n, k]) => `n${n}×${k}`).join(' ');
 }
 
+const HARDWARE_NOTE = 'GPUs: the chosen GPUs\' type; with GPU variability, the slowest of them for the job\'s class ' +
+  '(node, GPU index: its slowdown, 1 = median speed) and the expected factor: that slowdown, × the cross-node L if the job spans nodes, ' +
+  'as the placement stage prices it (the simulator applies L to rigid trace jobs only).';
+
+/// The job's GPU type and, with variability, its slowest GPU (computed by
+/// the engine, gpuplan_core::JobGpus, as `gpuplan plan` prints it).
+function hardwareCell(j) {
+  const h = j.hardware;
+  if (!h) return '<td class="hardware">–</td>';
+  const type = `<span class="gpu-type">${esc(h.gpu_types.join('+'))}</span>`;
+  const v = h.variability;
+  if (!v) return `<td class="hardware">${type}</td>`;
+  const [n, g] = v.slowest_gpu;
+  return `<td class="hardware">${type} <span class="slowest" title="slowest GPU for class ${v.class}: ` +
+    `node ${n} (${esc(v.slowest_node)}), GPU ${g}">slowest ${esc(v.slowest_node)}/${g} ×${v.slowdown.toFixed(3)}</span> ` +
+    `<small>class ${v.class}, expected <span class="expected">×${v.expected_factor.toFixed(3)}</span></small></td>`;
+}
+
 function renderInspector(d) {
   state.inspected = d;
   $('#resolve-out').textContent = '';
@@ -1068,7 +1110,7 @@ function renderInspector(d) {
     `<span>gap ${gap}</span><span>solve ${d.solve_ms.toFixed(2)} ms</span><span>p = ${d.p}</span>` +
     `<span>fair share ${d.fair_share[1]} GPU</span>` + (d.reason ? `<div class="reason">note: ${esc(d.reason)}</div>` : '') +
     (d.bound == null ? `<div class="note">bound and gap —: ${NO_BOUND}.</div>` : '') +
-    `<div class="note">${GOODPUT_NOTE}</div>`;
+    `<div class="note">${GOODPUT_NOTE}</div><div class="note">${HARDWARE_NOTE}</div>`;
   const rows = d.jobs.map((j) => {
     const table = j.speedups
       .filter((s) => s.gpus === j.chosen_gpus || (s.gpus & (s.gpus - 1)) === 0)
@@ -1078,11 +1120,12 @@ function renderInspector(d) {
       `<small>${j.chosen.map(([n, k]) => `n${n}×${k}`).join(' ')}</small>` : '–';
     return `<tr><td>${esc(j.name)}</td><td>${j.app}</td><td>${(j.age_s / HOUR).toFixed(2)}</td><td>${j.epoch}</td>` +
       `<td>${j.restarts}</td><td>${j.before_gpus}</td><td class="${j.chosen_gpus !== j.before_gpus ? 'chosen' : ''}">${chosen}</td>` +
+      hardwareCell(j) +
       `<td>${j.chosen_speedup.toFixed(3)}</td><td>${j.value.toFixed(3)}</td>` +
       `<td class="speedups" title="speedup over the fair share by GPUs (packed); ${j.has_model ? 'fitted model' : 'no model yet: linear'}">${table}</td></tr>`;
   });
   $('#inspect-jobs').innerHTML = '<tr><th>job</th><th>app</th><th>age (h)</th><th>epoch</th><th>restarts</th>' +
-    '<th>GPUs before</th><th>chosen</th><th>speedup</th><th>value</th><th>speedup by GPUs</th></tr>' + rows.join('');
+    '<th>GPUs before</th><th>chosen</th><th>GPUs</th><th>speedup</th><th>value</th><th>speedup by GPUs</th></tr>' + rows.join('');
 }
 
 // ---------- export ----------

@@ -768,6 +768,47 @@ test('GPU variability and the cross-node factor give the CLI\'s results', async 
   await context.close();
 });
 
+// Issue 14: the placement stage from the editor equals the CLI's --placement,
+// and the inspector names each running job's GPU type and slowest GPU.
+test('placement pal on a longhorn-variable cluster gives the CLI\'s results; the inspector shows type and slowest GPU', async () => {
+  const workload = 'workloads-0.5/workload-2';
+  const native = nativeSummary(['--workload', `traces/pollux/${workload}.csv`, '--policy', 'fifo',
+    '--variability', 'longhorn', '--placement', 'pal']);
+  const packed = nativeSummary(['--workload', `traces/pollux/${workload}.csv`, '--policy', 'fifo',
+    '--variability', 'longhorn', '--placement', 'packed']);
+  assert.notEqual(native.avg_jct_s, packed.avg_jct_s, 'pal and packed differ, so the placement is seen');
+  const { page, context, errors } = await openPage();
+  // Policies that place jobs themselves have the controls off.
+  await setField(page, 0, 'policy', 'pollux-mip');
+  assert.ok(await page.locator('[name=placement]').isDisabled());
+  assert.ok(await page.locator('[name=sticky]').isDisabled());
+  assert.match(await page.textContent('.policy-help'), /places jobs itself/);
+  await setField(page, 0, 'policy', 'fifo');
+  assert.ok(await page.locator('[name=placement]').isEnabled());
+  await setField(page, 0, 'workload', workload);
+  // pal without variability is refused, with the CLI's reason shown.
+  await setField(page, 0, 'placement', 'pal');
+  assert.match(await runAndWait(page), /^Failed/);
+  assert.match(await page.textContent('#error'), /placement pal needs GPU variability/);
+  await setField(page, 0, 'variability', 'longhorn');
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  assert.equal(run.scenario.placement, 'pal');
+  for (const key of ['policy', 'workload', 'jobs', 'rounds', 'restarts', 'avg_jct_s', 'p50_jct_s', 'p99_jct_s',
+    'makespan_s', 'gpu_utilization']) {
+    assert.equal(run.summary[key], native[key], `summary.${key}: browser ${run.summary[key]} vs CLI ${native[key]}`);
+  }
+  // The share link carries the placement.
+  assert.match(decodeURIComponent(new URL(page.url()).hash), /"placement":"pal"/);
+  // The inspector (opened at the middle round): a running job's type and slowest GPU.
+  await page.waitForSelector('#inspect-jobs .slowest');
+  const cell = await page.locator('#inspect-jobs td.hardware:has(.slowest)').first().textContent();
+  assert.match(cell, /^t4 slowest node\d+\/\d ×\d\.\d{3} class [A-D], expected ×\d\.\d{3}$/, cell);
+  await page.locator('#inspector').screenshot({ path: join(ARTIFACTS, 'round-inspector-variability.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 // Issue 18: JCT against load for several policies, in the worker, cancellable.
 test('a load sweep plots JCT against load per policy, equal to single runs, and can be cancelled', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));

@@ -31,6 +31,6 @@ pub use cluster::{Cluster, GpuType, Node, NodeId};
 pub use error::{CoreError, ParseError};
 pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
-pub use plan::{validate, validate_under, Plan, PlanReport, PlanStatus, Violation};
+pub use plan::{validate, validate_under, JobGpus, JobVariability, Plan, PlanReport, PlanStatus, Violation};
 pub use round::{check_p, Interference, Oracle, Placement, PolicyParams, Round, RoundJob, Sticky};
 pub use variability::{PerfClass, RoundVariability};

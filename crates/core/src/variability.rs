@@ -82,6 +82,32 @@ impl RoundVariability {
         }
     }
 
+    /// The slowest GPU of `alloc` for `class` and its slowdown (the first
+    /// of equals); an unnamed slot is its node's slowest GPU. `None` for an
+    /// empty allocation or one on nodes the round does not have.
+    pub fn slowest(&self, class: usize, alloc: &Allocation) -> Option<(GpuId, f64)> {
+        let mut best: Option<(GpuId, f64)> = None;
+        for g in alloc.gpus() {
+            let node = self.per_node.get(g.node.0 as usize)?;
+            let on = |i: usize| node.get(i).map(|x| (GpuId::new(g.node, i as u32), x[class]));
+            let here = if g.is_bound() {
+                on(g.index as usize)
+            } else {
+                (0..node.len())
+                    .filter_map(on)
+                    .fold(None, |b: Option<(GpuId, f64)>, x| match b {
+                        Some(b) if b.1 >= x.1 => Some(b),
+                        _ => Some(x),
+                    })
+            };
+            let here = here?;
+            if best.is_none_or(|b| here.1 > b.1) {
+                best = Some(here);
+            }
+        }
+        best
+    }
+
     /// How many times slower a job of `class` runs on `alloc` than on median
     /// GPUs: its slowest GPU's slowdown, times L when `cross_node` applies
     /// (a rigid job) and it spans nodes. 1 for an empty allocation.
@@ -163,6 +189,28 @@ mod tests {
             v.job_factor(0, &Allocation::from_counts(&[(NodeId(0), 1)]), true),
             1.2
         );
+    }
+
+    #[test]
+    fn slowest_names_the_gpu_that_sets_the_pace() {
+        let v = RoundVariability {
+            per_node: vec![
+                vec![[1.0; 4], [1.2, 1.0, 1.0, 1.0]],
+                vec![[1.1, 1.3, 1.0, 1.0]; 2],
+            ],
+            cross_node_factor: 1.7,
+        };
+        let a = gpus(&[(0, 0), (0, 1), (1, 1)]);
+        assert_eq!(v.slowest(0, &a), Some((GpuId::new(NodeId(0), 1), 1.2)));
+        assert_eq!(v.slowest(1, &a), Some((GpuId::new(NodeId(1), 1), 1.3)));
+        // Ties: the first named.
+        assert_eq!(v.slowest(2, &a), Some((GpuId::new(NodeId(0), 0), 1.0)));
+        // An unnamed slot: its node's slowest GPU.
+        let any = Allocation::from_counts(&[(NodeId(0), 1)]);
+        assert_eq!(v.slowest(0, &any), Some((GpuId::new(NodeId(0), 1), 1.2)));
+        assert_eq!(v.slowest(0, &Allocation::default()), None);
+        assert_eq!(v.slowest(0, &gpus(&[(5, 0)])), None);
+        assert_eq!(v.slowest(0, &gpus(&[(0, 9)])), None);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use gpuplan_core::{objective, Cluster, Interference, Plan, PlanReport, Round};
+use gpuplan_core::{objective, Cluster, Interference, JobGpus, Placement, Plan, PlanReport, Round, Sticky};
 use gpuplan_sim::analysis::{self, Analysis};
 use gpuplan_sim::data::{self, Profiles};
 use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
@@ -129,6 +129,11 @@ pub struct Catalog {
     pub formats: Vec<FormatInfo>,
     /// [`MAX_NODES`], [`MAX_GPUS`], [`MAX_JOBS`], for the page to state.
     pub limits: (u32, u32, usize),
+    /// Placement stages, `default` first (the CLI's `--placement` values).
+    pub placements: Vec<&'static str>,
+    /// The policies that place through the stage; the others refuse any
+    /// placement but `default`, as the CLI does.
+    pub placement_policies: Vec<&'static str>,
 }
 
 /// Text of a bundled workload by id.
@@ -202,6 +207,11 @@ pub struct Scenario {
     pub variability: String,
     /// PAL's cross-node factor L, as `--cross-node-factor`.
     pub cross_node_factor: f64,
+    /// The placement stage of fixed-size policies, as `--placement`:
+    /// `default` (the policy's own), `packed`, `random`, `pm-first`, `pal`.
+    pub placement: String,
+    /// Running jobs keep their GPUs under a placement, as `--sticky`.
+    pub sticky: bool,
 }
 
 impl Default for Scenario {
@@ -222,6 +232,8 @@ impl Default for Scenario {
             seed: 0,
             variability: "none".into(),
             cross_node_factor: gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR,
+            placement: Placement::Default.name().into(),
+            sticky: false,
         }
     }
 }
@@ -314,7 +326,35 @@ impl Scenario {
                 draw: Default::default(),
             });
         }
+        cfg.params.placement = self
+            .placement
+            .parse()
+            .map_err(|e| invalid(format!("placement: {e}")))?;
+        if matches!(cfg.params.placement, Placement::PmFirst | Placement::Pal) && cfg.variability.is_none() {
+            return Err(invalid(format!(
+                "placement {} needs GPU variability: without per-GPU speeds every GPU is alike (use packed)",
+                self.placement
+            )));
+        }
+        if self.sticky {
+            cfg.params.sticky = Sticky::Keep;
+        }
         Ok(cfg)
+    }
+
+    /// The scenario's planner, refused as the CLI refuses it when it cannot
+    /// honour the placement (only fixed-size policies place through the stage).
+    pub fn planner(&self, cfg: &SimConfig) -> Result<Box<dyn gpuplan_solve::Planner>, ApiError> {
+        let planner = registry::create(&self.policy)?;
+        gpuplan_solve::pipeline::check_placement(planner.as_ref(), &cfg.params).map_err(|e| {
+            invalid(format!(
+                "policy {}: {}",
+                self.policy,
+                e.to_string()
+                    .replace("malformed round: params.placement", "placement")
+            ))
+        })?;
+        Ok(planner)
     }
 
     /// The jobs and the workload's name (the file stem, as the CLI reports it).
@@ -525,6 +565,8 @@ pub fn catalog() -> Result<String, ApiError> {
             })
             .collect(),
         limits: (MAX_NODES, MAX_GPUS, MAX_JOBS),
+        placements: Placement::ALL.map(Placement::name).to_vec(),
+        placement_policies: registry::placement_names(),
     })
 }
 
@@ -552,7 +594,7 @@ pub fn run_scenario(
     progress: &mut dyn FnMut(Progress) -> Control,
 ) -> Result<RunOut, ApiError> {
     let cfg = scenario.config()?;
-    let mut planner = registry::create(&scenario.policy)?;
+    let mut planner = scenario.planner(&cfg)?;
     with_profiles(|profiles| {
         let (jobs, workload_name) = scenario.jobs(profiles)?;
         let mut submits: Vec<f64> = jobs.iter().map(|j| j.spec.submit_s).collect();
@@ -669,6 +711,10 @@ pub struct InspectJob {
     /// The job's contribution to the objective (speedup × restart factor if moved).
     pub value: f64,
     pub speedups: Vec<SpeedupRow>,
+    /// The chosen GPUs' type and, with variability, the slowest of them for
+    /// the job's class and its expected factor; absent for a job without GPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<JobGpus>,
 }
 
 /// A round as the inspector shows it.
@@ -720,6 +766,7 @@ fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> Insp
                 chosen_speedup: objective::speedup(j, alloc.num_nodes(), alloc.num_gpus(), fair),
                 value: objective::job_value(j, &alloc, fair, round.params.restart_penalty_s),
                 speedups,
+                hardware: JobGpus::new(round, j, &alloc),
             }
         })
         .collect();
@@ -1079,6 +1126,109 @@ mod tests {
             msg.contains("x.csv:1:header") && msg.contains("gpuplan, pollux, philly"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn placement_and_sticky_reach_the_simulator_and_are_refused_as_the_cli_refuses_them() {
+        let s = Scenario {
+            workload: "workloads-0.5/workload-2".into(),
+            policy: "fifo".into(),
+            variability: "longhorn".into(),
+            placement: "pal".into(),
+            sticky: true,
+            ..Default::default()
+        };
+        let cfg = s.config().unwrap();
+        assert_eq!(cfg.params.placement, Placement::Pal);
+        assert_eq!(cfg.params.sticky, Sticky::Keep);
+        let out = run_scenario(&s, &mut quiet).unwrap();
+        let profiles = data::pollux_profiles().unwrap();
+        let (jobs, _) = s.jobs(&profiles).unwrap();
+        let direct = simulate_workload(
+            &cfg,
+            &profiles,
+            &jobs,
+            registry::create("fifo").unwrap().as_mut(),
+            &mut |_, _| Control::Continue,
+        )
+        .unwrap();
+        assert_eq!(out.jobs, direct.jobs);
+        // The inspector: every job with GPUs has a type and a slowest GPU.
+        let busiest = busiest_round(&out);
+        let insp: serde_json::Value = serde_json::from_str(&inspect(out.run_id, busiest).unwrap()).unwrap();
+        let placed: Vec<&serde_json::Value> = insp["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["chosen_gpus"].as_u64().unwrap() > 0)
+            .collect();
+        assert!(!placed.is_empty());
+        for j in placed {
+            let h = &j["hardware"];
+            assert_eq!(h["gpu_types"], serde_json::json!(["t4"]), "{j}");
+            let v = &h["variability"];
+            let slow = v["slowdown"].as_f64().unwrap();
+            let factor = v["expected_factor"].as_f64().unwrap();
+            assert!(
+                slow > 0.0 && (factor == slow || (factor - slow * 1.7).abs() < 1e-9),
+                "{v}"
+            );
+            let (n, _) = (
+                v["slowest_gpu"][0].as_u64().unwrap(),
+                v["slowest_gpu"][1].as_u64().unwrap(),
+            );
+            assert!(j["chosen"].as_array().unwrap().iter().any(|c| c[0] == n), "{j}");
+        }
+        // Without variability: a type, no slowest GPU.
+        let plain = run_scenario(
+            &Scenario {
+                variability: "none".into(),
+                placement: "packed".into(),
+                ..s.clone()
+            },
+            &mut quiet,
+        )
+        .unwrap();
+        let insp: serde_json::Value =
+            serde_json::from_str(&inspect(plain.run_id, busiest_round(&plain)).unwrap()).unwrap();
+        let j = insp["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["chosen_gpus"].as_u64().unwrap() > 0)
+            .unwrap();
+        assert_eq!(j["hardware"]["gpu_types"][0], "t4");
+        assert!(j["hardware"].get("variability").is_none());
+        // Refusals, each a message rather than a panic.
+        let refused = |s: Scenario| run_scenario(&s, &mut quiet).unwrap_err().to_string();
+        let msg = refused(Scenario {
+            policy: "pollux-mip".into(),
+            ..s.clone()
+        });
+        assert!(
+            msg.starts_with("policy pollux-mip: placement: 'pal' applies to") && msg.contains("fifo"),
+            "{msg}"
+        );
+        let msg = refused(Scenario {
+            variability: "none".into(),
+            ..s.clone()
+        });
+        assert!(msg.contains("placement pal needs GPU variability"), "{msg}");
+        let msg = refused(Scenario {
+            placement: "best".into(),
+            ..s.clone()
+        });
+        assert!(msg.contains("unknown placement 'best'"), "{msg}");
+        // Old links, without the new keys, read as the default placement.
+        let old = parse_scenario(r#"{"policy": "fifo"}"#).unwrap();
+        assert_eq!((old.placement.as_str(), old.sticky), ("default", false));
+        let c: serde_json::Value = serde_json::from_str(&catalog().unwrap()).unwrap();
+        assert_eq!(c["placements"][0], "default");
+        assert!(c["placement_policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "tiresias"));
     }
 
     #[test]

@@ -302,7 +302,15 @@ impl Engine for SlurmEngine {
         // requeue a pending job).
         let r = match how {
             _ if job.job_state == "PENDING" => self.slurm.hold(id),
-            Stop::Graceful => self.slurm.requeue_hold(id),
+            // It may have become pending between the query and the
+            // command (a requeue under way): then hold it.
+            Stop::Graceful => self.slurm.requeue_hold(id).or_else(|e| {
+                if e.to_string().contains("pending execution") {
+                    self.slurm.hold(id)
+                } else {
+                    Err(e)
+                }
+            }),
             Stop::Now => self.slurm.signal(id, "KILL"),
         };
         if let Err(e) = r {

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use gpuplan_exec::slurm::{run_timed, SlurmJob};
+use gpuplan_exec::slurm::{run_timed, Slurm};
 use gpuplan_sim::SimResult;
 
 use crate::simulate::{result_file, SweepArgs, SweepTask};
@@ -26,12 +26,6 @@ const POLL: Duration = Duration::from_secs(2);
 const MAX_FAILURES: u32 = 10;
 /// The array job's name, so a rerun finds its own array and no other.
 const JOB_NAME: &str = "gpuplan-sweep";
-
-#[derive(serde::Deserialize)]
-struct Queue {
-    #[serde(default)]
-    jobs: Vec<SlurmJob>,
-}
 
 /// Submit the cells not in `done` (or wait for the array an earlier run
 /// submitted, if it still runs) and return once each is in or the array
@@ -54,7 +48,7 @@ pub fn run(a: &SweepArgs, dir: &Path, tasks: &[SweepTask], done: &BTreeMap<usize
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok());
     if let Some(id) = earlier {
-        if array_active(id).map_err(|e| anyhow!("slurm: {e}"))? {
+        if array_active(id).map_err(|e| anyhow!("{e}"))? {
             eprintln!("slurm: array job {id} of an earlier run still runs; waiting for it (squeue -j {id})");
             return wait(dir, tasks, &cells, id);
         }
@@ -126,10 +120,10 @@ fn wait(dir: &Path, tasks: &[SweepTask], cells: &[usize], id: u64) -> Result<()>
             Ok(true) => failures = 0,
             Err(e) => {
                 failures += 1;
-                eprintln!("slurm: {e} (failure {failures} of {MAX_FAILURES} in a row)");
+                eprintln!("{e} (failure {failures} of {MAX_FAILURES} in a row)");
                 if failures >= MAX_FAILURES {
                     bail!(
-                        "slurm: {e}; stopped waiting, array job {id} may still run \
+                        "{e}; stopped waiting, array job {id} may still run \
                          (squeue -j {id}): rerun the same command to wait for it again"
                     );
                 }
@@ -139,13 +133,13 @@ fn wait(dir: &Path, tasks: &[SweepTask], cells: &[usize], id: u64) -> Result<()>
     }
 }
 
-/// Whether array job `id` has a task that is pending or running. Slurm
-/// 22.05's `squeue --json` ignores filters, so the array is picked here.
+/// Whether array job `id` has a task that is pending or running, in
+/// whatever partition it went to. Errors start with `slurm:`.
 fn array_active(id: u64) -> Result<bool, String> {
-    let out = run_timed("squeue", &["--json".into()], TIMEOUT)?;
-    let q: Queue =
-        serde_json::from_str(&out).map_err(|e| format!("`squeue --json`: unreadable JSON: {e}"))?;
-    Ok(q.jobs
+    let mut slurm = Slurm::new("");
+    slurm.timeout = TIMEOUT;
+    let jobs = slurm.all_jobs().map_err(|e| e.to_string())?;
+    Ok(jobs
         .iter()
         .any(|j| j.array_job_id == Some(id) && j.name == JOB_NAME && !j.ended()))
 }

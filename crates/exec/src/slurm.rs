@@ -132,8 +132,6 @@ pub struct SlurmJob {
     pub standard_output: String,
     #[serde(default)]
     pub user_id: Option<u32>,
-    #[serde(default)]
-    pub priority: Option<i64>,
     /// The array job this record belongs to (`gpuplan sweep --slurm`); 0 or
     /// absent for a plain job. A pending array is one record, each started
     /// task one more.
@@ -274,11 +272,17 @@ impl Slurm {
             .collect())
     }
 
-    /// The partition's jobs (22.05's `squeue --json` ignores filters, so
-    /// the partition is picked here).
-    pub fn jobs(&self) -> Result<Vec<SlurmJob>, ExecError> {
+    /// Every job Slurm knows, in any partition (22.05's `squeue --json`
+    /// ignores filters).
+    pub fn all_jobs(&self) -> Result<Vec<SlurmJob>, ExecError> {
         let r: JobsReply = self.json("squeue", &["--json".into()])?;
-        Ok(r.jobs
+        Ok(r.jobs)
+    }
+
+    /// The partition's jobs.
+    pub fn jobs(&self) -> Result<Vec<SlurmJob>, ExecError> {
+        Ok(self
+            .all_jobs()?
             .into_iter()
             .filter(|j| j.partition == self.partition)
             .collect())

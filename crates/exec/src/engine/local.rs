@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 
 use gpuplan_core::JobId;
 
-use super::{tail, AttemptSpec, Engine, Handle, RankProc, RankStatus, Stop};
+use super::{mkdir, tail, AttemptSpec, Engine, Handle, RankProc, RankStatus, Stop};
 use crate::ExecError;
 
 /// (uid, primary gid) to switch to, if the daemon is root and `uid` is another user.
@@ -72,21 +72,14 @@ impl LocalEngine {
         }
     }
 
-    fn job_dir(&self, job: JobId) -> PathBuf {
-        self.state_dir.join("jobs").join(job.0.to_string())
-    }
-
-    /// The job's checkpoint directory (`GPUPLAN_CHECKPOINT_DIR`), kept across attempts.
+    /// [`super::checkpoint_dir`] under this engine's state directory.
     pub fn checkpoint_dir(&self, job: JobId) -> PathBuf {
-        self.job_dir(job).join("checkpoint")
+        super::checkpoint_dir(&self.state_dir, job)
     }
 
-    /// The file a finished job creates (`GPUPLAN_DONE_FILE`). A stop that
-    /// lands while a job exits can turn its 0 into 143 (Python, for one,
-    /// restores the default SIGTERM action while it shuts down), and a job
-    /// relaunched after finishing would finish twice.
+    /// [`super::done_file`] under this engine's state directory.
     pub fn done_file(&self, job: JobId) -> PathBuf {
-        self.checkpoint_dir(job).join("gpuplan-done")
+        super::done_file(&self.state_dir, job)
     }
 
     fn signal(&mut self, p: &RankProc, sig: Stop) {
@@ -178,19 +171,13 @@ impl Engine for LocalEngine {
 
     fn locate(&self, job: JobId, attempt: u32) -> Handle {
         Handle {
-            dir: self.job_dir(job).join(format!("attempt-{attempt}")),
+            dir: super::job_dir(&self.state_dir, job).join(format!("attempt-{attempt}")),
             ranks: Vec::new(),
             slurm_job: None,
         }
     }
 
     fn start(&mut self, spec: &AttemptSpec, h: &mut Handle) -> Result<(), ExecError> {
-        let mkdir = |d: &Path| {
-            std::fs::create_dir_all(d).map_err(|source| ExecError::Io {
-                context: format!("create {}", d.display()),
-                source,
-            })
-        };
         let ckpt = self.checkpoint_dir(spec.job);
         mkdir(&h.dir)?;
         mkdir(&ckpt)?;

@@ -196,6 +196,34 @@ pub fn backends(
     Ok((crate::device::open(devices)?, open(engine, state_dir)?))
 }
 
+/// Where a job's files live under the daemon's state directory, whichever
+/// engine runs it: `STATE/jobs/ID/` with its attempts and its checkpoint
+/// directory, so the job protocol reads the same under every engine.
+pub fn job_dir(state_dir: &Path, job: JobId) -> PathBuf {
+    state_dir.join("jobs").join(job.0.to_string())
+}
+
+/// The job's checkpoint directory (`GPUPLAN_CHECKPOINT_DIR`), kept across attempts.
+pub fn checkpoint_dir(state_dir: &Path, job: JobId) -> PathBuf {
+    job_dir(state_dir, job).join("checkpoint")
+}
+
+/// The file a finished job creates (`GPUPLAN_DONE_FILE`). A stop that
+/// lands while a job exits can turn its 0 into 143 (Python, for one,
+/// restores the default SIGTERM action while it shuts down), and a job
+/// relaunched after finishing would finish twice.
+pub fn done_file(state_dir: &Path, job: JobId) -> PathBuf {
+    checkpoint_dir(state_dir, job).join("gpuplan-done")
+}
+
+/// `mkdir -p`, the error naming the directory.
+pub(crate) fn mkdir(d: &Path) -> Result<(), ExecError> {
+    std::fs::create_dir_all(d).map_err(|source| ExecError::Io {
+        context: format!("create {}", d.display()),
+        source,
+    })
+}
+
 /// Last `n` lines of a file (reads at most its last 64 KiB).
 pub fn tail(path: &Path, n: usize) -> Vec<String> {
     use std::io::{Read, Seek, SeekFrom};

@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 
 use gpuplan_core::JobId;
 
-use super::{tail, AttemptSpec, Engine, Handle, RankProc, RankStatus, Stop};
+use super::{
+    checkpoint_dir, done_file, job_dir, mkdir, tail, AttemptSpec, Engine, Handle, RankProc, RankStatus, Stop,
+};
 use crate::slurm::{Slurm, SlurmJob};
 use crate::spec::JobSubmission;
 use crate::ExecError;
@@ -127,15 +129,6 @@ impl SlurmEngine {
         }
     }
 
-    fn job_dir(&self, job: JobId) -> PathBuf {
-        self.state_dir.join("jobs").join(job.0.to_string())
-    }
-
-    /// Same place as the local engine's, so the job protocol reads the same.
-    fn done_file(&self, job: JobId) -> PathBuf {
-        self.job_dir(job).join("checkpoint").join("gpuplan-done")
-    }
-
     /// The partition's jobs, at most [`STATUS_TTL`] old.
     fn jobs(&mut self) -> Result<&HashMap<u64, SlurmJob>, ExecError> {
         let fresh = self.cache.as_ref().is_some_and(|(t, _)| t.elapsed() < STATUS_TTL);
@@ -144,13 +137,6 @@ impl SlurmEngine {
             self.cache = Some((Instant::now(), jobs.into_iter().map(|j| (j.job_id, j)).collect()));
         }
         Ok(&self.cache.as_ref().expect("filled").1)
-    }
-
-    fn mkdir(d: &Path) -> Result<(), ExecError> {
-        std::fs::create_dir_all(d).map_err(|source| ExecError::Io {
-            context: format!("create {}", d.display()),
-            source,
-        })
     }
 
     fn write(path: &Path, text: &str) -> Result<(), ExecError> {
@@ -171,7 +157,7 @@ impl Engine for SlurmEngine {
 
     fn locate(&self, job: JobId, attempt: u32) -> Handle {
         Handle {
-            dir: self.job_dir(job).join(format!("attempt-{attempt}")),
+            dir: job_dir(&self.state_dir, job).join(format!("attempt-{attempt}")),
             ranks: Vec::new(),
             slurm_job: self.ids.get(&job).copied(),
         }
@@ -209,10 +195,10 @@ impl Engine for SlurmEngine {
             self.slurm.hold(id)?;
         }
         let env_dir = self.state_dir.join("slurm").join(id.to_string());
-        let ckpt = self.job_dir(spec.job).join("checkpoint");
-        Self::mkdir(&env_dir)?;
-        Self::mkdir(&h.dir)?;
-        Self::mkdir(&ckpt)?;
+        let ckpt = checkpoint_dir(&self.state_dir, spec.job);
+        mkdir(&env_dir)?;
+        mkdir(&h.dir)?;
+        mkdir(&ckpt)?;
         let mut env = spec.env.clone();
         for (key, v) in [
             ("GPUPLAN_COMMAND", spec.command.clone()),
@@ -223,7 +209,9 @@ impl Engine for SlurmEngine {
             ("GPUPLAN_CHECKPOINT_DIR", ckpt.to_string_lossy().into_owned()),
             (
                 "GPUPLAN_DONE_FILE",
-                self.done_file(spec.job).to_string_lossy().into_owned(),
+                done_file(&self.state_dir, spec.job)
+                    .to_string_lossy()
+                    .into_owned(),
             ),
         ] {
             env.push((key.to_string(), v));
@@ -350,12 +338,12 @@ impl Engine for SlurmEngine {
     }
 
     fn done(&self, job: JobId) -> bool {
-        self.done_file(job).exists()
+        done_file(&self.state_dir, job).exists()
     }
 
     fn admit(&mut self, job: JobId, spec: &JobSubmission) -> Result<Option<u64>, ExecError> {
-        let dir = self.job_dir(job);
-        Self::mkdir(&dir)?;
+        let dir = job_dir(&self.state_dir, job);
+        mkdir(&dir)?;
         let script = dir.join("job.sh");
         Self::write(&script, &batch_script(&self.state_dir, spec))?;
         let name = format!("gpuplan-{}", spec.name);

@@ -31,6 +31,26 @@ pub struct SimOpts {
     /// Power-mean exponent p of goodput-based policies.
     #[arg(long, default_value_t = -1.0, allow_hyphen_values = true)]
     pub p: f64,
+    /// Attained-service priority of goodput-based policies: each job's value is
+    /// multiplied by (1 + attained GPU-seconds / --priority-scale)^this (0 = off,
+    /// Pollux's objective). See docs/policy.md.
+    #[arg(long)]
+    pub priority_exponent: Option<f64>,
+    /// GPU-seconds of service at which the priority factor reaches 2^exponent.
+    #[arg(long)]
+    pub priority_scale: Option<f64>,
+    /// δ of the restart factor (age − δ·restarts)/(age + δ) in goodput-based
+    /// policies' objective (default: --restart-delay, the time a restart really costs).
+    #[arg(long)]
+    pub restart_penalty: Option<f64>,
+    /// Times its duration a restart is charged in goodput-based policies'
+    /// restart factor (default 1, Pollux's; gpuplan-mip 2).
+    #[arg(long)]
+    pub restart_weight: Option<f64>,
+    /// Pollux's exploration cap in goodput-based policies: a job gets at most
+    /// this many times the most GPUs it has run on (default 2, Pollux's).
+    #[arg(long)]
+    pub exploration_factor: Option<u32>,
     /// Interference rule of goodput-based policies: at most one multi-node job per node (avoid) or none (allow).
     #[arg(long, value_enum, default_value = "avoid")]
     pub interference: InterferenceArg,
@@ -159,6 +179,29 @@ impl SimOpts {
         if let Err(e) = gpuplan_core::check_p(self.p) {
             bail!("--p: {e}");
         }
+        if let Some(e) = self.priority_exponent {
+            if !(e.is_finite() && (0.0..=4.0).contains(&e)) {
+                bail!("--priority-exponent must be in 0..=4, got {e}");
+            }
+        }
+        if let Some(s) = self.priority_scale {
+            if !(s.is_finite() && s > 0.0) {
+                bail!("--priority-scale must be > 0 GPU-seconds, got {s}");
+            }
+        }
+        if let Some(w) = self.restart_weight {
+            if !(w.is_finite() && (0.0..=100.0).contains(&w)) {
+                bail!("--restart-weight must be in 0..=100, got {w}");
+            }
+        }
+        if self.exploration_factor == Some(0) {
+            bail!("--exploration-factor must be >= 1");
+        }
+        if let Some(d) = self.restart_penalty {
+            if !(d.is_finite() && d >= 0.0) {
+                bail!("--restart-penalty must be >= 0, got {d}");
+            }
+        }
         let mut cfg = SimConfig {
             cluster,
             interval_s: self.interval,
@@ -202,12 +245,50 @@ impl SimOpts {
         cfg.interference_slowdown = self.interference_slowdown;
         cfg.time_limit_s = self.time_limit;
         cfg.params.p = self.p;
-        cfg.params.restart_penalty_s = self.restart_delay;
+        cfg.params.restart_penalty_s = self.restart_penalty.unwrap_or(self.restart_delay);
+        if let Some(f) = self.exploration_factor {
+            cfg.params.exploration_factor = f;
+        }
+        if let Some(e) = self.priority_exponent {
+            cfg.params.priority.exponent = e;
+        }
+        if let Some(s) = self.priority_scale {
+            cfg.params.priority.scale_gpu_s = s;
+        }
         cfg.params.interference = match self.interference {
             InterferenceArg::Avoid => Interference::Avoid,
             InterferenceArg::Allow => Interference::Allow,
         };
         Ok(cfg)
+    }
+}
+
+impl SimOpts {
+    /// The run's params under one policy: the policy's own defaults
+    /// (`registry::default_params`: `gpuplan-mip`'s objective) wherever the
+    /// user gave no flag, so a sweep of several policies gives each its own.
+    pub fn params_for(
+        &self,
+        policy: &str,
+        params: &gpuplan_core::PolicyParams,
+    ) -> gpuplan_core::PolicyParams {
+        let d = gpuplan_solve::registry::default_params(policy);
+        let mut p = *params;
+        if self.exploration_factor.is_none() {
+            p.exploration_factor = d.exploration_factor;
+        }
+        if let Some(w) = self.restart_weight {
+            p.restart_weight = w;
+        } else {
+            p.restart_weight = d.restart_weight;
+        }
+        if self.priority_exponent.is_none() {
+            p.priority.exponent = d.priority.exponent;
+        }
+        if self.priority_scale.is_none() {
+            p.priority.scale_gpu_s = d.priority.scale_gpu_s;
+        }
+        p
     }
 }
 
@@ -328,7 +409,8 @@ pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
 }
 
 pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
-    let cfg = a.opts.config()?;
+    let mut cfg = a.opts.config()?;
+    cfg.params = a.opts.params_for(&a.policy, &cfg.params);
     check_policy(&a.policy, &cfg.params)?;
     let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
     let jobs = load_workload(&a.workload, &a.opts, &profiles, &cfg.cluster)?;
@@ -546,6 +628,7 @@ struct SweepSettings {
 /// every process of a Slurm sweep.
 struct SweepPlan {
     cfg: SimConfig,
+    opts: SimOpts,
     profiles: Profiles,
     workloads: Vec<PathBuf>,
     seeds: Vec<u64>,
@@ -587,6 +670,7 @@ fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan> {
     }
     Ok(SweepPlan {
         cfg,
+        opts: a.opts.clone(),
         profiles,
         workloads,
         seeds,
@@ -649,6 +733,7 @@ fn finished_tasks(dir: &Path, tasks: &[SweepTask]) -> Result<BTreeMap<usize, Sim
 fn run_task(plan: &SweepPlan, t: &SweepTask, jobs: &[WorkloadJob], out: Option<&Path>) -> Result<SimResult> {
     let cfg = SimConfig {
         seed: t.seed,
+        params: plan.opts.params_for(&t.policy, &plan.cfg.params),
         ..plan.cfg.clone()
     };
     let mut r = run_one_dumping(&cfg, &plan.profiles, &t.path, jobs, &t.policy, None)?;

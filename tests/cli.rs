@@ -568,3 +568,72 @@ fn the_pal_variability_draw_is_a_flag_with_clear_errors() {
         stderr(&o)
     );
 }
+
+/// `gpuplan-mip`'s objective is its params: the rounds it plans carry them
+/// (so `gpuplan plan` on a dumped round plans the same), flags override
+/// them, and other policies keep Pollux's.
+#[test]
+fn gpuplan_mip_rounds_carry_its_objective_and_flags_override_it() {
+    let tmp = std::env::temp_dir().join(format!("gpuplan-objective-{}", std::process::id()));
+    let first_params = |policy: &str, extra: &[&str]| -> serde_json::Value {
+        let dir = tmp.join(format!("{policy}{}", extra.join("")));
+        let mut args = vec![
+            "simulate",
+            "--workload",
+            "tests/data/short-workload.csv",
+            "--policy",
+            policy,
+            "--format",
+            "json",
+            "--dump-rounds",
+            dir.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        json(&run(&args));
+        let round: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("round-00000.json")).unwrap()).unwrap();
+        round["params"].clone()
+    };
+    let g = first_params("gpuplan-mip", &[]);
+    assert_eq!(g["exploration_factor"], 4);
+    assert_eq!(g["restart_weight"], 2.0);
+    let p = first_params("pollux-mip", &[]);
+    assert_eq!(p["exploration_factor"], 2);
+    assert!(
+        p.get("restart_weight").is_none(),
+        "Pollux's default is left out: {p}"
+    );
+    let o = first_params(
+        "gpuplan-mip",
+        &[
+            "--restart-weight",
+            "1",
+            "--exploration-factor",
+            "2",
+            "--priority-exponent",
+            "1",
+        ],
+    );
+    assert_eq!(o["exploration_factor"], 2);
+    assert!(o.get("restart_weight").is_none());
+    assert_eq!(o["priority"]["exponent"], 1.0);
+    for (flag, value) in [
+        ("--restart-weight", "-1"),
+        ("--priority-exponent", "9"),
+        ("--priority-scale", "0"),
+        ("--exploration-factor", "0"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let o = run(&[
+            "simulate",
+            "--workload",
+            "tests/data/short-workload.csv",
+            "--policy",
+            "gpuplan-mip",
+            &arg,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+        assert!(stderr(&o).contains(flag), "{flag}: {}", stderr(&o));
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -32,5 +32,5 @@ pub use error::{CoreError, ParseError};
 pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
 pub use plan::{validate, validate_under, JobGpus, JobVariability, Plan, PlanReport, PlanStatus, Violation};
-pub use round::{check_p, Interference, Oracle, Placement, PolicyParams, Round, RoundJob, Sticky};
+pub use round::{check_p, Interference, Oracle, Placement, PolicyParams, Priority, Round, RoundJob, Sticky};
 pub use variability::{PerfClass, RoundVariability};

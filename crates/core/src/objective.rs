@@ -7,7 +7,7 @@
 use crate::job::Allocation;
 use crate::math::Libm;
 use crate::plan::Plan;
-use crate::round::{Round, RoundJob};
+use crate::round::{PolicyParams, Round, RoundJob};
 
 /// Added to every speedup so that p ≤ 0 stays finite when a job gets nothing
 /// (Pollux adds 1e-3 to its scaled speedups for the same reason).
@@ -35,19 +35,49 @@ pub fn speedup(job: &RoundJob, nodes: u32, gpus: u32, fair: (u32, u32)) -> f64 {
 /// Pollux's re-allocation factor (age − δ·restarts)/(age + δ), floored at 0.
 /// δ is the job's own restart penalty where it has one, else the round's.
 pub fn restart_factor(job: &RoundJob, restart_penalty_s: f64) -> f64 {
-    let restart_penalty_s = job.restart_penalty_s.unwrap_or(restart_penalty_s);
+    aged(job, job.restart_penalty_s.unwrap_or(restart_penalty_s))
+}
+
+fn aged(job: &RoundJob, d: f64) -> f64 {
     let age = job.state.age_s.max(0.0);
-    ((age - restart_penalty_s * job.state.restarts as f64).max(0.0)) / (age + restart_penalty_s).max(1e-9)
+    ((age - d * job.state.restarts as f64).max(0.0)) / (age + d).max(1e-9)
+}
+
+/// [`restart_factor`] under a round's params: the job's own δ (or the
+/// round's) times `params.restart_weight`, so a policy may charge a restart
+/// more than the time it takes (gpuplan-mip: a move also costs the job the
+/// rounds it spends re-growing).
+pub fn restart_factor_in(job: &RoundJob, params: &PolicyParams) -> f64 {
+    aged(
+        job,
+        job.restart_penalty_s.unwrap_or(params.restart_penalty_s) * params.restart_weight,
+    )
 }
 
 /// The value a job contributes: its speedup, times the restart factor if its
-/// placement changes (any change, including a first start, as in Pollux).
-pub fn job_value(job: &RoundJob, alloc: &Allocation, fair: (u32, u32), restart_penalty_s: f64) -> f64 {
+/// placement changes (any change, including a first start, as in Pollux),
+/// times its attained-service priority (1 unless `params.priority` is on).
+pub fn job_value(job: &RoundJob, alloc: &Allocation, fair: (u32, u32), params: &PolicyParams) -> f64 {
     let s = speedup(job, alloc.num_nodes(), alloc.num_gpus(), fair);
-    if alloc.same_gpus(&job.state.allocation) {
+    let v = if alloc.same_gpus(&job.state.allocation) {
         s
     } else {
-        s * restart_factor(job, restart_penalty_s)
+        s * restart_factor_in(job, params)
+    };
+    prioritise(job, params, v)
+}
+
+/// A job's value under `params.priority`: `f·(v + ε) − ε` for its factor f,
+/// so that its term of Σ (v+ε)^p is `f^p·(v+ε)^p`, a true weight even when
+/// the job gets nothing (a plain `f·v` would leave an idle job's term at
+/// ε^p for every job, and p < 0 would still start everyone first).
+/// Identity when the priority is off.
+pub fn prioritise(job: &RoundJob, params: &PolicyParams, value: f64) -> f64 {
+    let f = params.priority.factor(job.state.attained_gpu_s);
+    if f == 1.0 {
+        value
+    } else {
+        f * (value.max(0.0) + EPSILON) - EPSILON
     }
 }
 
@@ -76,7 +106,7 @@ pub fn evaluate(round: &Round, plan: &Plan) -> f64 {
     let values: Vec<f64> = round
         .jobs
         .iter()
-        .map(|j| job_value(j, plan.gpus_of(j.id), fair, round.params.restart_penalty_s))
+        .map(|j| job_value(j, plan.gpus_of(j.id), fair, &round.params))
         .collect();
     power_mean(&values, round.params.p)
 }
@@ -122,17 +152,42 @@ mod tests {
         // A job's own penalty wins over the round's: (600 − 120·2)/(600 + 120).
         j.restart_penalty_s = Some(120.0);
         assert!((restart_factor(&j, 30.0) - 360.0 / 720.0).abs() < 1e-12);
+        // Charged twice: (600 − 240·2)/(600 + 240) with the job's own δ, then the round's.
+        let twice = PolicyParams {
+            restart_weight: 2.0,
+            ..Default::default()
+        };
+        assert!((restart_factor_in(&j, &twice) - 120.0 / 840.0).abs() < 1e-12);
         j.restart_penalty_s = None;
+        assert!((restart_factor_in(&j, &twice) - 480.0 / 660.0).abs() < 1e-12);
+        assert_eq!(
+            restart_factor_in(&j, &PolicyParams::default()),
+            restart_factor(&j, 30.0)
+        );
         j.state.age_s = 30.0;
         assert_eq!(restart_factor(&j, 30.0), 0.0, "floored at 0");
         // No model: linear speedup over the fair share; unchanged placement keeps it whole.
         let a = Allocation::from_counts(&[(crate::NodeId(0), 2)]);
         assert_eq!(
-            job_value(&j, &a, (1, 4), 30.0),
+            job_value(&j, &a, (1, 4), &PolicyParams::default()),
             0.0,
             "a change at factor 0 is worth nothing"
         );
         j.state.allocation = a.clone();
-        assert_eq!(job_value(&j, &a, (1, 4), 30.0), 0.5);
+        assert_eq!(job_value(&j, &a, (1, 4), &PolicyParams::default()), 0.5);
+        // Attained-service priority: factor (1 + 3600/3600)^1 = 2, value 2·(0.5 + ε) − ε.
+        j.state.attained_gpu_s = 3600.0;
+        let params = PolicyParams {
+            priority: crate::Priority {
+                exponent: 1.0,
+                scale_gpu_s: 3600.0,
+            },
+            ..Default::default()
+        };
+        assert!((job_value(&j, &a, (1, 4), &params) - (1.0 + EPSILON)).abs() < 1e-12);
+        assert!(
+            (prioritise(&j, &params, 0.0) - EPSILON).abs() < 1e-12,
+            "an idle job's term is weighted too"
+        );
     }
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
 use crate::job::{Allocation, JobId, JobState};
+use crate::math::Libm;
 use crate::model::GoodputModel;
 use crate::variability::{PerfClass, RoundVariability};
 
@@ -54,6 +55,56 @@ pub struct PolicyParams {
     /// `default` (which always keeps them). Absent: re-placed every round.
     #[serde(default, skip_serializing_if = "is_default")]
     pub sticky: Sticky,
+    /// How many times its duration a restart is charged in the restart
+    /// factor (`gpuplan-mip`: 2). Absent: 1, Pollux's.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub restart_weight: f64,
+    /// Least-attained-service priority blended into the goodput mean
+    /// (`gpuplan-mip`). Absent: off, Pollux's objective.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub priority: Priority,
+}
+
+/// Tiresias's least-attained-service idea inside the power mean, so short
+/// jobs finish first without known durations: job j's value (speedup ×
+/// restart factor) is multiplied by `(1 + attained_gpu_s / scale_gpu_s)^exponent`.
+/// For p < 0 that is the same as weighting its term of Σ (v+ε)^p by that
+/// factor to the power p: a job that has had more service weighs less, so
+/// the GPUs it would get go to younger jobs unless it uses them much better.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Priority {
+    /// 0 = off (every job's value unscaled).
+    pub exponent: f64,
+    /// The attained service (GPU-seconds) at which the factor reaches 2^exponent.
+    pub scale_gpu_s: f64,
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority {
+            exponent: 0.0,
+            scale_gpu_s: 3600.0,
+        }
+    }
+}
+
+impl Priority {
+    /// The multiplier of a job's value at `attained_gpu_s` of service.
+    pub fn factor(&self, attained_gpu_s: f64) -> f64 {
+        if self.exponent == 0.0 {
+            return 1.0;
+        }
+        (1.0 + attained_gpu_s.max(0.0) / self.scale_gpu_s).libm_pow(self.exponent)
+    }
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -186,6 +237,8 @@ impl Default for PolicyParams {
             even_nodes: false,
             placement: Placement::Default,
             sticky: Sticky::Replace,
+            restart_weight: 1.0,
+            priority: Priority::default(),
         }
     }
 }
@@ -337,6 +390,23 @@ impl Round {
         }
         if self.params.restart_penalty_s.is_nan() || self.params.restart_penalty_s < 0.0 {
             errs.push("params.restart_penalty_s: must be >= 0".into());
+        }
+        let w = self.params.restart_weight;
+        if !(w.is_finite() && (0.0..=100.0).contains(&w)) {
+            errs.push(format!("params.restart_weight: must be in 0..=100, got {w}"));
+        }
+        let pr = self.params.priority;
+        if !(pr.exponent.is_finite() && (0.0..=4.0).contains(&pr.exponent)) {
+            errs.push(format!(
+                "params.priority.exponent: must be in 0..=4, got {}",
+                pr.exponent
+            ));
+        }
+        if !(pr.scale_gpu_s.is_finite() && pr.scale_gpu_s > 0.0) {
+            errs.push(format!(
+                "params.priority.scale_gpu_s: must be > 0, got {}",
+                pr.scale_gpu_s
+            ));
         }
         // Sorted ids find duplicates without hashing (the simulator checks
         // every round).
@@ -539,7 +609,14 @@ mod tests {
     fn new_fields_are_absent_by_default_and_round_trip() {
         let r = load(&[job(0, "[[0,0]]")]);
         let text = serde_json::to_string(&r).unwrap();
-        for key in ["variability", "placement", "sticky", "class"] {
+        for key in [
+            "variability",
+            "placement",
+            "sticky",
+            "class",
+            "restart_weight",
+            "priority",
+        ] {
             assert!(!text.contains(key), "{key} in {text}");
         }
         let mut v = r.clone();
@@ -559,6 +636,16 @@ mod tests {
         assert_eq!(
             v.check().unwrap_err(),
             vec!["variability.per_node[0]: 1 GPUs, but cluster.nodes[0] has 2"]
+        );
+        let mut w = r.clone();
+        w.params.restart_weight = -1.0;
+        w.params.priority.scale_gpu_s = 0.0;
+        assert_eq!(
+            w.check().unwrap_err(),
+            vec![
+                "params.restart_weight: must be in 0..=100, got -1",
+                "params.priority.scale_gpu_s: must be > 0, got 0"
+            ]
         );
         assert_eq!("pal".parse::<Placement>(), Ok(Placement::Pal));
         assert!("best".parse::<Placement>().unwrap_err().contains("pm-first"));

@@ -64,7 +64,7 @@ impl Config {
                 time_limit_s: 10.0,
                 ..Limits::default()
             },
-            params: PolicyParams::default(),
+            params: gpuplan_solve::registry::default_params(planner),
             report_base: String::new(),
         }
     }

@@ -6,7 +6,7 @@
 //! other.
 
 use gpuplan_core::math::Libm;
-use gpuplan_core::objective::{fair_share, restart_factor, EPSILON};
+use gpuplan_core::objective::{fair_share, prioritise, restart_factor_in, EPSILON};
 use gpuplan_core::{Cluster, Round, RoundJob};
 
 use crate::speedup::{max_gpus, SpeedupCache};
@@ -65,7 +65,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
         .iter()
         .zip(caches.iter_mut())
         .map(|(j, cache)| {
-            let factor = restart_factor(j, round.params.restart_penalty_s);
+            let factor = restart_factor_in(j, &round.params);
             let cur = j.current();
             let pinned = !j.preemptible && !cur.is_empty();
             let mut candidates = Vec::new();
@@ -74,7 +74,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             if pinned || round.keepable(j) {
                 candidates.push(Candidate {
                     choice: Choice::Keep,
-                    value: cache.get(j, cur.num_nodes(), cur.num_gpus()),
+                    value: prioritise(j, &round.params, cache.get(j, cur.num_nodes(), cur.num_gpus())),
                 });
             }
             let kmax = max_gpus(j, round);
@@ -105,7 +105,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                         if s > 0.0 {
                             candidates.push(Candidate {
                                 choice: Choice::Config { nodes: n, gpus: k },
-                                value: s * factor,
+                                value: prioritise(j, &round.params, s * factor),
                             });
                         }
                     }
@@ -123,7 +123,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                         if s > 0.0 {
                             candidates.push(Candidate {
                                 choice: Choice::Config { nodes: n, gpus: k },
-                                value: s * factor,
+                                value: prioritise(j, &round.params, s * factor),
                             });
                         }
                     }
@@ -137,7 +137,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             }
             JobOptions {
                 candidates,
-                none_value: 0.0,
+                none_value: prioritise(j, &round.params, 0.0),
                 pinned,
                 infeasible,
             }
@@ -298,9 +298,10 @@ pub fn value_of(
     round: &Round,
 ) -> f64 {
     let s = cache.get(job, nodes, gpus);
-    if keep {
+    let v = if keep {
         s
     } else {
-        s * restart_factor(job, round.params.restart_penalty_s)
-    }
+        s * restart_factor_in(job, &round.params)
+    };
+    prioritise(job, &round.params, v)
 }

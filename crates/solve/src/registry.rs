@@ -10,6 +10,7 @@ use crate::planners::{
 };
 use crate::solver::Solver;
 use crate::{PlanError, Planner};
+use gpuplan_core::PolicyParams;
 
 /// Rounds with at most this many job × node cells use the exact model in
 /// `pollux-mip` (400 jobs on 128 nodes: about 0.5 s measured with `gpuplan bench`).
@@ -44,6 +45,14 @@ const PLANNERS: &[(&str, Ctor)] = &[
         Box::new(PolluxMip {
             solver: Solver::default_native(),
             exact_max_cells: POLLUX_MIP_EXACT_MAX_CELLS,
+            name: "pollux-mip",
+        })
+    }),
+    ("gpuplan-mip", || {
+        Box::new(PolluxMip {
+            solver: Solver::default_native(),
+            exact_max_cells: POLLUX_MIP_EXACT_MAX_CELLS,
+            name: "gpuplan-mip",
         })
     }),
     ("pollux-mip-aggregate", || {
@@ -53,6 +62,27 @@ const PLANNERS: &[(&str, Ctor)] = &[
         ))
     }),
 ];
+
+/// A policy's own round parameters, before a user's flags or a round
+/// file's keys override them: Pollux's for every policy but `gpuplan-mip`,
+/// whose objective differs only here (docs/policy.md). Every driver starts
+/// its rounds' params from this, so a policy means the same everywhere.
+pub fn default_params(name: &str) -> PolicyParams {
+    let mut params = PolicyParams::default();
+    if name == "gpuplan-mip" {
+        params.exploration_factor = GPUPLAN_MIP_EXPLORATION_FACTOR;
+        params.restart_weight = GPUPLAN_MIP_RESTART_WEIGHT;
+    }
+    params
+}
+
+/// `gpuplan-mip`'s exploration cap: a job may take 4× the most GPUs it has
+/// run on (Pollux: 2×), so it reaches its best size in half the restarts.
+pub const GPUPLAN_MIP_EXPLORATION_FACTOR: u32 = 4;
+
+/// `gpuplan-mip` charges a restart twice its duration: besides the lost
+/// seconds, a moved job loses its place and often re-grows over later rounds.
+pub const GPUPLAN_MIP_RESTART_WEIGHT: f64 = 2.0;
 
 /// Every registered planner id, in registry order.
 pub fn names() -> Vec<&'static str> {
@@ -87,4 +117,23 @@ pub fn create(name: &str) -> Result<Box<dyn Planner>, PlanError> {
             name: name.to_string(),
             valid: names().into_iter().map(String::from).collect(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_gpuplan_mip_changes_the_objective() {
+        for name in names() {
+            let p = default_params(name);
+            if name == "gpuplan-mip" {
+                assert_eq!(p.exploration_factor, GPUPLAN_MIP_EXPLORATION_FACTOR);
+                assert_eq!(p.restart_weight, GPUPLAN_MIP_RESTART_WEIGHT);
+                assert_eq!(create(name).unwrap().name(), "gpuplan-mip");
+            } else {
+                assert_eq!(p, PolicyParams::default(), "{name}");
+            }
+        }
+    }
 }

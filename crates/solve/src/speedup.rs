@@ -86,11 +86,12 @@ pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) 
         .map(|(j, c)| {
             let a = plan.get(j.id);
             let s = c.get(j, a.num_nodes(), a.num_gpus());
-            if a.same_gpus(&j.state.allocation) {
+            let v = if a.same_gpus(&j.state.allocation) {
                 s
             } else {
-                s * objective::restart_factor(j, round.params.restart_penalty_s)
-            }
+                s * objective::restart_factor_in(j, &round.params)
+            };
+            objective::prioritise(j, &round.params, v)
         })
         .collect();
     objective::power_mean(&values, round.params.p)

@@ -504,7 +504,7 @@ fn exact_reports_bound_and_gap_at_the_optimum() {
 
 /// The model objective (power mean of chosen values) of an aggregate solution.
 fn aggregate_value(round: &Round, choices: &[gpuplan_solve::candidates::Pick]) -> f64 {
-    use gpuplan_core::objective::{fair_share, power_mean, restart_factor, speedup};
+    use gpuplan_core::objective::{fair_share, power_mean, restart_factor_in, speedup};
     use gpuplan_solve::candidates::Choice;
     let fair = fair_share(round);
     let mut v = vec![0.0; round.jobs.len()];
@@ -516,7 +516,7 @@ fn aggregate_value(round: &Round, choices: &[gpuplan_solve::candidates::Pick]) -
         v[j] = match c {
             Choice::Keep => speedup(job, job.current().num_nodes(), job.current().num_gpus(), fair),
             Choice::Config { nodes, gpus } => {
-                speedup(job, nodes, gpus, fair) * restart_factor(job, round.params.restart_penalty_s)
+                speedup(job, nodes, gpus, fair) * restart_factor_in(job, &round.params)
             }
         };
     }

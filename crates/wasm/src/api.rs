@@ -306,6 +306,7 @@ impl Scenario {
             time_limit_s: self.time_limit_s,
             ..Default::default()
         };
+        cfg.params = registry::default_params(&self.policy);
         cfg.params.p = self.p;
         cfg.params.restart_penalty_s = self.restart_delay_s;
         cfg.params.interference = interference;
@@ -764,7 +765,7 @@ fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> Insp
                 chosen_nodes: alloc.num_nodes(),
                 chosen: alloc.per_node().into_iter().map(|(n, k)| (n.0, k)).collect(),
                 chosen_speedup: objective::speedup(j, alloc.num_nodes(), alloc.num_gpus(), fair),
-                value: objective::job_value(j, &alloc, fair, round.params.restart_penalty_s),
+                value: objective::job_value(j, &alloc, fair, &round.params),
                 speedups,
                 hardware: JobGpus::new(round, j, &alloc),
             }

@@ -908,17 +908,22 @@ impl Planner for MipExact {
     }
 }
 
-/// `pollux-mip`: exact up to a size, aggregate above.
+/// `pollux-mip`: exact up to a size, aggregate above. `gpuplan-mip` is the
+/// same search; what differs is its objective, which lives in the round's
+/// params (`registry::default_params`), so every planner and the one
+/// evaluation see the same objective.
 #[derive(Debug)]
 pub struct PolluxMip {
     pub solver: Solver,
     /// Largest round (jobs × nodes) solved with the exact model.
     pub exact_max_cells: usize,
+    /// The registry id (`pollux-mip` or `gpuplan-mip`).
+    pub name: &'static str,
 }
 
 impl Planner for PolluxMip {
     fn name(&self) -> &str {
-        "pollux-mip"
+        self.name
     }
 
     fn traits(&self) -> PlannerTraits {
@@ -928,11 +933,11 @@ impl Planner for PolluxMip {
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         let cells = round.jobs.len() * round.cluster.num_nodes();
         let mut plan = if cells <= self.exact_max_cells {
-            MipExact::new(self.solver, "pollux-mip").plan(round, limits)?
+            MipExact::new(self.solver, self.name).plan(round, limits)?
         } else {
-            super::aggregate::MipAggregate::new(self.solver, "pollux-mip").plan(round, limits)?
+            super::aggregate::MipAggregate::new(self.solver, self.name).plan(round, limits)?
         };
-        plan.planner = "pollux-mip".into();
+        plan.planner = self.name.into();
         Ok(plan)
     }
 }

@@ -601,7 +601,9 @@ impl Search<'_, '_> {
             }
             let mut b = self.brood(rng.get_word_pos());
             while self.wants_more(&b) {
-                let t = self.ctx.produce(&self.pop, &self.objs, self.config, &mut rng, &mut s);
+                let t = self
+                    .ctx
+                    .produce(&self.pop, &self.objs, self.config, &mut rng, &mut s);
                 self.take(&mut b, t);
             }
             self.survive(b);

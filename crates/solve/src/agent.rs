@@ -369,7 +369,7 @@ mod tests {
         b.observe_first(o(16, 0.5));
         b.observe_first(o(32, 2.0));
         b.observe_first(o(32, 9.0));
-        let mut memo = FitMemo::default();
+        let memo = FitMemo::default();
         assert_eq!(a.perf(&memo), b.perf(&memo));
     }
 
@@ -382,7 +382,7 @@ mod tests {
             max_local: 64,
         };
         let mut a = Agent::default();
-        let mut memo = FitMemo::default();
+        let memo = FitMemo::default();
         let s = a.choose_batch(lim, BatchTarget::Fixed(64), 1, 4, &memo).unwrap();
         assert_eq!((s.local_bsz, s.accum_steps, s.batch(4)), (16, 0, 64));
         // Before any measurement an adaptive job starts at M0.

@@ -923,6 +923,16 @@ mod scale_tests {
     }
 
     #[test]
+    fn pick_mut_gives_each_listed_item_once() {
+        let mut v: Vec<u32> = (0..8).collect();
+        for x in pick_mut(&mut v, &[0, 3, 4, 7]) {
+            *x += 100;
+        }
+        assert_eq!(v, [100, 1, 2, 103, 104, 5, 6, 107]);
+        assert!(pick_mut(&mut v, &[]).is_empty());
+    }
+
+    #[test]
     fn jobs_larger_than_the_cluster_are_an_error() {
         let profiles = crate::data::pollux_profiles().unwrap();
         let mut p = gpuplan_solve::registry::create("fifo").unwrap();

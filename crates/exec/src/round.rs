@@ -187,7 +187,7 @@ impl Daemon {
                 local_bsz: j.local_bsz,
                 accum_steps: j.accum_steps,
             };
-            round_jobs.push(round_job(facts, state, &mut j.agent, None, &mut self.memo));
+            round_jobs.push(round_job(facts, state, &mut j.agent, None, &self.memo));
         }
         self.models = round_jobs.iter().filter_map(|j| Some((j.id, j.model?))).collect();
         stats.active_jobs = round_jobs.len();

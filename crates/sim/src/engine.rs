@@ -136,7 +136,7 @@ impl SimJob<'_> {
 
     /// Re-choose local batch and accumulation for the current placement, as
     /// the artifact's `update_local_bsz` does.
-    fn update_local_bsz(&mut self, memo: &mut FitMemo) {
+    fn update_local_bsz(&mut self, memo: &FitMemo) {
         let Some(profile) = self.profile else {
             return;
         };
@@ -151,7 +151,7 @@ impl SimJob<'_> {
     }
 
     /// Advance by `seconds` from `now`; returns nothing, updates state.
-    fn step(&mut self, now: f64, mut seconds: f64, slowdown: f64, memo: &mut FitMemo) {
+    fn step(&mut self, now: f64, mut seconds: f64, slowdown: f64, memo: &FitMemo) {
         if self.alloc.is_empty() || self.completion_s.is_some() {
             return;
         }
@@ -447,13 +447,15 @@ pub fn simulate_workload(
         params: cfg.params,
         variability: speeds.as_ref().map(|s| s.gpus.clone()),
     };
-    let mut memo = FitMemo::default();
+    let memo = FitMemo::default();
     while finished < jobs.len() {
         let now = tick as f64 * cfg.interval_s;
         // 1. Advance every job in the system by one interval.
         let slow = slowdowns(&jobs, &active, &cfg.cluster, cfg.interference_slowdown);
-        for (&i, &s) in active.iter().zip(&slow) {
-            let s = match &speeds {
+        let slow: Vec<f64> = active
+            .iter()
+            .zip(&slow)
+            .map(|(&i, &s)| match &speeds {
                 None => s,
                 Some(v) => {
                     // Progress rate × (1 − s) becomes rate × (1 − s) / factor.
@@ -461,8 +463,24 @@ pub fn simulate_workload(
                     let class = crate::variability::class_of(&j.spec.app);
                     1.0 - (1.0 - s) / v.job_factor(class, &j.alloc, j.profile.is_none())
                 }
-            };
-            jobs[i].step(now, cfg.interval_s, s, &mut memo);
+            })
+            .collect();
+        // Jobs advance independently (a job's fit depends on its own
+        // measurements only; the memo merely saves repeats), so natively
+        // they advance in parallel: fitting is much of a goodput policy's
+        // simulation time.
+        let advancing: Vec<(&mut SimJob, f64)> = pick_mut(&mut jobs, &active).into_iter().zip(slow).collect();
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            use rayon::prelude::*;
+            advancing
+                .into_par_iter()
+                .with_max_len(1)
+                .for_each(|(j, s)| j.step(now, cfg.interval_s, s, &memo));
+        }
+        #[cfg(target_arch = "wasm32")]
+        for (j, s) in advancing {
+            j.step(now, cfg.interval_s, s, &memo);
         }
         tick += 1;
         let mut now = tick as f64 * cfg.interval_s;
@@ -544,7 +562,7 @@ pub fn simulate_workload(
                 local_bsz: j.local_bsz,
                 accum_steps: j.accum_steps,
             };
-            let mut rj = round_job(facts, state, &mut j.agent, oracle, &mut memo);
+            let mut rj = round_job(facts, state, &mut j.agent, oracle, &memo);
             if speeds.is_some() {
                 rj.class = Some(gpuplan_core::PerfClass::of_app(&rj.app));
             }
@@ -606,7 +624,7 @@ pub fn simulate_workload(
             j.shape = new.shape();
             j.alloc = new;
             j.rescale_left_s = cfg.restart_delay_s;
-            j.update_local_bsz(&mut memo);
+            j.update_local_bsz(&memo);
         }
         let running = active.iter().filter(|&&i| !jobs[i].alloc.is_empty()).count();
         let gpus: u32 = active.iter().map(|&i| jobs[i].alloc.num_gpus()).sum();
@@ -650,6 +668,21 @@ pub fn simulate_workload(
 
 /// Per-job slowdown (aligned with `active`): multi-node jobs on a node
 /// shared by several of them.
+/// The items at `sorted` (strictly increasing indices), each mutably.
+fn pick_mut<'a, T>(items: &'a mut [T], sorted: &[usize]) -> Vec<&'a mut T> {
+    let mut out = Vec::with_capacity(sorted.len());
+    let mut rest = items;
+    let mut base = 0;
+    for &i in sorted {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(i - base);
+        let (item, tail) = tail.split_first_mut().expect("index within the slice");
+        out.push(item);
+        rest = tail;
+        base = i + 1;
+    }
+    out
+}
+
 fn slowdowns(jobs: &[SimJob], active: &[usize], cluster: &Cluster, slowdown: f64) -> Vec<f64> {
     if slowdown <= 0.0 {
         return vec![0.0; active.len()];
@@ -887,6 +920,16 @@ mod scale_tests {
                 full.rounds.len()
             );
         }
+    }
+
+    #[test]
+    fn pick_mut_gives_each_listed_item_once() {
+        let mut v: Vec<u32> = (0..8).collect();
+        for x in pick_mut(&mut v, &[0, 3, 4, 7]) {
+            *x += 100;
+        }
+        assert_eq!(v, [100, 1, 2, 103, 104, 5, 6, 107]);
+        assert!(pick_mut(&mut v, &[]).is_empty());
     }
 
     #[test]

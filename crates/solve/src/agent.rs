@@ -9,6 +9,7 @@
 //! is the planner's ([`crate::pipeline::batch_adapts`]); exec may not see sim.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use gpuplan_core::fit::{fit_perf_params, Observation};
 use gpuplan_core::{BatchLimits, GoodputModel, GradParams, JobSpec, JobState, Oracle, PerfParams, RoundJob};
@@ -88,16 +89,18 @@ impl BatchSplit {
 /// Fits by observation set. The fit is a pure function of the observations,
 /// and jobs of one application measure the same first configurations, so
 /// many jobs ask for the same fit: memoising it returns the very same
-/// parameters, only sooner. Bounded: cleared when full.
+/// parameters, only sooner. Bounded: cleared when full. Shared (behind a
+/// lock) so that jobs may fit on several threads at once, as the simulator
+/// advances them; two threads may then fit the same set, to the same result.
 #[derive(Default)]
 pub struct FitMemo {
-    fits: HashMap<Vec<[u64; 5]>, PerfParams>,
+    fits: Mutex<HashMap<Vec<[u64; 5]>, PerfParams>>,
 }
 
 impl FitMemo {
     const CAPACITY: usize = 1 << 16;
 
-    pub fn fit(&mut self, obs: &[Observation]) -> PerfParams {
+    pub fn fit(&self, obs: &[Observation]) -> PerfParams {
         let key: Vec<[u64; 5]> = obs
             .iter()
             .map(|o| {
@@ -110,14 +113,17 @@ impl FitMemo {
                 ]
             })
             .collect();
-        if let Some(p) = self.fits.get(&key) {
+        // A poisoned lock holds only finished fits: still good.
+        let lock = || self.fits.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = lock().get(&key) {
             return *p;
         }
         let p = fit_perf_params(obs);
-        if self.fits.len() >= Self::CAPACITY {
-            self.fits.clear();
+        let mut fits = lock();
+        if fits.len() >= Self::CAPACITY {
+            fits.clear();
         }
-        self.fits.insert(key, p);
+        fits.insert(key, p);
         p
     }
 }
@@ -187,7 +193,7 @@ impl Agent {
     }
 
     /// Fitted throughput parameters; `None` before any measurement.
-    pub fn perf(&mut self, memo: &mut FitMemo) -> Option<PerfParams> {
+    pub fn perf(&mut self, memo: &FitMemo) -> Option<PerfParams> {
         if !self.has_measurements() {
             return None;
         }
@@ -204,7 +210,7 @@ impl Agent {
 
     /// The fitted goodput model: throughput fitted to the measurements,
     /// gradient statistics from the latest report.
-    pub fn model(&mut self, limits: BatchLimits, memo: &mut FitMemo) -> Option<GoodputModel> {
+    pub fn model(&mut self, limits: BatchLimits, memo: &FitMemo) -> Option<GoodputModel> {
         let perf = self.perf(memo)?;
         Some(GoodputModel {
             perf,
@@ -225,7 +231,7 @@ impl Agent {
         target: BatchTarget,
         nodes: u32,
         gpus: u32,
-        memo: &mut FitMemo,
+        memo: &FitMemo,
     ) -> Option<BatchSplit> {
         let r = gpus;
         if r == 0 {
@@ -284,7 +290,7 @@ pub fn round_job(
     state: JobState,
     agent: &mut Agent,
     oracle: Option<Oracle>,
-    memo: &mut FitMemo,
+    memo: &FitMemo,
 ) -> RoundJob {
     let model = facts.limits.and_then(|l| agent.model(l, memo));
     let s = facts.spec;
@@ -363,8 +369,8 @@ mod tests {
         b.observe_first(o(16, 0.5));
         b.observe_first(o(32, 2.0));
         b.observe_first(o(32, 9.0));
-        let mut memo = FitMemo::default();
-        assert_eq!(a.perf(&mut memo), b.perf(&mut memo));
+        let memo = FitMemo::default();
+        assert_eq!(a.perf(&memo), b.perf(&memo));
     }
 
     #[test]
@@ -376,18 +382,12 @@ mod tests {
             max_local: 64,
         };
         let mut a = Agent::default();
-        let mut memo = FitMemo::default();
-        let s = a
-            .choose_batch(lim, BatchTarget::Fixed(64), 1, 4, &mut memo)
-            .unwrap();
+        let memo = FitMemo::default();
+        let s = a.choose_batch(lim, BatchTarget::Fixed(64), 1, 4, &memo).unwrap();
         assert_eq!((s.local_bsz, s.accum_steps, s.batch(4)), (16, 0, 64));
         // Before any measurement an adaptive job starts at M0.
-        let s = a
-            .choose_batch(lim, BatchTarget::Adaptive, 1, 4, &mut memo)
-            .unwrap();
+        let s = a.choose_batch(lim, BatchTarget::Adaptive, 1, 4, &memo).unwrap();
         assert_eq!(s.batch(4), 64);
-        assert!(a
-            .choose_batch(lim, BatchTarget::Adaptive, 1, 0, &mut memo)
-            .is_none());
+        assert!(a.choose_batch(lim, BatchTarget::Adaptive, 1, 0, &memo).is_none());
     }
 }

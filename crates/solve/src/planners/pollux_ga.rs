@@ -554,7 +554,9 @@ impl Planner for PolluxGa {
                 ));
                 break;
             }
-            let mut seen: GenomeSet = pop.iter().cloned().collect();
+            // Sized for parents and children at once: no rehash as it fills.
+            let mut seen = GenomeSet::with_capacity_and_hasher(2 * pop.len() + 2, Default::default());
+            seen.extend(pop.iter().cloned());
             let mut children = Vec::with_capacity(pop.len());
             let mut tries = 0;
             while children.len() < pop.len() && tries < 4 * pop.len() {

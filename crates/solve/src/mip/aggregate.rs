@@ -101,19 +101,18 @@ fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
         for c in &o.candidates {
             match c.choice {
                 Choice::Keep => cands.push((Choice::Keep, None, c.value)),
+                // Each candidate carries its type's value (`job_options`).
                 Choice::Config { nodes: 1, gpus } => {
-                    for (ty, tt) in types.iter().enumerate() {
-                        if gpus.is_power_of_two() && gpus <= tt.max_node {
-                            cands.push((Choice::Config { nodes: 1, gpus }, Some(ty), c.value));
-                        }
+                    let (ty, tt) = (c.ty, &types[c.ty]);
+                    if gpus.is_power_of_two() && gpus <= tt.max_node {
+                        cands.push((Choice::Config { nodes: 1, gpus }, Some(ty), c.value));
                     }
                 }
                 Choice::Config { gpus, .. } => {
-                    for (ty, tt) in types.iter().enumerate() {
-                        let n = gpus / tt.max_node.max(1);
-                        if gpus % tt.max_node.max(1) == 0 && n >= 2 && n <= maxn.min(tt.nodes) {
-                            cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
-                        }
+                    let (ty, tt) = (c.ty, &types[c.ty]);
+                    let n = gpus / tt.max_node.max(1);
+                    if gpus % tt.max_node.max(1) == 0 && n >= 2 && n <= maxn.min(tt.nodes) {
+                        cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
                     }
                 }
             }
@@ -125,11 +124,10 @@ fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
                 let Choice::Config { nodes, gpus } = c.choice else {
                     continue;
                 };
-                for (ty, tt) in types.iter().enumerate() {
-                    let n = gpus.div_ceil(tt.max_node.max(1));
-                    if (n == 1) == (nodes == 1) && n <= tt.nodes && (n == 1 || n <= maxn) {
-                        cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
-                    }
+                let (ty, tt) = (c.ty, &types[c.ty]);
+                let n = gpus.div_ceil(tt.max_node.max(1));
+                if (n == 1) == (nodes == 1) && n <= tt.nodes && (n == 1 || n <= maxn) {
+                    cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
                 }
             }
         }

@@ -877,6 +877,35 @@ mod scale_tests {
         );
     }
 
+    /// The type-speed table is the ground truth: a 1-GPU cifar10 job at a
+    /// fixed batch (tiresias) runs on one GPU, so its training time scales
+    /// nearly by the compute multiplier (0.292 on an A100, 0.560 on an
+    /// RTX 2080 Ti; the profile's one-GPU steps hold a little sync time,
+    /// which the RTX's PCIe leaves as it is); a rigid job takes its
+    /// duration on any type.
+    #[test]
+    fn each_gpu_type_runs_at_its_table_speed() {
+        let at = |shape: &str, job: WorkloadJob| {
+            let cfg = SimConfig {
+                cluster: shape.parse().unwrap(),
+                ..Default::default()
+            };
+            let j = run(&cfg, &[job], "tiresias").jobs[0].clone();
+            // Starts at the first round (60 s) and loses the 30 s restart delay.
+            j.completion_s - 90.0
+        };
+        let t4 = at("1x1:t4", profiled(0, 0.0, "cifar10", 1, 128));
+        for (ty, f) in [("a100", 0.292), ("rtx2080ti", 0.560)] {
+            let t = at(&format!("1x1:{ty}"), profiled(0, 0.0, "cifar10", 1, 128));
+            // Progress moves in whole epochs, each rounded to the second.
+            assert!(
+                t / t4 >= f - 0.01 && t / t4 < f + 0.03,
+                "{ty}: {t} s vs t4 {t4} s"
+            );
+        }
+        assert_eq!(at("1x4:a100", rigid(0, 0.0, 4, 1000.0)), 1000.0);
+    }
+
     /// Skipping idle time gives the same jobs and segments as running every
     /// round, for a workload with long gaps and both kinds of job.
     #[test]

@@ -599,4 +599,27 @@ proptest! {
             prop_assert!(bound >= b - 1e-7 * b.abs().max(1.0), "bound {} below optimum {}", bound, b);
         }
     }
+    /// The same with two GPU types of different speeds and node sizes:
+    /// pricing per type keeps the optimum too.
+    #[test]
+    fn aggregate_pricing_keeps_the_optimum_with_types(
+        round in (2u32..6, 1u32..9).prop_flat_map(|(n, g)| check_round(n, g, 14)),
+        types in prop::collection::vec(any::<bool>(), 6),
+        gpus_b in 1u32..9,
+    ) {
+        use gpuplan_solve::mip::aggregate::{solve_aggregate_with, Pricing};
+        use gpuplan_solve::solver::Solver;
+        let mut round = with_named_types(round, &types, gpus_b, "a100");
+        for j in round.jobs.iter_mut().filter(|j| j.model.is_some()) {
+            j.model_type = Some("t4".into());
+        }
+        let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0 };
+        let priced = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Lagrangian).unwrap();
+        let full = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Off).unwrap();
+        let (a, b) = (aggregate_value(&round, &priced.choices), aggregate_value(&round, &full.choices));
+        prop_assert!((a - b).abs() <= 1e-7 * b.abs().max(1.0), "priced {} vs full {}", a, b);
+        if let (Some(bound), true) = (priced.bound, b.is_finite()) {
+            prop_assert!(bound >= b - 1e-7 * b.abs().max(1.0), "bound {} below optimum {}", bound, b);
+        }
+    }
 }

@@ -206,6 +206,8 @@ mod tests {
                 ..JobState::default()
             },
             model: None,
+            model_type: None,
+            type_models: Vec::new(),
             oracle: None,
             restart_penalty_s: None,
             class: None,

@@ -93,6 +93,13 @@ impl Cluster {
         self.nodes[node.0 as usize].gpus
     }
 
+    /// The GPU type of an allocation (of its first GPU: a valid plan never
+    /// mixes types); `None` for no GPUs or a node not in the cluster.
+    pub fn type_of(&self, alloc: &crate::Allocation) -> Option<&GpuType> {
+        let n = alloc.nodes().next()?;
+        self.nodes.get(n.0 as usize).map(|n| &n.gpu_type)
+    }
+
     /// The GPU types present, in order of first appearance (node order), so
     /// every formulation numbers types the same way.
     pub fn types(&self) -> Vec<GpuType> {

@@ -17,6 +17,7 @@ pub mod bind;
 pub mod cluster;
 pub mod error;
 pub mod fit;
+pub mod gpu_speed;
 pub mod job;
 pub mod math;
 pub mod model;
@@ -32,5 +33,7 @@ pub use error::{CoreError, ParseError};
 pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
 pub use plan::{validate, validate_under, JobGpus, JobVariability, Plan, PlanReport, PlanStatus, Violation};
-pub use round::{check_p, Interference, Oracle, Placement, PolicyParams, Priority, Round, RoundJob, Sticky};
+pub use round::{
+    check_p, Interference, Oracle, Placement, PolicyParams, Priority, Round, RoundJob, Sticky, TypedModel,
+};
 pub use variability::{PerfClass, RoundVariability};

@@ -4,8 +4,10 @@
 //! Keeping it here (not in a planner) means the MIP, the GA and the greedy
 //! heuristic are compared on exactly the same number.
 
+use crate::cluster::{Cluster, GpuType};
 use crate::job::Allocation;
 use crate::math::Libm;
+use crate::model::GoodputModel;
 use crate::plan::Plan;
 use crate::round::{PolicyParams, Round, RoundJob};
 
@@ -19,17 +21,35 @@ pub fn fair_share(round: &Round) -> (u32, u32) {
     (1, round.cluster.total_gpus().div_ceil(jobs).max(1))
 }
 
-/// Speedup of running `job` on `gpus` GPUs over `nodes` nodes, relative to
-/// the fair share. Jobs without a fitted model scale linearly, as Pollux
-/// assumes for jobs that never ran.
-pub fn speedup(job: &RoundJob, nodes: u32, gpus: u32, fair: (u32, u32)) -> f64 {
+/// Speedup of running `job` on `gpus` GPUs of `gpu_type` over `nodes`
+/// nodes, relative to the fair share on the type its model was fitted on
+/// (one denominator per job, whatever the type). Jobs without a fitted
+/// model scale linearly, as Pollux assumes for jobs that never ran.
+pub fn speedup(job: &RoundJob, gpu_type: Option<&GpuType>, nodes: u32, gpus: u32, fair: (u32, u32)) -> f64 {
     if gpus == 0 {
         return 0.0;
     }
-    match &job.model {
-        Some(m) => m.speedup(nodes, gpus, fair.0, fair.1),
-        None => gpus as f64 / fair.1 as f64,
+    let Some(m) = &job.model else {
+        return gpus as f64 / fair.1 as f64;
+    };
+    match job.model_on(gpu_type) {
+        Some(on) if on != *m => {
+            let base = fair_goodput(m, fair);
+            if base <= 0.0 {
+                return 0.0;
+            }
+            on.optimize(nodes, gpus).map_or(0.0, |c| c.goodput / base)
+        }
+        _ => m.speedup(nodes, gpus, fair.0, fair.1),
     }
+}
+
+/// The speedup denominator: best goodput at the fair share, else on one GPU
+/// ([`GoodputModel::speedup`]'s base).
+pub fn fair_goodput(m: &GoodputModel, fair: (u32, u32)) -> f64 {
+    m.optimize(fair.0, fair.1)
+        .or_else(|| m.optimize(1, 1))
+        .map_or(0.0, |b| b.goodput)
 }
 
 /// Pollux's re-allocation factor (age − δ·restarts)/(age + δ), floored at 0.
@@ -57,8 +77,20 @@ pub fn restart_factor_in(job: &RoundJob, params: &PolicyParams) -> f64 {
 /// The value a job contributes: its speedup, times the restart factor if its
 /// placement changes (any change, including a first start, as in Pollux),
 /// times its attained-service priority (1 unless `params.priority` is on).
-pub fn job_value(job: &RoundJob, alloc: &Allocation, fair: (u32, u32), params: &PolicyParams) -> f64 {
-    let s = speedup(job, alloc.num_nodes(), alloc.num_gpus(), fair);
+pub fn job_value(
+    job: &RoundJob,
+    cluster: &Cluster,
+    alloc: &Allocation,
+    fair: (u32, u32),
+    params: &PolicyParams,
+) -> f64 {
+    let s = speedup(
+        job,
+        cluster.type_of(alloc),
+        alloc.num_nodes(),
+        alloc.num_gpus(),
+        fair,
+    );
     let v = if alloc.same_gpus(&job.state.allocation) {
         s
     } else {
@@ -106,7 +138,7 @@ pub fn evaluate(round: &Round, plan: &Plan) -> f64 {
     let values: Vec<f64> = round
         .jobs
         .iter()
-        .map(|j| job_value(j, plan.gpus_of(j.id), fair, &round.params))
+        .map(|j| job_value(j, &round.cluster, plan.gpus_of(j.id), fair, &round.params))
         .collect();
     power_mean(&values, round.params.p)
 }
@@ -143,6 +175,8 @@ mod tests {
                 ..Default::default()
             },
             model: None,
+            model_type: None,
+            type_models: Vec::new(),
             oracle: None,
             restart_penalty_s: None,
             class: None,
@@ -168,13 +202,14 @@ mod tests {
         assert_eq!(restart_factor(&j, 30.0), 0.0, "floored at 0");
         // No model: linear speedup over the fair share; unchanged placement keeps it whole.
         let a = Allocation::from_counts(&[(crate::NodeId(0), 2)]);
+        let c: Cluster = "1x4".parse().unwrap();
         assert_eq!(
-            job_value(&j, &a, (1, 4), &PolicyParams::default()),
+            job_value(&j, &c, &a, (1, 4), &PolicyParams::default()),
             0.0,
             "a change at factor 0 is worth nothing"
         );
         j.state.allocation = a.clone();
-        assert_eq!(job_value(&j, &a, (1, 4), &PolicyParams::default()), 0.5);
+        assert_eq!(job_value(&j, &c, &a, (1, 4), &PolicyParams::default()), 0.5);
         // Attained-service priority: factor (1 + 3600/3600)^1 = 2, value 2·(0.5 + ε) − ε.
         j.state.attained_gpu_s = 3600.0;
         let params = PolicyParams {
@@ -184,10 +219,79 @@ mod tests {
             },
             ..Default::default()
         };
-        assert!((job_value(&j, &a, (1, 4), &params) - (1.0 + EPSILON)).abs() < 1e-12);
+        assert!((job_value(&j, &c, &a, (1, 4), &params) - (1.0 + EPSILON)).abs() < 1e-12);
         assert!(
             (prioritise(&j, &params, 0.0) - EPSILON).abs() < 1e-12,
             "an idle job's term is weighted too"
+        );
+    }
+
+    /// A job measured on T4 is valued on an A100 through the table's ratio
+    /// (compute × 0.292, intra-node sync × 15.75/600), over one denominator.
+    #[test]
+    fn per_type_values_by_hand() {
+        use crate::model::{BatchLimits, GoodputModel, GradParams, PerfParams};
+        let perf = PerfParams {
+            alpha_c: 0.2,
+            beta_c: 0.01,
+            alpha_n: 0.3,
+            beta_n: 0.01,
+            alpha_r: 0.1,
+            beta_r: 0.005,
+            gamma: 1.0,
+        };
+        let m = GoodputModel {
+            perf,
+            grad: GradParams { sqr: 1.0, var: 0.0 },
+            limits: BatchLimits {
+                init_batch: 64,
+                max_batch: 64,
+                min_local: 16,
+                max_local: 64,
+            },
+            accumulation: false,
+        };
+        let mut j: RoundJob = serde_json::from_str(
+            r#"{"id":0,"name":"a","app":"imagenet","submit_s":0,"requested_gpus":1,"batch_size":64,
+                "min_gpus":0,"max_gpus":8,"preemptible":true,"state":{"progress":0,"epoch":0,
+                "attained_gpu_s":0,"age_s":0,"restarts":0,"allocation":[],"max_gpus_used":0,
+                "batch_size":64,"local_bsz":64,"accum_steps":0}}"#,
+        )
+        .unwrap();
+        j.model = Some(m);
+        j.model_type = Some("t4".into());
+        let (t4, a100): (GpuType, GpuType) = ("t4".into(), "a100".into());
+        // Fixed batch 64 (no noise: efficiency 1). One GPU, local 64:
+        // T4 step 0.2 + 0.01·64 = 0.84 s; A100 0.84 × 0.292 s.
+        let fair = (1, 1);
+        let on_t4 = speedup(&j, Some(&t4), 1, 1, fair);
+        let on_a100 = speedup(&j, Some(&a100), 1, 1, fair);
+        assert!((on_t4 - 1.0).abs() < 1e-12);
+        assert!((on_a100 - 1.0 / 0.292).abs() < 1e-9, "{on_a100}");
+        // Two GPUs on one node, local 32: compute 0.2 + 0.32 = 0.52 s, sync
+        // 0.1 (γ = 1 adds them). A100: 0.52·0.292 + 0.1·15.75/600.
+        let t4_2 = 0.52 + 0.1;
+        let a100_2 = 0.52 * 0.292 + 0.1 * 15.75 / 600.0;
+        assert!((speedup(&j, Some(&t4), 1, 2, fair) - 0.84 / t4_2).abs() < 1e-9);
+        assert!((speedup(&j, Some(&a100), 1, 2, fair) - 0.84 / a100_2).abs() < 1e-9);
+        // Across two nodes the sync is not scaled: 0.52·0.292 + 0.3.
+        let cross = 0.52 * 0.292 + 0.3;
+        assert!((speedup(&j, Some(&a100), 2, 2, fair) - 0.84 / cross).abs() < 1e-9);
+        // Once measured on the A100, that fit wins over the ratio.
+        let mut fast = m;
+        fast.perf.alpha_c = 0.0;
+        fast.perf.beta_c = 0.84 / 64.0 / 10.0;
+        j.type_models.push(crate::TypedModel {
+            gpu_type: a100.clone(),
+            model: fast,
+        });
+        assert!((speedup(&j, Some(&a100), 1, 1, fair) - 10.0).abs() < 1e-9);
+        // A model of no known type (an older round file) is the same on every type.
+        j.model_type = None;
+        j.type_models.clear();
+        assert_eq!(
+            speedup(&j, Some(&a100), 1, 2, fair),
+            speedup(&j, None, 1, 2, fair)
         );
     }
 }

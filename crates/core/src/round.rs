@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, GpuType};
 use crate::job::{Allocation, JobId, JobState};
 use crate::math::Libm;
 use crate::model::GoodputModel;
@@ -271,6 +271,15 @@ pub struct RoundJob {
     /// linear in GPUs, as Pollux assumes).
     #[serde(default)]
     pub model: Option<GoodputModel>,
+    /// The GPU type `model` was fitted on (the first the job ran on); absent:
+    /// the model holds for every type, as before types had speeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_type: Option<GpuType>,
+    /// Models fitted on the other types the job has run on. A type in
+    /// neither place is predicted from `model` by the type-speed ratio
+    /// ([`crate::gpu_speed`]), as Sia bootstraps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub type_models: Vec<TypedModel>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle: Option<Oracle>,
     /// Seconds this job loses per re-allocation, where it differs from the
@@ -285,9 +294,33 @@ pub struct RoundJob {
     pub class: Option<PerfClass>,
 }
 
+/// A job's model fitted on one GPU type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TypedModel {
+    pub gpu_type: GpuType,
+    pub model: GoodputModel,
+}
+
 impl RoundJob {
     pub fn current(&self) -> &Allocation {
         &self.state.allocation
+    }
+
+    /// The job's goodput model on GPUs of `gpu_type`: fitted there if it has
+    /// run there, else `model` moved by the type-speed ratio. `None` type,
+    /// or a model of no known type: `model` itself.
+    pub fn model_on(&self, gpu_type: Option<&GpuType>) -> Option<GoodputModel> {
+        let m = self.model?;
+        let Some(t) = gpu_type else {
+            return Some(m);
+        };
+        if let Some(tm) = self.type_models.iter().find(|tm| tm.gpu_type == *t) {
+            return Some(tm.model);
+        }
+        Some(GoodputModel {
+            perf: crate::gpu_speed::perf_on(m.perf, &self.app, self.model_type.as_ref(), Some(t)),
+            ..m
+        })
     }
 
     /// The job's variability class: its own, else its application's.

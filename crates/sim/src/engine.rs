@@ -8,8 +8,9 @@
 //! This follows the Pollux artifact's simulator (see docs/fidelity.md).
 
 use gpuplan_core::fit::Observation;
+use gpuplan_core::gpu_speed::{type_speed, TypeSpeed};
 use gpuplan_core::profile::AppProfile;
-use gpuplan_core::{Allocation, Cluster, JobSpec, JobState, Oracle, Plan, PolicyParams, Round};
+use gpuplan_core::{Allocation, Cluster, GpuType, JobSpec, JobState, Oracle, Plan, PolicyParams, Round};
 use gpuplan_solve::agent::{round_job, Agent, BatchTarget, FitMemo, JobFacts};
 use gpuplan_solve::pipeline::{batch_adapts, run_round};
 use gpuplan_solve::{Limits, PlanError, Planner, PlannerTraits};
@@ -127,6 +128,10 @@ struct SimJob<'a> {
     agent: Agent,
     segment_start_s: f64,
     oracle_steps: Option<Vec<f64>>,
+    /// The GPU type it runs on and that type's speed for its application
+    /// ([`gpuplan_core::gpu_speed`]); set with each allocation.
+    gpu_type: Option<GpuType>,
+    speed: TypeSpeed,
 }
 
 impl SimJob<'_> {
@@ -141,10 +146,15 @@ impl SimJob<'_> {
             return;
         };
         let (nodes, r) = (self.alloc.num_nodes(), self.alloc.num_gpus());
-        if let Some(c) = self
-            .agent
-            .choose_batch(profile.limits, self.target, nodes, r, memo)
-        {
+        if let Some(c) = self.agent.choose_batch_on(
+            profile.limits,
+            self.target,
+            &self.spec.app,
+            self.gpu_type.as_ref(),
+            nodes,
+            r,
+            memo,
+        ) {
             self.local_bsz = c.local_bsz;
             self.accum_steps = c.accum_steps;
         }
@@ -180,15 +190,20 @@ impl SimJob<'_> {
         while seconds > 0.0 && self.completion_s.is_none() {
             let r = self.alloc.num_gpus();
             let batch = self.batch() as f64;
-            let st = profile.step_time(&self.shape, self.local_bsz as f64);
+            let st = self
+                .speed
+                .step(profile.step_time(&self.shape, self.local_bsz as f64), nodes);
             let accum_time = (st.step_s - st.sync_s).max(1e-9);
-            self.agent.observe_first(Observation {
-                nodes,
-                gpus: r,
-                local_bsz: self.local_bsz,
-                accum_time_s: accum_time,
-                step_time_s: st.step_s,
-            });
+            self.agent.observe_first_on(
+                self.gpu_type.as_ref(),
+                Observation {
+                    nodes,
+                    gpus: r,
+                    local_bsz: self.local_bsz,
+                    accum_time_s: accum_time,
+                    step_time_s: st.step_s,
+                },
+            );
             self.agent.grad = Some(profile.grad_params(self.epoch, batch));
             let gain = profile.gain(self.epoch, batch);
             let total = st.step_s + accum_time * self.accum_steps as f64;
@@ -411,6 +426,8 @@ pub fn simulate_workload(
             agent: Agent::default(),
             segment_start_s: 0.0,
             oracle_steps: None,
+            gpu_type: None,
+            speed: TypeSpeed::T4,
         });
     }
     if !too_big.is_empty() {
@@ -622,6 +639,11 @@ pub fn simulate_workload(
             }));
             j.max_gpus_used = j.max_gpus_used.max(new.num_gpus());
             j.shape = new.shape();
+            j.gpu_type = cfg.cluster.type_of(&new).cloned();
+            j.speed = j
+                .gpu_type
+                .as_ref()
+                .map_or(TypeSpeed::T4, |t| type_speed(t.as_str(), &j.spec.app));
             j.alloc = new;
             j.rescale_left_s = cfg.restart_delay_s;
             j.update_local_bsz(&memo);
@@ -886,6 +908,35 @@ mod scale_tests {
             "{} vs {want}",
             j.completion_s
         );
+    }
+
+    /// The type-speed table is the ground truth: a 1-GPU cifar10 job at a
+    /// fixed batch (tiresias) runs on one GPU, so its training time scales
+    /// nearly by the compute multiplier (0.292 on an A100, 0.560 on an
+    /// RTX 2080 Ti; the profile's one-GPU steps hold a little sync time,
+    /// which the RTX's PCIe leaves as it is); a rigid job takes its
+    /// duration on any type.
+    #[test]
+    fn each_gpu_type_runs_at_its_table_speed() {
+        let at = |shape: &str, job: WorkloadJob| {
+            let cfg = SimConfig {
+                cluster: shape.parse().unwrap(),
+                ..Default::default()
+            };
+            let j = run(&cfg, &[job], "tiresias").jobs[0].clone();
+            // Starts at the first round (60 s) and loses the 30 s restart delay.
+            j.completion_s - 90.0
+        };
+        let t4 = at("1x1:t4", profiled(0, 0.0, "cifar10", 1, 128));
+        for (ty, f) in [("a100", 0.292), ("rtx2080ti", 0.560)] {
+            let t = at(&format!("1x1:{ty}"), profiled(0, 0.0, "cifar10", 1, 128));
+            // Progress moves in whole epochs, each rounded to the second.
+            assert!(
+                t / t4 >= f - 0.01 && t / t4 < f + 0.03,
+                "{ty}: {t} s vs t4 {t4} s"
+            );
+        }
+        assert_eq!(at("1x4:a100", rigid(0, 0.0, 4, 1000.0)), 1000.0);
     }
 
     /// Skipping idle time gives the same jobs and segments as running every

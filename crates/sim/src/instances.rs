@@ -153,6 +153,8 @@ pub fn generate_round(
             preemptible: true,
             state,
             model: if has_run { Some(model) } else { None },
+            model_type: None,
+            type_models: Vec::new(),
             oracle: None,
             restart_penalty_s: None,
             class: None,

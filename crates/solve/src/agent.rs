@@ -12,7 +12,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use gpuplan_core::fit::{fit_perf_params, Observation};
-use gpuplan_core::{BatchLimits, GoodputModel, GradParams, JobSpec, JobState, Oracle, PerfParams, RoundJob};
+use gpuplan_core::{
+    BatchLimits, GoodputModel, GpuType, GradParams, JobSpec, JobState, Oracle, PerfParams, RoundJob,
+    TypedModel,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::batch_adapts;
@@ -31,11 +34,19 @@ pub struct ObsAgg {
     pub accum_time_s_sum: f64,
     pub step_time_s_sum: f64,
     pub count: u64,
+    /// The GPU type measured on; absent (older journals, drivers that do
+    /// not know types): one model for every type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_type: Option<GpuType>,
 }
 
 impl ObsAgg {
     fn key(&self) -> (u32, u32, u32) {
         (self.nodes, self.gpus, self.local_bsz)
+    }
+
+    fn matches(&self, o: &Observation, gpu_type: Option<&GpuType>) -> bool {
+        self.key() == (o.nodes, o.gpus, o.local_bsz) && self.gpu_type.as_ref() == gpu_type
     }
 
     fn mean(&self) -> Observation {
@@ -137,8 +148,10 @@ pub struct Agent {
     pub observations: Vec<ObsAgg>,
     #[serde(default)]
     pub grad: Option<GradParams>,
+    /// Fits per measured type, the first-measured type first (the job's
+    /// reference model, [`RoundJob::model`]).
     #[serde(skip)]
-    fitted: Option<PerfParams>,
+    fitted: Option<Vec<(Option<GpuType>, PerfParams)>>,
 }
 
 impl Agent {
@@ -154,11 +167,12 @@ impl Agent {
 
     /// Add one step-time report: configurations measured again are averaged.
     pub fn observe(&mut self, o: Observation) {
-        match self
-            .observations
-            .iter_mut()
-            .find(|a| a.key() == (o.nodes, o.gpus, o.local_bsz))
-        {
+        self.observe_on(None, o);
+    }
+
+    /// [`Agent::observe`] on GPUs of a known type: each type gets its own fit.
+    pub fn observe_on(&mut self, gpu_type: Option<&GpuType>, o: Observation) {
+        match self.observations.iter_mut().find(|a| a.matches(&o, gpu_type)) {
             Some(a) => {
                 a.accum_time_s_sum += o.accum_time_s;
                 a.step_time_s_sum += o.step_time_s;
@@ -171,6 +185,7 @@ impl Agent {
                 accum_time_s_sum: o.accum_time_s,
                 step_time_s_sum: o.step_time_s,
                 count: 1,
+                gpu_type: gpu_type.cloned(),
             }),
         }
         self.fitted = None;
@@ -179,28 +194,67 @@ impl Agent {
     /// Record a configuration's first measurement only (the Pollux
     /// artifact's agent, which the simulator follows).
     pub fn observe_first(&mut self, o: Observation) {
-        if !self.has_measured(o.nodes, o.gpus, o.local_bsz) {
-            self.observe(o);
+        self.observe_first_on(None, o);
+    }
+
+    /// [`Agent::observe_first`] per GPU type.
+    pub fn observe_first_on(&mut self, gpu_type: Option<&GpuType>, o: Observation) {
+        if !self.observations.iter().any(|a| a.matches(&o, gpu_type)) {
+            self.observe_on(gpu_type, o);
         }
     }
 
-    /// The measurements the fit sees: one mean per configuration, in
-    /// configuration order (so the fit does not depend on report order).
-    pub fn measurements(&self) -> Vec<Observation> {
-        let mut v: Vec<Observation> = self.observations.iter().map(ObsAgg::mean).collect();
+    /// The measured types, the first-measured first.
+    fn types(&self) -> Vec<Option<GpuType>> {
+        let mut out: Vec<Option<GpuType>> = Vec::new();
+        for o in &self.observations {
+            if !out.contains(&o.gpu_type) {
+                out.push(o.gpu_type.clone());
+            }
+        }
+        out
+    }
+
+    /// The measurements of one type the fit sees: one mean per
+    /// configuration, in configuration order (so the fit does not depend on
+    /// report order).
+    fn measurements_of(&self, gpu_type: &Option<GpuType>) -> Vec<Observation> {
+        let mut v: Vec<Observation> = self
+            .observations
+            .iter()
+            .filter(|o| o.gpu_type == *gpu_type)
+            .map(ObsAgg::mean)
+            .collect();
         v.sort_by_key(|o| (o.nodes, o.gpus, o.local_bsz));
         v
     }
 
-    /// Fitted throughput parameters; `None` before any measurement.
-    pub fn perf(&mut self, memo: &FitMemo) -> Option<PerfParams> {
-        if !self.has_measurements() {
-            return None;
-        }
+    /// The measurements of the reference (first-measured) type.
+    pub fn measurements(&self) -> Vec<Observation> {
+        self.types()
+            .first()
+            .map_or_else(Vec::new, |t| self.measurements_of(t))
+    }
+
+    /// Every type's fit, the reference type first; empty before any measurement.
+    fn fits(&mut self, memo: &FitMemo) -> &[(Option<GpuType>, PerfParams)] {
         if self.fitted.is_none() {
-            self.fitted = Some(memo.fit(&self.measurements()));
+            let fits = self
+                .types()
+                .into_iter()
+                .map(|t| {
+                    let p = memo.fit(&self.measurements_of(&t));
+                    (t, p)
+                })
+                .collect();
+            self.fitted = Some(fits);
         }
-        self.fitted
+        self.fitted.as_deref().unwrap_or(&[])
+    }
+
+    /// Fitted throughput parameters of the reference type; `None` before any measurement.
+    pub fn perf(&mut self, memo: &FitMemo) -> Option<PerfParams> {
+        self.fits(memo).first().map(|f| f.1)
     }
 
     /// Whether a fit is cached (a view may show it without fitting).
@@ -208,16 +262,58 @@ impl Agent {
         self.fitted.is_some()
     }
 
-    /// The fitted goodput model: throughput fitted to the measurements,
-    /// gradient statistics from the latest report.
-    pub fn model(&mut self, limits: BatchLimits, memo: &FitMemo) -> Option<GoodputModel> {
-        let perf = self.perf(memo)?;
-        Some(GoodputModel {
+    fn goodput_model(&self, perf: PerfParams, limits: BatchLimits) -> GoodputModel {
+        GoodputModel {
             perf,
             grad: self.grad.unwrap_or(NO_NOISE),
             limits,
             accumulation: true,
-        })
+        }
+    }
+
+    /// The fitted goodput model of the reference type: throughput fitted to
+    /// its measurements, gradient statistics from the latest report.
+    pub fn model(&mut self, limits: BatchLimits, memo: &FitMemo) -> Option<GoodputModel> {
+        let perf = self.perf(memo)?;
+        Some(self.goodput_model(perf, limits))
+    }
+
+    /// The reference model, its type, and the models fitted on other types.
+    pub fn typed_models(
+        &mut self,
+        limits: BatchLimits,
+        memo: &FitMemo,
+    ) -> Option<(GoodputModel, Option<GpuType>, Vec<TypedModel>)> {
+        let fits = self.fits(memo).to_vec();
+        let ((t0, p0), rest) = fits.split_first()?;
+        let others = rest
+            .iter()
+            .filter_map(|(t, p)| {
+                Some(TypedModel {
+                    gpu_type: t.clone()?,
+                    model: self.goodput_model(*p, limits),
+                })
+            })
+            .collect();
+        Some((self.goodput_model(*p0, limits), t0.clone(), others))
+    }
+
+    /// The model on GPUs of `gpu_type` ([`RoundJob::model_on`]'s rule:
+    /// fitted there, else the reference model moved by the type-speed ratio).
+    pub fn model_on(
+        &mut self,
+        limits: BatchLimits,
+        app: &str,
+        gpu_type: Option<&GpuType>,
+        memo: &FitMemo,
+    ) -> Option<GoodputModel> {
+        let fits = self.fits(memo);
+        let (t0, p0) = fits.first()?.clone();
+        let perf = match fits.iter().find(|(t, _)| t.as_ref() == gpu_type) {
+            Some((_, p)) if gpu_type.is_some() => *p,
+            _ => gpuplan_core::gpu_speed::perf_on(p0, app, t0.as_ref(), gpu_type),
+        };
+        Some(self.goodput_model(perf, limits))
     }
 
     /// Local batch and accumulation on `gpus` GPUs over `nodes` nodes (the
@@ -229,6 +325,22 @@ impl Agent {
         &mut self,
         limits: BatchLimits,
         target: BatchTarget,
+        nodes: u32,
+        gpus: u32,
+        memo: &FitMemo,
+    ) -> Option<BatchSplit> {
+        self.choose_batch_on(limits, target, "", None, nodes, gpus, memo)
+    }
+
+    /// [`Agent::choose_batch`] on GPUs of `gpu_type`, for application `app`
+    /// (whose type-speed ratio predicts a type not yet measured).
+    #[allow(clippy::too_many_arguments)]
+    pub fn choose_batch_on(
+        &mut self,
+        limits: BatchLimits,
+        target: BatchTarget,
+        app: &str,
+        gpu_type: Option<&GpuType>,
         nodes: u32,
         gpus: u32,
         memo: &FitMemo,
@@ -246,7 +358,10 @@ impl Agent {
         };
         let (atomic, accum) = match fixed {
             Some(b) => fixed_batch_split(b, r, lim.max_local, lim.init_batch),
-            None => match self.model(lim, memo).and_then(|m| m.optimize(nodes, r)) {
+            None => match self
+                .model_on(lim, app, gpu_type, memo)
+                .and_then(|m| m.optimize(nodes, r))
+            {
                 Some(c) => (c.local_bsz, c.accum_steps),
                 None => fixed_batch_split(start, r, lim.max_local, lim.init_batch),
             },
@@ -292,7 +407,10 @@ pub fn round_job(
     oracle: Option<Oracle>,
     memo: &FitMemo,
 ) -> RoundJob {
-    let model = facts.limits.and_then(|l| agent.model(l, memo));
+    let (model, model_type, type_models) = match facts.limits.and_then(|l| agent.typed_models(l, memo)) {
+        Some((m, t, others)) => (Some(m), t, others),
+        None => (None, None, Vec::new()),
+    };
     let s = facts.spec;
     RoundJob {
         id: s.id,
@@ -306,6 +424,8 @@ pub fn round_job(
         preemptible: s.preemptible,
         state,
         model,
+        model_type,
+        type_models,
         oracle,
         restart_penalty_s: facts.restart_penalty_s,
         class: None,
@@ -389,5 +509,53 @@ mod tests {
         let s = a.choose_batch(lim, BatchTarget::Adaptive, 1, 4, &memo).unwrap();
         assert_eq!(s.batch(4), 64);
         assert!(a.choose_batch(lim, BatchTarget::Adaptive, 1, 0, &memo).is_none());
+    }
+
+    /// Each measured type gets its own fit; a type not yet measured is the
+    /// reference (first-measured) model moved by the type-speed ratio.
+    #[test]
+    fn each_type_is_fitted_and_others_are_predicted_by_the_ratio() {
+        let o = |l: u32, s: f64| Observation {
+            nodes: 1,
+            gpus: 1,
+            local_bsz: l,
+            accum_time_s: s,
+            step_time_s: s,
+        };
+        let lim = BatchLimits {
+            init_batch: 16,
+            max_batch: 1024,
+            min_local: 8,
+            max_local: 64,
+        };
+        let (t4, a100): (GpuType, GpuType) = ("t4".into(), "a100".into());
+        let mut a = Agent::default();
+        let mut memo = FitMemo::default();
+        a.observe_first_on(Some(&t4), o(16, 0.3));
+        a.observe_first_on(Some(&t4), o(64, 0.9));
+        let m = a.model(lim, &mut memo).unwrap();
+        let (r, ty, others) = a.typed_models(lim, &mut memo).unwrap();
+        assert_eq!((r, ty.as_ref(), others.len()), (m, Some(&t4), 0));
+        let guess = a.model_on(lim, "bert", Some(&a100), &mut memo).unwrap();
+        assert!((guess.perf.alpha_c - m.perf.alpha_c * 0.292).abs() < 1e-12);
+        assert!((guess.perf.beta_c - m.perf.beta_c * 0.292).abs() < 1e-12);
+        // Measured on the A100: its own fit, the reference unchanged.
+        a.observe_first_on(Some(&a100), o(16, 0.05));
+        a.observe_first_on(Some(&a100), o(64, 0.2));
+        let (r, ty, others) = a.typed_models(lim, &mut memo).unwrap();
+        assert_eq!((r, ty.as_ref()), (m, Some(&t4)));
+        assert_eq!(others.len(), 1);
+        assert_eq!(others[0].gpu_type, a100);
+        let own = a.model_on(lim, "bert", Some(&a100), &mut memo).unwrap();
+        assert_eq!(own, others[0].model);
+        assert!(own.perf.beta_c < guess.perf.beta_c, "the A100 fit is its own");
+        // Untyped reports (older journals) keep one model for every type.
+        let mut b = Agent::default();
+        b.observe(o(16, 0.3));
+        b.observe(o(64, 0.9));
+        assert_eq!(
+            b.model_on(lim, "bert", Some(&a100), &mut memo),
+            b.model(lim, &mut memo)
+        );
     }
 }

@@ -25,6 +25,10 @@ pub enum Choice {
 pub struct Candidate {
     pub choice: Choice,
     pub value: f64,
+    /// The GPU type (index into `Cluster::types()`) the value is for: a
+    /// configuration is offered once per type that can hold it; `Keep` has
+    /// its current GPUs' type.
+    pub ty: usize,
 }
 
 /// Everything about one job's options this round.
@@ -57,15 +61,14 @@ pub fn node_counts(k: u32, per_node: u32, max_nodes: u32) -> Vec<u32> {
 
 /// Build every job's options for the exact formulation (all k, pruned node counts).
 pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -> Vec<JobOptions> {
-    let g = round.cluster.max_gpus_per_node().max(1);
     let nodes = round.cluster.num_nodes() as u32;
     let max_nodes = round.params.max_nodes_per_job.min(nodes);
+    let types = type_capacity(&round.cluster);
     round
         .jobs
         .iter()
         .zip(caches.iter_mut())
         .map(|(j, cache)| {
-            let factor = restart_factor_in(j, &round.params);
             let cur = j.current();
             let pinned = !j.preemptible && !cur.is_empty();
             let mut candidates = Vec::new();
@@ -74,7 +77,8 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             if pinned || round.keepable(j) {
                 candidates.push(Candidate {
                     choice: Choice::Keep,
-                    value: prioritise(j, &round.params, cache.get(j, cur.num_nodes(), cur.num_gpus())),
+                    value: prioritise(j, &round.params, cache.get_alloc(j, cur)),
+                    ty: cache.type_of(cur),
                 });
             }
             let kmax = max_gpus(j, round);
@@ -87,26 +91,24 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                     round.cluster.total_gpus()
                 ));
             } else if !pinned {
-                for k in j.min_gpus.max(1)..=kmax {
-                    let counts: Vec<u32> = match shapes {
-                        Shapes::Any => node_counts(k, g, max_nodes),
-                        Shapes::Packable => {
-                            if k <= g && k.is_power_of_two() {
-                                vec![1]
-                            } else if k > g && k % g == 0 && k / g <= max_nodes {
-                                vec![k / g]
-                            } else {
-                                vec![]
+                for (ty, t) in types.iter().enumerate() {
+                    let g = t.max_node.max(1);
+                    let type_nodes = max_nodes.min(t.nodes);
+                    for k in j.min_gpus.max(1)..=kmax.min(t.gpus) {
+                        let counts: Vec<u32> = match shapes {
+                            Shapes::Any => node_counts(k, g, type_nodes),
+                            Shapes::Packable => {
+                                if k <= g && k.is_power_of_two() {
+                                    vec![1]
+                                } else if k > g && k % g == 0 && k / g <= type_nodes {
+                                    vec![k / g]
+                                } else {
+                                    vec![]
+                                }
                             }
-                        }
-                    };
-                    for n in counts {
-                        let s = cache.get(j, n, k);
-                        if s > 0.0 {
-                            candidates.push(Candidate {
-                                choice: Choice::Config { nodes: n, gpus: k },
-                                value: prioritise(j, &round.params, s * factor),
-                            });
+                        };
+                        for n in counts {
+                            offer(&mut candidates, cache, j, ty, n, k, &round.params);
                         }
                     }
                 }
@@ -114,17 +116,14 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                 // 8-GPU nodes, or 6 on one node) would never run: offer it whole
                 // nodes, of which it uses `k` GPUs (see [`charge`]).
                 if shapes == Shapes::Packable && candidates.iter().all(|c| c.choice == Choice::Keep) {
-                    for k in j.min_gpus.max(1)..=kmax {
-                        let n = k.div_ceil(g);
-                        if n > max_nodes {
-                            break;
-                        }
-                        let s = cache.get(j, n, k);
-                        if s > 0.0 {
-                            candidates.push(Candidate {
-                                choice: Choice::Config { nodes: n, gpus: k },
-                                value: prioritise(j, &round.params, s * factor),
-                            });
+                    for (ty, t) in types.iter().enumerate() {
+                        let g = t.max_node.max(1);
+                        for k in j.min_gpus.max(1)..=kmax.min(t.gpus) {
+                            let n = k.div_ceil(g);
+                            if n > max_nodes.min(t.nodes) {
+                                break;
+                            }
+                            offer(&mut candidates, cache, j, ty, n, k, &round.params);
                         }
                     }
                 }
@@ -143,6 +142,27 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             }
         })
         .collect()
+}
+
+/// Offer `k` GPUs on `n` nodes of type `ty` where the job gains anything there.
+fn offer(
+    out: &mut Vec<Candidate>,
+    cache: &mut SpeedupCache,
+    j: &RoundJob,
+    ty: usize,
+    n: u32,
+    k: u32,
+    params: &gpuplan_core::PolicyParams,
+) {
+    let s = cache.get(j, ty, n, k);
+    if s > 0.0 {
+        let factor = restart_factor_in(j, params);
+        out.push(Candidate {
+            choice: Choice::Config { nodes: n, gpus: k },
+            value: prioritise(j, params, s * factor),
+            ty,
+        });
+    }
 }
 
 /// What a shape takes from the pool on nodes of `g` GPUs: (GPUs, whole
@@ -291,13 +311,14 @@ pub fn fair(round: &Round) -> (u32, u32) {
 /// Value of one job under an allocation, for incumbents and checks.
 pub fn value_of(
     job: &RoundJob,
+    ty: usize,
     nodes: u32,
     gpus: u32,
     keep: bool,
     cache: &mut SpeedupCache,
     round: &Round,
 ) -> f64 {
-    let s = cache.get(job, nodes, gpus);
+    let s = cache.get(job, ty, nodes, gpus);
     let v = if keep {
         s
     } else {

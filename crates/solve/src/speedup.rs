@@ -3,66 +3,98 @@
 //! optimisation.
 
 use gpuplan_core::objective;
-use gpuplan_core::{Plan, Round, RoundJob};
+use gpuplan_core::{Allocation, GoodputModel, GpuType, Plan, Round, RoundJob};
 
-/// Lazily filled speedup table of one job for one round.
+/// Lazily filled speedup table of one job for one round, per GPU type
+/// (indexed as `Cluster::types()`): a job's goodput depends on the type.
 #[derive(Debug, Clone)]
 pub struct SpeedupCache {
     fair: (u32, u32),
     max_nodes: u32,
     max_gpus: u32,
+    types: Vec<GpuType>,
+    /// Each node's type index, to find an allocation's type.
+    node_type: Vec<usize>,
     cells: Vec<f64>,
     /// Goodput at the fair share, computed once (it is the denominator of every speedup).
     base: Option<f64>,
+    /// The job's model per type, computed once each.
+    models: Vec<Option<Option<GoodputModel>>>,
 }
 
 impl SpeedupCache {
     pub fn new(round: &Round, max_nodes: u32, max_gpus: u32) -> Self {
+        let types = round.cluster.types();
+        let per_type = ((max_nodes + 1) * (max_gpus + 1)) as usize;
         SpeedupCache {
             fair: objective::fair_share(round),
             max_nodes,
             max_gpus,
-            cells: vec![f64::NAN; ((max_nodes + 1) * (max_gpus + 1)) as usize],
+            cells: vec![f64::NAN; per_type * types.len().max(1)],
+            models: vec![None; types.len()],
+            node_type: round.cluster.type_index(),
+            types,
             base: None,
         }
     }
 
-    /// Speedup over the fair share, as [`objective::speedup`] computes it.
-    pub fn get(&mut self, job: &RoundJob, nodes: u32, gpus: u32) -> f64 {
+    /// GPU types of the round's cluster, in `Cluster::types()` order.
+    pub fn num_types(&self) -> usize {
+        self.types.len()
+    }
+
+    /// Speedup on GPUs of type `ty` over the fair share, as
+    /// [`objective::speedup`] computes it.
+    pub fn get(&mut self, job: &RoundJob, ty: usize, nodes: u32, gpus: u32) -> f64 {
         if gpus == 0 {
             return 0.0;
         }
         // The model sees only "one node or several" (`GoodputModel::sync_time`),
         // so every multi-node count shares one cell.
         let nodes = nodes.min(2);
-        if nodes > self.max_nodes || gpus > self.max_gpus {
-            return objective::speedup(job, nodes, gpus, self.fair);
+        if nodes > self.max_nodes || gpus > self.max_gpus || ty >= self.types.len() {
+            return objective::speedup(job, self.types.get(ty), nodes, gpus, self.fair);
         }
-        let i = (nodes * (self.max_gpus + 1) + gpus) as usize;
+        let per_type = (self.max_nodes + 1) * (self.max_gpus + 1);
+        let i = (ty as u32 * per_type + nodes * (self.max_gpus + 1) + gpus) as usize;
         if self.cells[i].is_nan() {
-            self.cells[i] = self.compute(job, nodes, gpus);
+            self.cells[i] = self.compute(job, ty, nodes, gpus);
         }
         self.cells[i]
+    }
+
+    /// The type index of an allocation's GPUs (0 when it has none).
+    pub fn type_of(&self, alloc: &Allocation) -> usize {
+        alloc
+            .nodes()
+            .next()
+            .and_then(|n| self.node_type.get(n.0 as usize).copied())
+            .unwrap_or(0)
+    }
+
+    /// Speedup of an allocation, on its own type.
+    pub fn get_alloc(&mut self, job: &RoundJob, alloc: &Allocation) -> f64 {
+        let ty = self.type_of(alloc);
+        self.get(job, ty, alloc.num_nodes(), alloc.num_gpus())
     }
 }
 
 impl SpeedupCache {
-    /// [`objective::speedup`] with the fair-share goodput memoised: the same
-    /// arithmetic (`GoodputModel::speedup`), half the batch-size searches.
-    fn compute(&mut self, job: &RoundJob, nodes: u32, gpus: u32) -> f64 {
+    /// [`objective::speedup`] with the fair-share goodput and the per-type
+    /// model memoised: the same arithmetic, half the batch-size searches.
+    fn compute(&mut self, job: &RoundJob, ty: usize, nodes: u32, gpus: u32) -> f64 {
         let Some(m) = &job.model else {
-            return objective::speedup(job, nodes, gpus, self.fair);
+            return objective::speedup(job, self.types.get(ty), nodes, gpus, self.fair);
         };
         let fair = self.fair;
-        let base = *self.base.get_or_insert_with(|| {
-            m.optimize(fair.0, fair.1)
-                .or_else(|| m.optimize(1, 1))
-                .map_or(0.0, |b| b.goodput)
-        });
+        let base = *self.base.get_or_insert_with(|| objective::fair_goodput(m, fair));
         if base <= 0.0 {
             return 0.0;
         }
-        m.optimize(nodes, gpus).map_or(0.0, |c| c.goodput / base)
+        let types = &self.types;
+        let on = *self.models[ty].get_or_insert_with(|| job.model_on(types.get(ty)));
+        on.and_then(|m| m.optimize(nodes, gpus))
+            .map_or(0.0, |c| c.goodput / base)
     }
 }
 
@@ -85,7 +117,7 @@ pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) 
         .zip(caches.iter_mut())
         .map(|(j, c)| {
             let a = plan.get(j.id);
-            let s = c.get(j, a.num_nodes(), a.num_gpus());
+            let s = c.get_alloc(j, &a);
             let v = if a.same_gpus(&j.state.allocation) {
                 s
             } else {
@@ -111,8 +143,8 @@ mod tests {
             let mut c = SpeedupCache::new(&round, 2, 8);
             for n in 1..=4 {
                 for k in 0..=8 {
-                    let want = objective::speedup(j, n, k, objective::fair_share(&round));
-                    assert_eq!(c.get(j, n, k).to_bits(), want.to_bits(), "n={n} k={k}");
+                    let want = objective::speedup(j, None, n, k, objective::fair_share(&round));
+                    assert_eq!(c.get(j, 0, n, k).to_bits(), want.to_bits(), "n={n} k={k}");
                 }
             }
         }

@@ -21,6 +21,8 @@ pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
             ..Default::default()
         },
         model: None,
+        model_type: None,
+        type_models: Vec::new(),
         oracle: None,
         restart_penalty_s: None,
         class: None,

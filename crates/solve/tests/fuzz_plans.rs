@@ -160,6 +160,8 @@ fn build(
                 ..Default::default()
             },
             model: m.map(|(a, sync, var)| model(a, sync, var)),
+            model_type: None,
+            type_models: Vec::new(),
             oracle: oracle.then(|| Oracle {
                 remaining_iters: 1000.0 * (i + 1) as f64,
                 step_time_s: (1..=8).map(|k| 1.0 / f64::from(k).sqrt()).collect(),

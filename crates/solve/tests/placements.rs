@@ -31,6 +31,8 @@ fn job(id: u32, gpus: u32, submit_s: f64, attained_gpu_s: f64, alloc: &[(u32, u3
             ..JobState::default()
         },
         model: None,
+        model_type: None,
+        type_models: Vec::new(),
         oracle: None,
         restart_penalty_s: None,
         class: None,

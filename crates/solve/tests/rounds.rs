@@ -143,3 +143,41 @@ fn minus_infinity_round_trips() {
     let back: Round = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
     assert_eq!(back.params.p, -1.0);
 }
+
+/// Round files from before types had speeds carry no `model_type`; a job's
+/// model then holds on every type. Tagging each model with the type of a
+/// one-type cluster (what the simulator now writes) changes no plan, and
+/// the untagged file writes no new keys back.
+#[test]
+fn untyped_models_plan_as_models_of_the_one_type() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir()).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let Ok(round) = load(&name) else { continue };
+        let types = round.cluster.types();
+        if types.len() != 1 || round.check().is_err() || !round.jobs.iter().any(|j| j.model.is_some()) {
+            continue;
+        }
+        let text = serde_json::to_string(&round).unwrap();
+        assert!(
+            !text.contains("model_type") && !text.contains("type_models"),
+            "{name}"
+        );
+        let mut tagged = round.clone();
+        for j in tagged.jobs.iter_mut().filter(|j| j.model.is_some()) {
+            j.model_type = Some(types[0].clone());
+        }
+        for p in ["greedy", "mip-exact", "mip-aggregate", "pollux-ga"] {
+            let plan = |r: &Round| {
+                let mut planner = registry::create(p).unwrap();
+                run_round(planner.as_mut(), r, &limits())
+                    .unwrap()
+                    .plan
+                    .allocations
+            };
+            assert_eq!(plan(&round), plan(&tagged), "{name} {p}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} one-type fixture rounds with models");
+}

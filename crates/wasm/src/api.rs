@@ -740,6 +740,8 @@ fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> Insp
         .iter()
         .map(|j| {
             let alloc = plan.get(j.id);
+            // Speedups on the chosen GPUs' type (else the type the job was measured on).
+            let ty = round.cluster.type_of(&alloc).or(j.model_type.as_ref());
             let most = speedup::max_gpus(j, round).max(alloc.num_gpus());
             let speedups = (1..=most)
                 .map(|g| {
@@ -747,7 +749,7 @@ fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> Insp
                     SpeedupRow {
                         gpus: g,
                         nodes,
-                        speedup: objective::speedup(j, nodes, g, fair),
+                        speedup: objective::speedup(j, ty, nodes, g, fair),
                     }
                 })
                 .collect();
@@ -764,8 +766,8 @@ fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> Insp
                 chosen_gpus: alloc.num_gpus(),
                 chosen_nodes: alloc.num_nodes(),
                 chosen: alloc.per_node().into_iter().map(|(n, k)| (n.0, k)).collect(),
-                chosen_speedup: objective::speedup(j, alloc.num_nodes(), alloc.num_gpus(), fair),
-                value: objective::job_value(j, &alloc, fair, &round.params),
+                chosen_speedup: objective::speedup(j, ty, alloc.num_nodes(), alloc.num_gpus(), fair),
+                value: objective::job_value(j, &round.cluster, &alloc, fair, &round.params),
                 speedups,
                 hardware: JobGpus::new(round, j, &alloc),
             }

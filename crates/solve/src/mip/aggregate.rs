@@ -101,19 +101,18 @@ fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
         for c in &o.candidates {
             match c.choice {
                 Choice::Keep => cands.push((Choice::Keep, None, c.value)),
+                // Each candidate carries its type's value (`job_options`).
                 Choice::Config { nodes: 1, gpus } => {
-                    for (ty, tt) in types.iter().enumerate() {
-                        if gpus.is_power_of_two() && gpus <= tt.max_node {
-                            cands.push((Choice::Config { nodes: 1, gpus }, Some(ty), c.value));
-                        }
+                    let (ty, tt) = (c.ty, &types[c.ty]);
+                    if gpus.is_power_of_two() && gpus <= tt.max_node {
+                        cands.push((Choice::Config { nodes: 1, gpus }, Some(ty), c.value));
                     }
                 }
                 Choice::Config { gpus, .. } => {
-                    for (ty, tt) in types.iter().enumerate() {
-                        let n = gpus / tt.max_node.max(1);
-                        if gpus % tt.max_node.max(1) == 0 && n >= 2 && n <= maxn.min(tt.nodes) {
-                            cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
-                        }
+                    let (ty, tt) = (c.ty, &types[c.ty]);
+                    let n = gpus / tt.max_node.max(1);
+                    if gpus % tt.max_node.max(1) == 0 && n >= 2 && n <= maxn.min(tt.nodes) {
+                        cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
                     }
                 }
             }
@@ -125,11 +124,10 @@ fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
                 let Choice::Config { nodes, gpus } = c.choice else {
                     continue;
                 };
-                for (ty, tt) in types.iter().enumerate() {
-                    let n = gpus.div_ceil(tt.max_node.max(1));
-                    if (n == 1) == (nodes == 1) && n <= tt.nodes && (n == 1 || n <= maxn) {
-                        cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
-                    }
+                let (ty, tt) = (c.ty, &types[c.ty]);
+                let n = gpus.div_ceil(tt.max_node.max(1));
+                if (n == 1) == (nodes == 1) && n <= tt.nodes && (n == 1 || n <= maxn) {
+                    cands.push((Choice::Config { nodes: n, gpus }, Some(ty), c.value));
                 }
             }
         }
@@ -315,24 +313,32 @@ fn build(
     (m, z)
 }
 
-/// The Lagrangian relaxation of the one-type model, solved by its own
-/// greedy rule: prices λ per GPU and μ per whole node make every job pick
-/// its best option alone. `L(λ, μ)` bounds the model (a kept job is
-/// charged an equal share of each of its nodes, which never exceeds the
-/// node's true cost), and options whose loss against that bound exceeds
+/// The Lagrangian relaxation of the aggregate model, solved by its own
+/// greedy rule: prices λ per GPU and μ per whole node, per GPU type, make
+/// every job pick its best option alone. `L(λ, μ)` bounds the model (a kept
+/// job is charged an equal share of each of its nodes, which never exceeds
+/// the node's true cost), and options whose loss against that bound exceeds
 /// the gap to a feasible incumbent cannot be in a better solution: only
 /// the few jobs that keep a real choice go to the solver. Scores are in
 /// maximisation form (−term for p < 0).
+/// (score, GPUs, node charge, kept nodes, GPU type) of one option.
+type RelaxOpt = (f64, f64, f64, bool, usize);
+
 struct Relax {
-    /// Per job: (score, GPUs, node charge, kept nodes) per candidate, then "nothing".
-    opts: Vec<Vec<(f64, f64, f64, bool)>>,
+    /// Per job: (score, GPUs, node charge, kept nodes, GPU type) per
+    /// candidate, then "nothing".
+    opts: Vec<Vec<RelaxOpt>>,
     none_ok: Vec<bool>,
-    gpus: f64,
-    nodes: f64,
+    /// Per type: GPUs, nodes, GPUs per node.
+    gpus: Vec<f64>,
+    nodes: Vec<f64>,
+    per_node: Vec<f64>,
+    node_type: Vec<usize>,
 }
 
 impl Relax {
-    fn new(round: &Round, prep: &Prep) -> Self {
+    /// `None` when a kept allocation spans types (it has no one price).
+    fn new(round: &Round, prep: &Prep) -> Option<Self> {
         let sgn = if matches!(prep.sense, Sense::MinPower(_)) {
             -1.0
         } else {
@@ -349,73 +355,98 @@ impl Relax {
                 }
             }
         }
-        let opts = prep
-            .cands
-            .iter()
-            .enumerate()
-            .map(|(j, c)| {
-                let mut v: Vec<(f64, f64, f64, bool)> = c
-                    .iter()
-                    .map(|&(ch, _, val)| {
-                        let sc = sgn * prep.sense.term(val);
-                        match ch {
-                            Choice::Keep => {
-                                let (mut g, mut share) = (0.0, 0.0);
-                                for (n, k) in round.jobs[j].current().per_node() {
-                                    if let Some(&s) = sharers.get(n.0 as usize) {
-                                        g += k as f64;
-                                        share += 1.0 / s as f64;
-                                    }
+        let mut opts = Vec::with_capacity(prep.cands.len());
+        for (j, c) in prep.cands.iter().enumerate() {
+            let mut v: Vec<RelaxOpt> = Vec::with_capacity(c.len() + 1);
+            for &(ch, ty, val) in c {
+                let sc = sgn * prep.sense.term(val);
+                match ch {
+                    Choice::Keep => {
+                        let (mut g, mut share) = (0.0, 0.0);
+                        let mut kty = None;
+                        for (n, k) in round.jobs[j].current().per_node() {
+                            if let Some(&s) = sharers.get(n.0 as usize) {
+                                g += k as f64;
+                                share += 1.0 / s as f64;
+                                let t = prep.node_type[n.0 as usize];
+                                if kty.is_some_and(|x| x != t) {
+                                    return None;
                                 }
-                                (sc, g, share, true)
-                            }
-                            Choice::Config { nodes, gpus } => {
-                                let (g, w) = charge(nodes, gpus, prep.types[0].max_node);
-                                (sc, g as f64, w as f64, false)
+                                kty = Some(t);
                             }
                         }
-                    })
-                    .collect();
-                v.push((sgn * prep.none_term[j], 0.0, 0.0, false));
-                v
-            })
-            .collect();
-        Relax {
+                        v.push((sc, g, share, true, kty.unwrap_or(0)));
+                    }
+                    Choice::Config { nodes, gpus } => {
+                        let ty = ty.unwrap_or(0);
+                        let (g, w) = charge(nodes, gpus, prep.types[ty].max_node);
+                        v.push((sc, g as f64, w as f64, false, ty));
+                    }
+                }
+            }
+            v.push((sgn * prep.none_term[j], 0.0, 0.0, false, 0));
+            opts.push(v);
+        }
+        Some(Relax {
             opts,
             none_ok: prep.pinned.iter().map(|p| !p).collect(),
-            gpus: prep.types[0].gpus as f64,
-            nodes: prep.types[0].nodes as f64,
-        }
+            gpus: prep.types.iter().map(|t| t.gpus as f64).collect(),
+            nodes: prep.types.iter().map(|t| t.nodes as f64).collect(),
+            per_node: prep.types.iter().map(|t| t.max_node.max(1) as f64).collect(),
+            node_type: prep.node_type.clone(),
+        })
     }
 
-    /// Each job's best option at prices (λ, μ), L(λ, μ), and the GPUs and node charges used.
-    fn eval(&self, lam: f64, mu: f64, pick: &mut [usize]) -> (f64, f64, f64) {
-        let (mut l, mut g, mut n) = (lam * self.gpus + mu * self.nodes, 0.0, 0.0);
+    fn types(&self) -> usize {
+        self.gpus.len()
+    }
+
+    /// Each job's best option at prices (λ, μ) per type, L(λ, μ), and the
+    /// GPUs and node charges used per type.
+    fn eval(&self, lam: &[f64], mu: &[f64], pick: &mut [usize]) -> (f64, Vec<f64>, Vec<f64>) {
+        let mut l = 0.0;
+        for t in 0..self.types() {
+            l += lam[t] * self.gpus[t] + mu[t] * self.nodes[t];
+        }
+        let (mut g, mut n) = (vec![0.0; self.types()], vec![0.0; self.types()]);
         for (j, o) in self.opts.iter().enumerate() {
             let last = if self.none_ok[j] { o.len() } else { o.len() - 1 };
             let mut best = (f64::NEG_INFINITY, 0);
-            for (i, &(sc, gg, nn, _)) in o[..last].iter().enumerate() {
-                let r = sc - lam * gg - mu * nn;
+            for (i, &(sc, gg, nn, _, t)) in o[..last].iter().enumerate() {
+                let r = sc - lam[t] * gg - mu[t] * nn;
                 if r > best.0 {
                     best = (r, i);
                 }
             }
             pick[j] = best.1;
             l += best.0;
-            g += o[best.1].1;
-            n += o[best.1].2;
+            let (_, gg, nn, _, t) = o[best.1];
+            g[t] += gg;
+            n[t] += nn;
         }
         (l, g, n)
     }
 
-    /// Prices that (nearly) minimise L: coordinate bisection on the subgradients.
-    fn prices(&self, pick: &mut [usize]) -> (f64, f64, f64) {
-        let (mut lam, mut mu) = (0.0, 0.0);
+    /// Prices that (nearly) minimise L: coordinate bisection on the
+    /// subgradients, type by type.
+    fn prices(&self, pick: &mut [usize]) -> (Vec<f64>, Vec<f64>, f64) {
+        let (mut lam, mut mu) = (vec![0.0; self.types()], vec![0.0; self.types()]);
         for _ in 0..3 {
-            lam = self.bisect(|x| self.eval(x, mu, pick).1 <= self.gpus);
-            mu = self.bisect(|x| self.eval(lam, x, pick).2 <= self.nodes);
+            for t in 0..self.types() {
+                lam[t] = self.bisect(|x| {
+                    let mut l2 = lam.clone();
+                    l2[t] = x;
+                    self.eval(&l2, &mu, pick).1[t] <= self.gpus[t]
+                });
+                mu[t] = self.bisect(|x| {
+                    let mut m2 = mu.clone();
+                    m2[t] = x;
+                    self.eval(&lam, &m2, pick).2[t] <= self.nodes[t]
+                });
+            }
         }
-        (lam, mu, self.eval(lam, mu, pick).0)
+        let l = self.eval(&lam, &mu, pick).0;
+        (lam, mu, l)
     }
 
     /// The smallest x ≥ 0 (to bisection precision) where `ok(x)` holds;
@@ -444,15 +475,15 @@ impl Relax {
     }
 }
 
-/// Whether the picked options fit the one-type model: GPUs, and whole nodes
-/// counting every node that hosts a kept job.
+/// Whether the picked options fit the model, type by type: GPUs, and whole
+/// nodes counting every node that hosts a kept job.
 fn fits(round: &Round, relax: &Relax, pick: &[usize]) -> bool {
-    let mut g = 0.0;
-    let mut whole = 0.0;
+    let mut g = vec![0.0; relax.types()];
+    let mut whole = vec![0.0; relax.types()];
     let mut used = vec![false; round.cluster.num_nodes()];
     for (j, &i) in pick.iter().enumerate() {
         let o = relax.opts[j][i];
-        g += o.1;
+        g[o.4] += o.1;
         if o.3 {
             for (n, _) in round.jobs[j].current().per_node() {
                 if let Some(u) = used.get_mut(n.0 as usize) {
@@ -460,11 +491,13 @@ fn fits(round: &Round, relax: &Relax, pick: &[usize]) -> bool {
                 }
             }
         } else {
-            whole += o.2;
+            whole[o.4] += o.2;
         }
     }
-    whole += used.iter().filter(|u| **u).count() as f64;
-    g <= relax.gpus + 1e-9 && whole <= relax.nodes + 1e-9
+    for (n, _) in used.iter().enumerate().filter(|(_, u)| **u) {
+        whole[relax.node_type[n]] += 1.0;
+    }
+    (0..relax.types()).all(|t| g[t] <= relax.gpus[t] + 1e-9 && whole[t] <= relax.nodes[t] + 1e-9)
 }
 
 /// Greedy upgrades of a feasible pick: switch jobs to better options in
@@ -481,20 +514,24 @@ fn improve(round: &Round, relax: &Relax, pick: &mut [usize]) {
             .filter(|&n| n < n_nodes)
             .collect::<Vec<usize>>()
     };
+    let types = relax.types();
     let mut kept = vec![0u32; n_nodes];
-    let (mut g, mut multi) = (0.0, 0.0);
+    let (mut g, mut multi) = (vec![0.0; types], vec![0.0; types]);
     for (j, &i) in pick.iter().enumerate() {
         let o = relax.opts[j][i];
-        g += o.1;
+        g[o.4] += o.1;
         if o.3 {
             for n in nodes_of(j) {
                 kept[n] += 1;
             }
         } else {
-            multi += o.2;
+            multi[o.4] += o.2;
         }
     }
-    let mut used = kept.iter().filter(|&&k| k > 0).count() as f64;
+    let mut used = vec![0.0; types];
+    for (n, _) in kept.iter().enumerate().filter(|(_, &k)| k > 0) {
+        used[relax.node_type[n]] += 1.0;
+    }
     for _ in 0..4 {
         let mut moves: Vec<(f64, usize, usize)> = Vec::new();
         for (j, o) in relax.opts.iter().enumerate() {
@@ -515,19 +552,27 @@ fn improve(round: &Round, relax: &Relax, pick: &mut [usize]) {
                 continue;
             }
             let (a, ob) = (relax.opts[j][pick[j]], relax.opts[j][b]);
-            let g2 = g + ob.1 - a.1;
-            let multi2 = multi + if ob.3 { 0.0 } else { ob.2 } - if a.3 { 0.0 } else { a.2 };
-            let mut used2 = used;
+            let (mut g2, mut multi2, mut used2) = (g.clone(), multi.clone(), used.clone());
+            g2[a.4] -= a.1;
+            g2[ob.4] += ob.1;
+            if !a.3 {
+                multi2[a.4] -= a.2;
+            }
+            if !ob.3 {
+                multi2[ob.4] += ob.2;
+            }
             let nodes = if a.3 != ob.3 { nodes_of(j) } else { Vec::new() };
             for &n in &nodes {
                 if a.3 && kept[n] == 1 {
-                    used2 -= 1.0;
+                    used2[relax.node_type[n]] -= 1.0;
                 }
                 if ob.3 && kept[n] == 0 {
-                    used2 += 1.0;
+                    used2[relax.node_type[n]] += 1.0;
                 }
             }
-            if g2 > relax.gpus + 1e-9 || multi2 + used2 > relax.nodes + 1e-9 {
+            if (0..types)
+                .any(|t| g2[t] > relax.gpus[t] + 1e-9 || multi2[t] + used2[t] > relax.nodes[t] + 1e-9)
+            {
                 continue;
             }
             for &n in &nodes {
@@ -549,7 +594,7 @@ fn improve(round: &Round, relax: &Relax, pick: &mut [usize]) {
     }
 }
 
-/// Whether the one-type model is priced out before the solver runs.
+/// Whether the model is priced out before the solver runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pricing {
     /// Lagrangian pricing fixes the jobs whose choice is settled (the default).
@@ -580,7 +625,7 @@ pub fn solve_aggregate_with(
     let mut slots = full;
     let mut start: Option<Vec<Option<usize>>> = None;
     let mut lagrange: Option<f64> = None;
-    if pricing == Pricing::Lagrangian && prep.types.len() == 1 && sense != Sense::MaxMin && n > 0 {
+    if pricing == Pricing::Lagrangian && sense != Sense::MaxMin && n > 0 {
         if let Some((s, st, l)) = reduce(round, &prep) {
             slots = s;
             start = Some(st);
@@ -643,28 +688,35 @@ pub fn solve_aggregate_with(
     })
 }
 
-/// Price out the one-type model: returns the slots (most jobs fixed), a
-/// feasible start and the Lagrangian bound (maximisation form), or `None`
-/// when no feasible rounding is found (the full model then runs).
+/// Price out the model: returns the slots (most jobs fixed), a feasible
+/// start and the Lagrangian bound (maximisation form), or `None` when no
+/// feasible rounding is found (the full model then runs).
 fn reduce(round: &Round, prep: &Prep) -> Option<(Vec<Slot>, Vec<Option<usize>>, f64)> {
-    let relax = Relax::new(round, prep);
+    let relax = Relax::new(round, prep)?;
     let n = relax.opts.len();
     let mut pick = vec![0usize; n];
     let (lam, mu, l) = relax.prices(&mut pick);
-    if !l.is_finite() || !lam.is_finite() || !mu.is_finite() {
+    if !l.is_finite() || !lam.iter().chain(&mu).all(|x| x.is_finite()) {
         return None;
     }
-    // A feasible incumbent: raise both prices until the picks fit.
-    let g = prep.types[0].max_node.max(1) as f64;
+    // A feasible incumbent: raise every price until the picks fit.
+    let raised = |d: f64| -> (Vec<f64>, Vec<f64>) {
+        (
+            lam.iter().map(|x| x + d).collect(),
+            mu.iter().zip(&relax.per_node).map(|(x, g)| x + d * g).collect(),
+        )
+    };
     let mut inc = vec![0usize; n];
     let d = relax.bisect(|d| {
-        relax.eval(lam + d, mu + d * g, &mut inc);
+        let (a, b) = raised(d);
+        relax.eval(&a, &b, &mut inc);
         fits(round, &relax, &inc)
     });
     if !d.is_finite() {
         return None;
     }
-    relax.eval(lam + d, mu + d * g, &mut inc);
+    let (a, b) = raised(d);
+    relax.eval(&a, &b, &mut inc);
     if !fits(round, &relax, &inc) {
         return None;
     }
@@ -677,7 +729,7 @@ fn reduce(round: &Round, prep: &Prep) -> Option<(Vec<Slot>, Vec<Option<usize>>, 
         let last = if relax.none_ok[j] { o.len() } else { o.len() - 1 };
         let red: Vec<f64> = o[..last]
             .iter()
-            .map(|&(sc, gg, nn, _)| sc - lam * gg - mu * nn)
+            .map(|&(sc, gg, nn, _, t)| sc - lam[t] * gg - mu[t] * nn)
             .collect();
         let best = red.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let keep: Vec<usize> = (0..last)

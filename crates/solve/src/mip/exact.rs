@@ -91,8 +91,8 @@ fn candidates(
     let mut out = Vec::with_capacity(base.len());
     for (j, o) in base.into_iter().enumerate() {
         let mut opts = Vec::new();
-        let mut singles: Vec<(u32, f64)> = Vec::new();
-        let mut multis: Vec<(u32, f64)> = Vec::new();
+        let mut singles: Vec<Vec<(u32, f64)>> = vec![Vec::new(); types.len()];
+        let mut multis: Vec<Vec<(u32, f64)>> = vec![Vec::new(); types.len()];
         for c in &o.candidates {
             match c.choice {
                 Choice::Keep => {
@@ -100,8 +100,8 @@ fn candidates(
                         opts.push((Opt::Keep, c.value));
                     }
                 }
-                Choice::Config { nodes: 1, gpus } => singles.push((gpus, c.value)),
-                Choice::Config { gpus, .. } => multis.push((gpus, c.value)),
+                Choice::Config { nodes: 1, gpus } => singles[c.ty].push((gpus, c.value)),
+                Choice::Config { gpus, .. } => multis[c.ty].push((gpus, c.value)),
             }
         }
         let undominated = |mut v: Vec<(u32, f64)>| {
@@ -114,16 +114,15 @@ fn candidates(
             });
             v
         };
-        let singles = undominated(singles);
-        let multis = undominated(multis);
+        // Each type values the job by its own goodput there.
         for (ty, t) in types.iter().enumerate() {
-            for &(k, v) in &singles {
+            for &(k, v) in &undominated(std::mem::take(&mut singles[ty])) {
                 if k <= t.max_node {
                     opts.push((Opt::Single { ty, gpus: k }, v));
                 }
             }
             if t.nodes >= 2 {
-                for &(k, v) in &multis {
+                for &(k, v) in &undominated(std::mem::take(&mut multis[ty])) {
                     if k <= t.gpus && k <= maxn * t.max_node {
                         opts.push((Opt::Multi { ty, gpus: k }, v));
                     }

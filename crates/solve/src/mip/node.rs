@@ -196,6 +196,12 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
                 m.constraints
                     .push(Expression::from(y[n]).leq(pick_type[node_type[n]]));
             }
+            // A configuration is valued on its type, so it must run there.
+            for (c, &v) in o.candidates.iter().zip(&z) {
+                if matches!(c.choice, Choice::Config { .. }) {
+                    m.constraints.push(Expression::from(v).leq(pick_type[c.ty]));
+                }
+            }
             type_vars.push(Some(pick_type));
         } else {
             type_vars.push(None);
@@ -282,8 +288,11 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
         } else if alloc.same_gpus(job.current()) {
             o.candidates.iter().position(|c| c.choice == Choice::Keep)
         } else {
+            let ty = alloc.nodes().next().map(|n| node_type[n.0 as usize]);
             o.candidates.iter().position(|c| match c.choice {
-                Choice::Config { nodes, gpus } => gpus == k && ((nodes == 1) == (used == 1)),
+                Choice::Config { nodes, gpus } => {
+                    gpus == k && ((nodes == 1) == (used == 1)) && (n_types == 1 || Some(c.ty) == ty)
+                }
                 Choice::Keep => false,
             })
         };

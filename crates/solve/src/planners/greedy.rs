@@ -11,7 +11,9 @@ use std::collections::BinaryHeap;
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
-use crate::candidates::{charge, job_options, Choice, JobOptions, Pick, Sense, Shapes};
+use crate::candidates::{
+    charge, job_options, type_capacity, Candidate, Choice, JobOptions, Pick, Sense, Shapes,
+};
 use crate::placement::pack;
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
@@ -32,11 +34,12 @@ fn gain(sense: Sense, from: f64, to: f64) -> f64 {
     }
 }
 
-/// GPUs a choice takes from the pool: whole nodes for an unpackable size.
-fn gpus_of(c: Choice, job: &gpuplan_core::RoundJob, g: u32) -> u32 {
-    match c {
+/// GPUs a candidate takes from its type's pool (`g`: that type's GPUs per
+/// node): whole nodes for an unpackable size.
+fn gpus_of(c: &Candidate, job: &gpuplan_core::RoundJob, g: &[u32]) -> u32 {
+    match c.choice {
         Choice::Keep => job.current().num_gpus(),
-        Choice::Config { nodes, gpus } => charge(nodes, gpus, g).0,
+        Choice::Config { nodes, gpus } => charge(nodes, gpus, g[c.ty]).0,
     }
 }
 
@@ -65,29 +68,35 @@ impl Ord for Move {
     }
 }
 
-/// Best next move of job `j` given its current pick and the GPUs left
-/// (`g`: GPUs per node, for what an unpackable shape takes).
+/// Best next move of job `j` given its current pick and the GPUs left per
+/// type (`g`: each type's GPUs per node, for what an unpackable shape
+/// takes). Every type's candidates compete by value: a faster type's higher
+/// goodput wins over "first that fits". A move to another type frees the
+/// old type's GPUs and must fit in the new type's.
 fn best_move(
     round: &Round,
     opts: &JobOptions,
     j: usize,
     pick: Option<usize>,
-    left: u32,
+    left: &[u32],
     sense: Sense,
-    g: u32,
+    g: &[u32],
 ) -> Option<Move> {
     let job = &round.jobs[j];
-    let (cur_v, cur_g) = match pick {
+    let (cur_v, cur_g, cur_ty) = match pick {
         Some(c) => (
             opts.candidates[c].value,
-            gpus_of(opts.candidates[c].choice, job, g),
+            gpus_of(&opts.candidates[c], job, g),
+            Some(opts.candidates[c].ty),
         ),
-        None => (opts.none_value, 0),
+        None => (opts.none_value, 0, None),
     };
     let mut best: Option<Move> = None;
     for (ci, c) in opts.candidates.iter().enumerate() {
-        let k = gpus_of(c.choice, job, g);
-        if k <= cur_g || k - cur_g > left {
+        let k = gpus_of(c, job, g);
+        let same = cur_ty.is_none_or(|t| t == c.ty);
+        let held = if same { cur_g } else { 0 };
+        if k <= cur_g || k - held > left[c.ty] {
             continue;
         }
         let score = gain(sense, cur_v, c.value) / (k - cur_g) as f64;
@@ -121,29 +130,31 @@ pub fn greedy_choices(round: &Round) -> Vec<Pick> {
 pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<Pick> {
     let opts = job_options(round, caches, Shapes::Packable);
     let sense = Sense::of(round.params.p);
-    // Node size for what an unpackable shape takes (`charge`), read once.
-    let g = round.cluster.max_gpus_per_node();
-    let mut left = round.cluster.total_gpus();
+    // Per type: node size for what an unpackable shape takes (`charge`), and GPUs left.
+    let types = type_capacity(&round.cluster);
+    let g: Vec<u32> = types.iter().map(|t| t.max_node).collect();
+    let mut left: Vec<u32> = types.iter().map(|t| t.gpus).collect();
     let mut pick: Vec<Option<usize>> = vec![None; round.jobs.len()];
     for (j, o) in opts.iter().enumerate() {
         if o.pinned {
             if let Some(ci) = o.candidates.iter().position(|c| c.choice == Choice::Keep) {
                 pick[j] = Some(ci);
-                left = left.saturating_sub(round.jobs[j].current().num_gpus());
+                let t = o.candidates[ci].ty;
+                left[t] = left[t].saturating_sub(round.jobs[j].current().num_gpus());
             }
         }
     }
     let mut heap = BinaryHeap::new();
     for (j, o) in opts.iter().enumerate() {
         if !o.pinned {
-            if let Some(m) = best_move(round, o, j, pick[j], left, sense, g) {
+            if let Some(m) = best_move(round, o, j, pick[j], &left, sense, &g) {
                 heap.push(m);
             }
         }
     }
     while let Some(m) = heap.pop() {
         // Re-check against the GPUs left now; re-queue if the best move changed.
-        let Some(now) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense, g) else {
+        let Some(now) = best_move(round, &opts[m.job], m.job, pick[m.job], &left, sense, &g) else {
             continue;
         };
         if now.cand != m.cand || (now.score - m.score).abs() > 1e-12 * m.score.abs().max(1.0) {
@@ -151,16 +162,30 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<Pi
             continue;
         }
         let job = &round.jobs[m.job];
-        let old = pick[m.job].map_or(0, |c| gpus_of(opts[m.job].candidates[c].choice, job, g));
-        left -= gpus_of(opts[m.job].candidates[m.cand].choice, job, g) - old;
+        if let Some(c) = pick[m.job] {
+            let old = &opts[m.job].candidates[c];
+            left[old.ty] += gpus_of(old, job, &g);
+        }
+        let new = &opts[m.job].candidates[m.cand];
+        left[new.ty] -= gpus_of(new, job, &g);
         pick[m.job] = Some(m.cand);
-        if let Some(next) = best_move(round, &opts[m.job], m.job, pick[m.job], left, sense, g) {
+        if let Some(next) = best_move(round, &opts[m.job], m.job, pick[m.job], &left, sense, &g) {
             heap.push(next);
         }
     }
+    let typed = types.len() > 1;
     pick.iter()
         .enumerate()
-        .filter_map(|(j, p)| p.map(|c| Pick::new(j, opts[j].candidates[c].choice)))
+        .filter_map(|(j, p)| {
+            p.map(|c| {
+                let cand = &opts[j].candidates[c];
+                Pick {
+                    job: j,
+                    choice: cand.choice,
+                    gpu_type: (typed && cand.choice != Choice::Keep).then_some(cand.ty),
+                }
+            })
+        })
         .collect()
 }
 

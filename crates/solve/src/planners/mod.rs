@@ -239,6 +239,8 @@ pub(crate) mod testutil {
                 ..JobState::default()
             },
             model: None,
+            model_type: None,
+            type_models: Vec::new(),
             oracle: None,
             restart_penalty_s: None,
             class: None,

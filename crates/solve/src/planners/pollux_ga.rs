@@ -70,16 +70,18 @@ struct Terms {
 }
 
 impl Terms {
-    fn new(max_gpus: u32) -> Self {
+    fn new(max_gpus: u32, n_types: usize) -> Self {
         Terms {
             max_gpus,
-            cells: vec![(f64::NAN, f64::NAN, f64::NAN); 6 * (max_gpus as usize + 1)],
+            cells: vec![(f64::NAN, f64::NAN, f64::NAN); 6 * (max_gpus as usize + 1) * n_types.max(1)],
         }
     }
 
-    fn slot(&self, nodes: u32, gpus: u32, changed: bool) -> Option<usize> {
+    /// The cell of (GPU type, nodes, GPUs, changed): a job's value depends on its type.
+    fn slot(&self, ty: usize, nodes: u32, gpus: u32, changed: bool) -> Option<usize> {
         (gpus <= self.max_gpus).then(|| {
-            (usize::from(changed) * 3 + nodes.min(2) as usize) * (self.max_gpus as usize + 1) + gpus as usize
+            ((ty * 2 + usize::from(changed)) * 3 + nodes.min(2) as usize) * (self.max_gpus as usize + 1)
+                + gpus as usize
         })
     }
 }
@@ -105,6 +107,9 @@ struct Ctx<'a> {
     total_gpus: f64,
     /// GPU types present (1 + the largest of `node_type`).
     n_types: usize,
+    /// Per job and type, its one-GPU speedup there: repair keeps the type
+    /// where the job's GPUs are worth most, not the one that holds most.
+    type_speed: Vec<Vec<f64>>,
 }
 
 /// Buffers reused across repairs, mutations and survivor selections.
@@ -180,13 +185,14 @@ impl Ctx<'_> {
         for j in 0..self.jobs {
             let row = &g[j * self.nodes..(j + 1) * self.nodes];
             let (n, k) = shape(row);
+            let ty = row.iter().position(|&x| x > 0).map_or(0, |m| self.node_type[m]);
             let changed = row != &self.current[j][..];
             let t = &mut terms[j];
-            let slot = t.slot(n, k, changed);
+            let slot = t.slot(ty, n, k, changed);
             let (v, term, u) = match slot.map(|i| t.cells[i]) {
                 Some(c) if !c.1.is_nan() => c,
                 _ => {
-                    let s = cache[j].get(&self.round.jobs[j], n, k);
+                    let s = cache[j].get(&self.round.jobs[j], ty, n, k);
                     let v = s * self.scale * if changed { self.factor[j] } else { 1.0 } + 1e-3;
                     let term = if p == 0.0 { v.libm_ln() } else { v.libm_pow(p) };
                     let c = (v, term, s / self.total_gpus);
@@ -293,13 +299,19 @@ impl Ctx<'_> {
                 }
             }
         }
-        // 2. Per-job caps: one GPU type (the one holding most of the job's
-        // GPUs, the first on ties), GPUs (random node order) and nodes.
+        // 2. Per-job caps: one GPU type (the one where the job's GPUs are
+        // worth most: GPUs × its one-GPU speedup there; then most GPUs, then
+        // the first), GPUs (random node order) and nodes.
         let nodes_order = &mut s.nodes_order;
         nodes_order.clear();
         nodes_order.extend(0..nodes);
         let n_types = self.n_types;
-        for ((row, &pinned), &max_gpus) in g.chunks_exact_mut(nodes).zip(&self.pinned).zip(&self.max_gpus) {
+        for (j, ((row, &pinned), &max_gpus)) in g
+            .chunks_exact_mut(nodes)
+            .zip(&self.pinned)
+            .zip(&self.max_gpus)
+            .enumerate()
+        {
             if pinned {
                 continue;
             }
@@ -310,7 +322,14 @@ impl Ctx<'_> {
                 for (&x, &t) in row.iter().zip(&self.node_type) {
                     per_type[t] += x;
                 }
-                let keep = (0..n_types).max_by(|&a, &b| per_type[a].cmp(&per_type[b]).then(b.cmp(&a)));
+                let w = &self.type_speed[j];
+                let worth = |t: usize| per_type[t] as f64 * w[t];
+                let keep = (0..n_types).max_by(|&a, &b| {
+                    worth(a)
+                        .total_cmp(&worth(b))
+                        .then(per_type[a].cmp(&per_type[b]))
+                        .then(b.cmp(&a))
+                });
                 for (x, &t) in row.iter_mut().zip(&self.node_type) {
                     if Some(t) != keep {
                         *x = 0;
@@ -505,12 +524,23 @@ impl Planner for PolluxGa {
             total_gpus: round.cluster.total_gpus().max(1) as f64,
             n_types: node_type.iter().max().map_or(1, |m| m + 1),
             node_type,
+            type_speed: Vec::new(),
         };
         let mut cache: Vec<SpeedupCache> = max_g
             .iter()
             .map(|&m| SpeedupCache::new(round, m.min(round.params.max_nodes_per_job).min(nodes as u32), m))
             .collect();
-        let mut terms: Vec<Terms> = max_g.iter().map(|&m| Terms::new(m)).collect();
+        let mut ctx = ctx;
+        if ctx.n_types > 1 {
+            ctx.type_speed = round
+                .jobs
+                .iter()
+                .zip(cache.iter_mut())
+                .map(|(j, c)| (0..ctx.n_types).map(|t| c.get(j, t, 1, 1)).collect())
+                .collect();
+        }
+        let ctx = ctx;
+        let mut terms: Vec<Terms> = max_g.iter().map(|&m| Terms::new(m, ctx.n_types)).collect();
         // Warm start: last population remapped to this round's jobs and nodes.
         let flat_current: Vec<u32> = current.concat();
         let mut pop: Vec<Vec<u32>> = match &self.last {

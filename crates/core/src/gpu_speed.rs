@@ -1,0 +1,203 @@
+//! How fast each GPU type runs an application, relative to the T4: the one
+//! table behind the simulator's per-type ground truth and the planners'
+//! guess for a type a job has not yet run on (docs/heterogeneity.md has the
+//! same table with its sources).
+//!
+//! The Pollux profiles were measured on T4s, so the T4 is the reference
+//! (both scalings 1). Every other type gets two time multipliers: one for
+//! compute, one for gradient all-reduce within a node. All-reduce across
+//! nodes goes over the network, assumed the same for every type, so it is
+//! not scaled. `scripts/gpu-types.py` derives the compute numbers.
+//!
+//! - **k80, p100**: Gavel's per-type throughput table (one GPU, each model
+//!   alone; geometric mean over its batch sizes) relative to the V100, times
+//!   the V100's datasheet ratio to the T4.
+//! - **t4, rtx2080ti, v100, a100**: the geometric mean of the FP32 TFLOPS
+//!   ratio and the memory-bandwidth ratio to the T4 (datasheets: 8.1/320,
+//!   13.4/616, 15.7/900, 19.5/1555 TFLOPS/GB/s). Gavel has no T4,
+//!   RTX 2080 Ti or A100, so these do not depend on the application.
+//! - **Sync within a node**: PCIe 3.0 x16 (15.75 GB/s) for t4, rtx2080ti,
+//!   k80, p100; NVLink 2 (300 GB/s) for v100, NVLink 3 (600 GB/s) for a100;
+//!   time scales with the inverse bandwidth.
+//! - A type not in the table runs as a T4, so clusters with other names keep
+//!   their old results.
+
+use crate::model::PerfParams;
+use crate::profile::StepTime;
+use crate::GpuType;
+
+/// Time multipliers of a GPU type relative to the T4 (< 1: faster).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TypeSpeed {
+    /// Compute time per accumulation step.
+    pub compute: f64,
+    /// Gradient all-reduce within one node.
+    pub sync_intra: f64,
+}
+
+impl TypeSpeed {
+    /// The reference: the T4 of the Pollux profiles.
+    pub const T4: TypeSpeed = TypeSpeed {
+        compute: 1.0,
+        sync_intra: 1.0,
+    };
+
+    /// True step time on this type from the T4 ground truth: compute and
+    /// intra-node sync scale, cross-node sync does not. The T4 returns its
+    /// input untouched (bit for bit), so homogeneous runs do not change.
+    pub fn step(self, t4: StepTime, nodes: u32) -> StepTime {
+        if self == Self::T4 {
+            return t4;
+        }
+        let sync = if nodes > 1 { 1.0 } else { self.sync_intra };
+        let sync_s = t4.sync_s * sync;
+        StepTime {
+            step_s: (t4.step_s - t4.sync_s).max(0.0) * self.compute + sync_s,
+            sync_s,
+        }
+    }
+
+    /// This type's speed over `from`'s: how a model fitted on `from` maps
+    /// onto this type.
+    pub fn relative_to(self, from: TypeSpeed) -> TypeSpeed {
+        TypeSpeed {
+            compute: self.compute / from.compute,
+            sync_intra: self.sync_intra / from.sync_intra,
+        }
+    }
+
+    /// Throughput parameters fitted on one type, moved to another by this
+    /// (relative) speed: compute constants by `compute`, intra-node sync
+    /// constants by `sync_intra`; cross-node ones and γ as they are.
+    pub fn scale(self, p: PerfParams) -> PerfParams {
+        if self == Self::T4 {
+            return p;
+        }
+        PerfParams {
+            alpha_c: p.alpha_c * self.compute,
+            beta_c: p.beta_c * self.compute,
+            alpha_r: p.alpha_r * self.sync_intra,
+            beta_r: p.beta_r * self.sync_intra,
+            ..p
+        }
+    }
+}
+
+/// The model family of Gavel's table nearest to each Pollux application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GavelModel {
+    ResNet18,
+    ResNet50,
+    Transformer,
+    Lm,
+    Recommendation,
+}
+
+impl GavelModel {
+    /// cifar10 (ResNet-18) → ResNet-18; imagenet (ResNet-50) → ResNet-50;
+    /// bert → Transformer; deepspeech2 (recurrent) → LM (an LSTM); ncf →
+    /// Recommendation; yolov3 (Darknet-53, a residual CNN) and anything else
+    /// → ResNet-50.
+    pub fn of_app(app: &str) -> Self {
+        match app {
+            "cifar10" => GavelModel::ResNet18,
+            "bert" => GavelModel::Transformer,
+            "deepspeech2" => GavelModel::Lm,
+            "ncf" => GavelModel::Recommendation,
+            _ => GavelModel::ResNet50,
+        }
+    }
+}
+
+/// Datasheet-derived compute multipliers (no per-application data).
+const SHEET: [(&str, f64); 4] = [
+    ("t4", 1.0),
+    ("rtx2080ti", 0.560),
+    ("v100", 0.428),
+    ("a100", 0.292),
+];
+
+/// Gavel-derived compute multipliers relative to T4, per model:
+/// ResNet-18, ResNet-50, Transformer, LM, Recommendation.
+const GAVEL: [(&str, [f64; 5]); 2] = [
+    ("k80", [2.762, 2.706, 1.530, 1.711, 0.327]),
+    ("p100", [0.475, 0.650, 0.578, 0.510, 0.198]),
+];
+
+/// Intra-node all-reduce multipliers (PCIe 3.0 x16 = 1).
+const SYNC: [(&str, f64); 2] = [("v100", 15.75 / 300.0), ("a100", 15.75 / 600.0)];
+
+fn lookup<T: Copy>(table: &[(&str, T)], t: &str) -> Option<T> {
+    table
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(t))
+        .map(|&(_, v)| v)
+}
+
+/// How fast `app` runs on `gpu_type`, relative to the T4.
+pub fn type_speed(gpu_type: &str, app: &str) -> TypeSpeed {
+    let compute = lookup(&SHEET, gpu_type)
+        .or_else(|| lookup(&GAVEL, gpu_type).map(|row| row[GavelModel::of_app(app) as usize]))
+        .unwrap_or(1.0);
+    TypeSpeed {
+        compute,
+        sync_intra: lookup(&SYNC, gpu_type).unwrap_or(1.0),
+    }
+}
+
+/// A model fitted on `from` moved to `to` (`None`: unknown, no change).
+pub fn perf_on(p: PerfParams, app: &str, from: Option<&GpuType>, to: Option<&GpuType>) -> PerfParams {
+    match (from, to) {
+        (Some(f), Some(t)) if f != t => type_speed(t.as_str(), app)
+            .relative_to(type_speed(f.as_str(), app))
+            .scale(p),
+        _ => p,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_t4_is_the_identity_and_unknown_types_run_as_t4() {
+        assert_eq!(type_speed("t4", "cifar10"), TypeSpeed::T4);
+        assert_eq!(type_speed("gpu", "bert"), TypeSpeed::T4);
+        let st = StepTime {
+            step_s: 0.3,
+            sync_s: 0.1,
+        };
+        assert_eq!(TypeSpeed::T4.step(st, 1), st);
+    }
+
+    #[test]
+    fn step_times_by_hand() {
+        // A100: compute × 0.292, intra-node sync × 15.75/600; across nodes sync unscaled.
+        let a = type_speed("a100", "imagenet");
+        let st = StepTime {
+            step_s: 1.0,
+            sync_s: 0.2,
+        };
+        let one = a.step(st, 1);
+        assert!((one.step_s - (0.8 * 0.292 + 0.2 * 15.75 / 600.0)).abs() < 1e-12);
+        let two = a.step(st, 2);
+        assert!((two.step_s - (0.8 * 0.292 + 0.2)).abs() < 1e-12);
+        // k80 follows Gavel per model: ncf (Recommendation) is faster than on a T4.
+        assert_eq!(type_speed("k80", "ncf").compute, 0.327);
+        assert_eq!(type_speed("K80", "cifar10").compute, 2.762);
+        assert_eq!(type_speed("p100", "yolov3").compute, 0.650);
+    }
+
+    #[test]
+    fn a_model_moves_between_types_by_the_ratio() {
+        let p = crate::fit::prior_perf_params();
+        let (t4, a100): (GpuType, GpuType) = ("t4".into(), "a100".into());
+        let q = perf_on(p, "bert", Some(&t4), Some(&a100));
+        assert!((q.alpha_c - 0.1 * 0.292).abs() < 1e-12);
+        assert!((q.alpha_r - 0.1 * 15.75 / 600.0).abs() < 1e-12);
+        assert_eq!((q.alpha_n, q.gamma), (p.alpha_n, p.gamma));
+        let back = perf_on(q, "bert", Some(&a100), Some(&t4));
+        assert!((back.alpha_c - p.alpha_c).abs() < 1e-12);
+        assert_eq!(perf_on(p, "bert", None, Some(&a100)), p);
+    }
+}

@@ -209,6 +209,7 @@ mod tests {
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
         }
     }
 

@@ -116,6 +116,7 @@ mod tests {
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
         };
         // (600 − 30·2)/(600 + 30) = 540/630
         assert!((restart_factor(&j, 30.0) - 540.0 / 630.0).abs() < 1e-12);

@@ -156,6 +156,7 @@ pub fn generate_round(
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
         });
     }
     Round {

@@ -24,6 +24,7 @@ pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
         oracle: None,
         restart_penalty_s: None,
         class: None,
+        mem_gib: None,
     }
 }
 

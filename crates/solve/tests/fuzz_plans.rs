@@ -166,6 +166,7 @@ fn build(
             }),
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
         });
     }
     let mut round = Round {

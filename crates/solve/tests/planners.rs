@@ -58,6 +58,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
         });
     }
     let mut round = Round {

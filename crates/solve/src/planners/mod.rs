@@ -242,6 +242,7 @@ pub(crate) mod testutil {
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
         }
     }
 

@@ -45,9 +45,9 @@ pub struct SlowdownCurve {
 /// (`gpuplan_sim::colocation::fit_gavel`; a test there re-fits the anchor
 /// file and checks these digits).
 pub const GAVEL_CURVE: SlowdownCurve = SlowdownCurve {
-    knee: 0.0,
-    base: 1.0,
-    slope: 0.0,
+    knee: 0.4,
+    base: 1.5607,
+    slope: 0.1190,
 };
 
 impl Default for SlowdownCurve {

@@ -210,6 +210,7 @@ mod tests {
             restart_penalty_s: None,
             class: None,
             mem_gib: None,
+            utilization: None,
         }
     }
 

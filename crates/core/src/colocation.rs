@@ -12,7 +12,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::round::RoundJob;
+use std::collections::BTreeMap;
+
+use crate::job::GpuId;
+use crate::plan::Plan;
+use crate::round::{Round, RoundJob};
 
 /// The compute share of a step, (step − sync)/step, in [0, 1]: the part of
 /// the step the GPU computes; the rest it waits for gradient sync. A job
@@ -236,6 +240,53 @@ pub fn fits_memory(gpu_type: &str, mems: &[Option<f64>]) -> bool {
         }
     }
     sum <= cap + 1e-9
+}
+
+/// A job's predicted utilization on `gpus` GPUs over `nodes` nodes, at the
+/// batch its goodput model would choose there: what a planner believes
+/// before the pair runs; a measured `utilization` in the round wins. A job with no model yet counts as fully busy, the
+/// safe side (it is then predicted to slow its partner most).
+pub fn predicted_utilization(job: &RoundJob, nodes: u32, gpus: u32) -> f64 {
+    if let Some(u) = job.utilization {
+        return u;
+    }
+    let Some(m) = &job.model else {
+        return 1.0;
+    };
+    m.optimize(nodes, gpus).map_or(1.0, |c| {
+        m.utilization(nodes, gpus, c.local_bsz as f64, c.accum_steps)
+    })
+}
+
+/// Each job's predicted slowdown from sharing in `plan` (round order; 1 for
+/// a job alone on its GPUs): the curve at the summed predicted utilization
+/// of each GPU's jobs, the worst GPU setting the job's pace. Named GPUs
+/// only: unnamed slots are GPUs of their own.
+pub fn plan_slowdowns(round: &Round, plan: &Plan, curve: &SlowdownCurve) -> Vec<f64> {
+    let mut out = vec![1.0; round.jobs.len()];
+    if round.params.sharing <= 1 {
+        return out;
+    }
+    let mut on: BTreeMap<GpuId, Vec<usize>> = BTreeMap::new();
+    for (j, job) in round.jobs.iter().enumerate() {
+        for g in plan.gpus_of(job.id).gpus().iter().filter(|g| g.is_bound()) {
+            on.entry(*g).or_default().push(j);
+        }
+    }
+    for holders in on.values().filter(|h| h.len() > 1) {
+        let sum: f64 = holders
+            .iter()
+            .map(|&j| {
+                let a = plan.gpus_of(round.jobs[j].id);
+                predicted_utilization(&round.jobs[j], a.num_nodes(), a.num_gpus())
+            })
+            .sum();
+        let f = curve.slowdown(sum);
+        for &j in holders {
+            out[j] = f64::max(out[j], f);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -250,6 +250,11 @@ pub struct RoundJob {
     /// Read only when `params.sharing` > 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_gib: Option<f64>,
+    /// The job's measured GPU utilization in [0, 1] (e.g. NVML's), where
+    /// known; it replaces the goodput model's prediction when a planner
+    /// weighs sharing ([`crate::colocation::predicted_utilization`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<f64>,
 }
 
 impl RoundJob {
@@ -407,6 +412,9 @@ impl Round {
             }
             if !j.state.age_s.is_finite() || j.state.age_s < 0.0 {
                 errs.push(format!("{at}.state.age_s: must be finite and >= 0"));
+            }
+            if j.utilization.is_some_and(|u| !(0.0..=1.0).contains(&u)) {
+                errs.push(format!("{at}.utilization: must be in [0, 1]"));
             }
             if j.mem_gib.is_some_and(|m| !m.is_finite() || m < 0.0) {
                 errs.push(format!("{at}.mem_gib: must be finite and >= 0"));

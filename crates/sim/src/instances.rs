@@ -157,6 +157,7 @@ pub fn generate_round(
             restart_penalty_s: None,
             class: None,
             mem_gib: None,
+            utilization: None,
         });
     }
     Round {

@@ -304,6 +304,7 @@ pub fn round_job(
         restart_penalty_s: facts.restart_penalty_s,
         class: None,
         mem_gib: None,
+        utilization: None,
     }
 }
 

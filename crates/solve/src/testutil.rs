@@ -25,6 +25,7 @@ pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
         restart_penalty_s: None,
         class: None,
         mem_gib: None,
+        utilization: None,
     }
 }
 

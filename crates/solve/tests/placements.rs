@@ -35,6 +35,7 @@ fn job(id: u32, gpus: u32, submit_s: f64, attained_gpu_s: f64, alloc: &[(u32, u3
         restart_penalty_s: None,
         class: None,
         mem_gib: None,
+        utilization: None,
     }
 }
 

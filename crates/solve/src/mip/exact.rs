@@ -42,6 +42,23 @@ struct JobCands {
     pinned: bool,
 }
 
+/// Two jobs sharing `gpus` GPUs of one node of type `ty` (params.sharing
+/// ≥ 2): one joint option, so the objective stays linear. Each job's value
+/// is its single-node value there divided by the pair's predicted slowdown.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PairOpt {
+    a: usize,
+    b: usize,
+    ty: usize,
+    gpus: u32,
+    va: f64,
+    vb: f64,
+}
+
+/// Most pair options one model gets; past it the rest are dropped (with a
+/// note), so sharing cannot blow up the solve.
+const PAIR_BUDGET: usize = 20_000;
+
 /// A node's content: the multi-node piece slot (0 = none) and single-job slots (descending).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Pattern {
@@ -244,6 +261,8 @@ struct Built {
     t: BTreeMap<Class, (Vec<Pattern>, Vec<Variable>)>,
     /// Per node with two or more movable occupants: (class, binary) options.
     r: Vec<Vec<(Class, Variable)>>,
+    /// One binary per pair option (`Ctx::pairs`).
+    y: Vec<Variable>,
     tau: Option<Variable>,
 }
 
@@ -263,6 +282,8 @@ struct Ctx<'a> {
     notes: Vec<String>,
     /// The speedup tables, reused by the warm start and its evaluation.
     caches: Vec<SpeedupCache>,
+    /// Pairs that may share GPUs (empty without sharing).
+    pairs: Vec<PairOpt>,
 }
 
 impl<'a> Ctx<'a> {
@@ -300,8 +321,11 @@ impl<'a> Ctx<'a> {
                 let per = j.current().per_node();
                 !(avoid && per.len() > 1 && per.iter().any(|(n, _)| sig0[n.0 as usize] == 0))
             })
+            .zip(shares_now(round))
+            .map(|(ok, shared)| ok && !shared)
             .collect();
-        let (cands, notes, caches) = candidates(round, &types, &keep_ok);
+        let (cands, mut notes, caches) = candidates(round, &types, &keep_ok);
+        let pairs = pair_options(round, &types, &cands, &mut notes);
         let mut occ: Vec<Vec<Occupant>> = vec![Vec::new(); n_nodes];
         for (j, job) in round.jobs.iter().enumerate() {
             if cands[j].pinned || !cands[j].opts.iter().any(|(o, _)| *o == Opt::Keep) {
@@ -325,6 +349,7 @@ impl<'a> Ctx<'a> {
             cands,
             notes,
             caches,
+            pairs,
         }
     }
 
@@ -362,6 +387,15 @@ impl<'a> Ctx<'a> {
         let mut sizes: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); self.types.len()];
         let mut has_multi = vec![false; self.types.len()];
         let mut cells = 0usize;
+        // Pair options: a slot of `gpus` GPUs each, counted in each job's choice and value.
+        let y: Vec<Variable> = self.pairs.iter().map(|_| m.binary()).collect();
+        let mut joint: Vec<Vec<(Variable, f64)>> = vec![Vec::new(); self.cands.len()];
+        for (p, &v) in self.pairs.iter().zip(&y) {
+            joint[p.a].push((v, p.va));
+            joint[p.b].push((v, p.vb));
+            sizes[p.ty].insert(p.gpus);
+            *single_demand.entry((p.ty, p.gpus)).or_default() += v;
+        }
         for (j, c) in self.cands.iter().enumerate() {
             let none_term = sense.term(c.none_value);
             if c.pinned || c.opts.is_empty() {
@@ -400,6 +434,10 @@ impl<'a> Ctx<'a> {
                         e.2 += gpus as f64 * x;
                     }
                 }
+            }
+            for &(x, v) in &joint[j] {
+                pick += x;
+                value += sense.term(v) * x;
             }
             m.constraints.push(pick.eq(1.0));
             for (ty, (d, hi, k)) in multi {
@@ -534,6 +572,7 @@ impl<'a> Ctx<'a> {
             u,
             t,
             r,
+            y,
             tau,
         })
     }
@@ -542,7 +581,10 @@ impl<'a> Ctx<'a> {
     /// outside the model (then no warm start is given).
     fn start(&self, b: &Built, plan: &Plan) -> Option<Vec<(Variable, f64)>> {
         let round = self.round;
-        let mut vals: Vec<(Variable, f64)> = Vec::new();
+        if shares(round, plan) {
+            return None;
+        }
+        let mut vals: Vec<(Variable, f64)> = b.y.iter().map(|&y| (y, 0.0)).collect();
         // Chosen option per job, and its placement after shrinking to the option.
         let mut chosen: Vec<Option<usize>> = vec![None; round.jobs.len()];
         let mut placed: Vec<Vec<(NodeId, u32)>> = vec![Vec::new(); round.jobs.len()];
@@ -764,13 +806,20 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
-        // Single-node jobs: largest first into the largest slots.
+        // Single-node jobs and pairs (index n_jobs + pair): largest first into the largest slots.
+        let n_jobs = round.jobs.len();
         let mut items: BTreeMap<usize, Vec<(u32, usize)>> = BTreeMap::new();
         for (j, c) in chosen.iter().enumerate() {
             if let Some(Opt::Single { ty, gpus }) = c {
                 items.entry(*ty).or_default().push((*gpus, j));
             }
         }
+        for (i, (p, &y)) in self.pairs.iter().zip(&b.y).enumerate() {
+            if on(y) {
+                items.entry(p.ty).or_default().push((p.gpus, n_jobs + i));
+            }
+        }
+        let mut pair_nodes: Vec<(usize, usize)> = Vec::new();
         for (ty, mut list) in items {
             list.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             let mut slots = single_slots.remove(&ty).unwrap_or_default();
@@ -780,12 +829,17 @@ impl<'a> Ctx<'a> {
                 if s < k {
                     return Err(format!("a {s}-GPU slot cannot hold a {k}-GPU job"));
                 }
+                if j >= n_jobs {
+                    pair_nodes.push((j - n_jobs, node));
+                    continue;
+                }
                 plan.allocations.insert(
                     round.jobs[j].id,
                     Allocation::from_counts(&[(NodeId(node as u32), k)]),
                 );
             }
         }
+        self.name_pairs(&mut plan, &pair_nodes)?;
         // Multi-node jobs: their counted slots, one GPU each, then filled up to the slot size.
         for (j, c) in chosen.iter().enumerate() {
             let Some(Opt::Multi { ty, gpus }) = *c else {
@@ -821,6 +875,157 @@ impl<'a> Ctx<'a> {
         }
         Ok(plan)
     }
+}
+
+impl Ctx<'_> {
+    /// Name the GPUs of each chosen pair: both jobs get the same ones,
+    /// their own current GPUs on the node first, then the lowest not named
+    /// in the plan. Unnamed slots are bound later and avoid named GPUs;
+    /// the slot counts leave room for both.
+    fn name_pairs(&self, plan: &mut Plan, pair_nodes: &[(usize, usize)]) -> Result<(), String> {
+        let round = self.round;
+        let mut taken: BTreeSet<(u32, u32)> = BTreeSet::new();
+        for a in plan.allocations.values() {
+            for g in a.gpus().iter().filter(|g| g.is_bound()) {
+                taken.insert((g.node.0, g.index));
+            }
+        }
+        for &(i, node) in pair_nodes {
+            let p = self.pairs[i];
+            let n = node as u32;
+            let mut want: Vec<u32> = [p.a, p.b]
+                .iter()
+                .flat_map(|&j| round.jobs[j].current().gpus().to_vec())
+                .filter(|g| g.is_bound() && g.node.0 == n)
+                .map(|g| g.index)
+                .collect();
+            want.extend(0..round.cluster.nodes[node].gpus);
+            let mut got = Vec::new();
+            for ix in want {
+                if got.len() as u32 == p.gpus {
+                    break;
+                }
+                if taken.insert((n, ix)) {
+                    got.push(gpuplan_core::GpuId::new(NodeId(n), ix));
+                }
+            }
+            if got.len() as u32 != p.gpus {
+                return Err(format!("no {} free GPUs on node {n} for a shared pair", p.gpus));
+            }
+            for j in [p.a, p.b] {
+                plan.allocations
+                    .insert(round.jobs[j].id, Allocation::from_gpus(got.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Per job: whether it shares a GPU with another job now.
+fn shares_now(round: &Round) -> Vec<bool> {
+    let mut holders: HashMap<(u32, u32), usize> = HashMap::new();
+    for j in &round.jobs {
+        for g in j.current().gpus().iter().filter(|g| g.is_bound()) {
+            *holders.entry((g.node.0, g.index)).or_default() += 1;
+        }
+    }
+    round
+        .jobs
+        .iter()
+        .map(|j| {
+            j.current()
+                .gpus()
+                .iter()
+                .any(|g| g.is_bound() && holders.get(&(g.node.0, g.index)).is_some_and(|&c| c > 1))
+        })
+        .collect()
+}
+
+/// Whether any named GPU of `plan` holds two jobs.
+fn shares(round: &Round, plan: &Plan) -> bool {
+    let mut seen: BTreeSet<(u32, u32)> = BTreeSet::new();
+    round.jobs.iter().any(|j| {
+        plan.gpus_of(j.id)
+            .gpus()
+            .iter()
+            .filter(|g| g.is_bound())
+            .any(|g| !seen.insert((g.node.0, g.index)))
+    })
+}
+
+/// The pair options of a round with `params.sharing` ≥ 2: every two
+/// movable jobs that both may run on `k` GPUs of one node of a type, whose
+/// memories fit together in that type's GPU. Only pairs (k = 2 jobs per
+/// GPU): a third job on a GPU is never planned.
+fn pair_options(
+    round: &Round,
+    types: &[TypeCapacity],
+    cands: &[JobCands],
+    notes: &mut Vec<String>,
+) -> Vec<PairOpt> {
+    if round.params.sharing < 2 {
+        return Vec::new();
+    }
+    let curve = gpuplan_core::colocation::GAVEL_CURVE;
+    let names = round.cluster.types();
+    // Per job: its single options (type, GPUs, value), utilization per size, memory.
+    let singles: Vec<Vec<(usize, u32, f64)>> = cands
+        .iter()
+        .map(|c| {
+            if c.pinned {
+                return Vec::new();
+            }
+            c.opts
+                .iter()
+                .filter_map(|&(o, v)| match o {
+                    Opt::Single { ty, gpus } => Some((ty, gpus, v)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    let mut util: HashMap<(usize, u32), f64> = HashMap::new();
+    let mem: Vec<Option<f64>> = round
+        .jobs
+        .iter()
+        .map(gpuplan_core::colocation::job_memory_gib)
+        .collect();
+    let mut out = Vec::new();
+    for a in 0..cands.len() {
+        for b in a + 1..cands.len() {
+            for &(ty, k, va) in &singles[a] {
+                let Some(&(_, _, vb)) = singles[b].iter().find(|&&(t, g, _)| t == ty && g == k) else {
+                    continue;
+                };
+                if k > types[ty].max_node
+                    || !gpuplan_core::colocation::fits_memory(names[ty].as_str(), &[mem[a], mem[b]])
+                {
+                    continue;
+                }
+                if out.len() >= PAIR_BUDGET {
+                    notes.push(format!(
+                        "sharing: more than {PAIR_BUDGET} pair options; the rest dropped"
+                    ));
+                    return out;
+                }
+                let mut u = |j: usize| {
+                    *util.entry((j, k)).or_insert_with(|| {
+                        gpuplan_core::colocation::predicted_utilization(&round.jobs[j], 1, k)
+                    })
+                };
+                let f = curve.slowdown(u(a) + u(b));
+                out.push(PairOpt {
+                    a,
+                    b,
+                    ty,
+                    gpus: k,
+                    va: va / f,
+                    vb: vb / f,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The plan "every running job keeps its GPUs": the previous round's plan as
@@ -934,5 +1139,86 @@ impl Planner for PolluxMip {
         };
         plan.planner = "pollux-mip".into();
         Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod sharing_tests {
+    use gpuplan_core::{GpuId, JobId, Plan, Round};
+
+    use crate::pipeline::run_round;
+    use crate::registry::create;
+    use crate::testutil::{job, round, running};
+    use crate::Limits;
+
+    /// One T4; j0 runs on it, the others wait. p = 1 (total goodput), age
+    /// 300 s and δ = 30 s: a change costs each job the factor 300/330.
+    fn one_gpu(apps: &[&str], util: f64) -> Round {
+        let jobs = apps
+            .iter()
+            .enumerate()
+            .map(|(i, app)| {
+                let mut j = job(i as u32, 1, 0.0);
+                j.app = (*app).into();
+                j.max_gpus = 1;
+                j.state.age_s = 300.0;
+                j.utilization = Some(util);
+                if i == 0 {
+                    j = running(j, &[(0, 1)]);
+                }
+                j
+            })
+            .collect();
+        let mut r = round("1x1", jobs, gpuplan_core::Interference::Avoid);
+        r.params.p = 1.0;
+        r.params.restart_penalty_s = 30.0;
+        r.params.sharing = 2;
+        r
+    }
+
+    fn plan(r: &Round) -> Plan {
+        let mut p = create("pollux-mip").unwrap();
+        let limits = Limits {
+            time_limit_s: 30.0,
+            ..Limits::default()
+        };
+        run_round(p.as_mut(), r, &limits).unwrap().plan
+    }
+
+    fn holders(p: &Plan) -> usize {
+        p.allocations
+            .values()
+            .filter(|a| a.gpus().contains(&GpuId::new(gpuplan_core::NodeId(0), 0)))
+            .count()
+    }
+
+    #[test]
+    fn light_jobs_share_and_busy_ones_do_not() {
+        // Utilization 0.2 each: slowdown 1.56, 2 × 0.909 / 1.56 = 1.17 > 1.
+        let light = plan(&one_gpu(&["cifar10", "ncf"], 0.2));
+        assert_eq!(holders(&light), 2, "{light:?}");
+        assert_eq!(light.get(JobId(0)), light.get(JobId(1)));
+        // Utilization 1 each: slowdown 1.89, 2 × 0.909 / 1.89 = 0.96 < 1: keep j0 alone.
+        let busy = plan(&one_gpu(&["cifar10", "ncf"], 1.0));
+        assert_eq!(holders(&busy), 1, "{busy:?}");
+        assert!(busy.get(JobId(1)).is_empty());
+        // Sharing off: the same light round never shares.
+        let mut off = one_gpu(&["cifar10", "ncf"], 0.2);
+        off.params.sharing = 1;
+        assert_eq!(holders(&plan(&off)), 1);
+    }
+
+    #[test]
+    fn never_past_memory_or_k() {
+        // cifar10 (4 GiB) + imagenet (14 GiB) exceed a T4's 16 GiB.
+        let heavy = plan(&one_gpu(&["cifar10", "imagenet"], 0.2));
+        assert_eq!(holders(&heavy), 1, "{heavy:?}");
+        // Three light jobs, k = 3 allowed by the round: still at most a pair.
+        let mut three = one_gpu(&["cifar10", "ncf", "cifar10"], 0.1);
+        three.jobs[2].name = "j2".into();
+        three.params.sharing = 3;
+        let p = plan(&three);
+        assert_eq!(holders(&p), 2, "{p:?}");
+        assert!(gpuplan_core::validate(&three, &p).is_ok());
     }
 }

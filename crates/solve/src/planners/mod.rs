@@ -243,6 +243,7 @@ pub(crate) mod testutil {
             restart_penalty_s: None,
             class: None,
             mem_gib: None,
+            utilization: None,
         }
     }
 

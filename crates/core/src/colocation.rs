@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::job::GpuId;
+use crate::math::Libm;
 use crate::plan::Plan;
 use crate::round::{Round, RoundJob};
 
@@ -22,7 +23,7 @@ use crate::round::{Round, RoundJob};
 /// the step the GPU computes; the rest it waits for gradient sync. A job
 /// with no step time (nothing measured) counts as fully busy.
 pub fn compute_share(step_s: f64, sync_s: f64) -> f64 {
-    if !(step_s > 0.0) || !step_s.is_finite() {
+    if step_s.is_nan() || step_s <= 0.0 || !step_s.is_finite() {
         return 1.0;
     }
     ((step_s - sync_s.max(0.0)) / step_s).clamp(0.0, 1.0)
@@ -64,7 +65,7 @@ impl SlowdownCurve {
     /// Slowdown (≥ 1) of each job of a pair whose utilizations sum to `s`.
     pub fn slowdown(&self, s: f64) -> f64 {
         let x = (s - self.knee).max(0.0);
-        (self.base * (self.slope * x).exp()).max(1.0)
+        (self.base * (self.slope * x).libm_exp()).max(1.0)
     }
 
     /// Least squares of ln(slowdown) over the hinge, the knee on a grid of
@@ -75,7 +76,7 @@ impl SlowdownCurve {
         let pts: Vec<(f64, f64)> = points
             .iter()
             .filter(|(s, y)| s.is_finite() && y.is_finite() && *y > 0.0)
-            .map(|&(s, y)| (s, y.ln()))
+            .map(|&(s, y)| (s, y.libm_ln()))
             .collect();
         if pts.is_empty() {
             return None;
@@ -98,7 +99,7 @@ impl SlowdownCurve {
                 .sum();
             let c = SlowdownCurve {
                 knee,
-                base: a.exp(),
+                base: a.libm_exp(),
                 slope,
             };
             if best.is_none_or(|(e, _)| sse < e - 1e-12) {

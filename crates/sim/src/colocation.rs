@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use gpuplan_core::colocation::{Colocation, MeasuredPair, SlowdownCurve};
+use gpuplan_core::math::Libm;
 
 use crate::SimError;
 
@@ -215,14 +216,14 @@ pub fn cross_validate(points: &[GavelPoint]) -> Option<CrossValidation> {
             .map(|(_, p)| p.clone())
             .collect();
         let curve = fit_gavel(&train)?;
-        let mut logs: Vec<f64> = train.iter().map(|p| p.slowdown.ln()).collect();
+        let mut logs: Vec<f64> = train.iter().map(|p| p.slowdown.libm_ln()).collect();
         logs.sort_by(f64::total_cmp);
         let median = logs[logs.len() / 2];
         for &i in held {
             let p = &points[i];
             let pred = curve.slowdown(p.sum_util);
-            se += (pred.ln() - p.slowdown.ln()).powi(2);
-            se0 += (median - p.slowdown.ln()).powi(2);
+            se += (pred.libm_ln() - p.slowdown.libm_ln()).powi(2);
+            se0 += (median - p.slowdown.libm_ln()).powi(2);
             rel.push((pred - p.slowdown).abs() / p.slowdown);
         }
     }
@@ -288,7 +289,7 @@ pub fn gavel_key(app: &str, local_bsz: u32) -> Option<String> {
     let b = local_bsz.max(1) as f64;
     let best = sizes
         .iter()
-        .min_by(|x, y| ((**x as f64 / b).ln().abs()).total_cmp(&(**y as f64 / b).ln().abs()))?;
+        .min_by(|x, y| ((**x as f64 / b).libm_ln().abs()).total_cmp(&(**y as f64 / b).libm_ln().abs()))?;
     Some(format!("{fam} (batch size {best})"))
 }
 

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::job::GpuId;
+use crate::job::{Allocation, GpuId};
 use crate::math::Libm;
 use crate::plan::Plan;
 use crate::round::{Round, RoundJob};
@@ -264,27 +264,62 @@ pub fn predicted_utilization(job: &RoundJob, nodes: u32, gpus: u32) -> f64 {
 /// of each GPU's jobs, the worst GPU setting the job's pace. Named GPUs
 /// only: unnamed slots are GPUs of their own.
 pub fn plan_slowdowns(round: &Round, plan: &Plan, curve: &SlowdownCurve) -> Vec<f64> {
-    let mut out = vec![1.0; round.jobs.len()];
     if round.params.sharing <= 1 {
-        return out;
+        return vec![1.0; round.jobs.len()];
     }
+    let allocs: Vec<&Allocation> = round.jobs.iter().map(|j| plan.gpus_of(j.id)).collect();
+    let model = Colocation::new(*curve, Vec::new());
+    sharing_slowdowns(
+        &model,
+        &allocs,
+        |_| None,
+        |j| predicted_utilization(&round.jobs[j], allocs[j].num_nodes(), allocs[j].num_gpus()),
+    )
+}
+
+/// The jobs (indices into `allocs`) on each named GPU that two or more
+/// hold, by GPU. The one grouping the planners' prediction and the
+/// simulator's ground truth and metrics share.
+pub fn shared_gpus(allocs: &[&Allocation]) -> BTreeMap<GpuId, Vec<usize>> {
     let mut on: BTreeMap<GpuId, Vec<usize>> = BTreeMap::new();
-    for (j, job) in round.jobs.iter().enumerate() {
-        for g in plan.gpus_of(job.id).gpus().iter().filter(|g| g.is_bound()) {
+    for (j, a) in allocs.iter().enumerate() {
+        for g in a.gpus().iter().filter(|g| g.is_bound()) {
             on.entry(*g).or_default().push(j);
         }
     }
-    for holders in on.values().filter(|h| h.len() > 1) {
-        let sum: f64 = holders
-            .iter()
-            .map(|&j| {
-                let a = plan.gpus_of(round.jobs[j].id);
-                predicted_utilization(&round.jobs[j], a.num_nodes(), a.num_gpus())
-            })
-            .sum();
-        let f = curve.slowdown(sum);
-        for &j in holders {
-            out[j] = f64::max(out[j], f);
+    on.retain(|_, h| h.len() > 1);
+    on
+}
+
+/// Each job's slowdown from sharing (1 for a job alone on its GPUs): on a
+/// GPU with two jobs, the measured pair where `key` names both and `model`
+/// measured them, else the curve at their summed `util`; with more than two,
+/// the curve at the sum (no triple is measured). A job on several GPUs runs
+/// at its worst GPU's pace. `key` and `util` are asked only for jobs that share.
+pub fn sharing_slowdowns(
+    model: &Colocation,
+    allocs: &[&Allocation],
+    key: impl Fn(usize) -> Option<String>,
+    util: impl Fn(usize) -> f64,
+) -> Vec<f64> {
+    let mut out = vec![1.0; allocs.len()];
+    let shared = shared_gpus(allocs);
+    if shared.is_empty() {
+        return out;
+    }
+    let mut utils: BTreeMap<usize, f64> = BTreeMap::new();
+    let mut u = |j: usize| *utils.entry(j).or_insert_with(|| util(j));
+    for holders in shared.values() {
+        let fs: Vec<f64> = if let [a, b] = holders[..] {
+            let (ka, kb) = (key(a), key(b));
+            let (fa, fb) = model.pair((ka.as_deref(), u(a)), (kb.as_deref(), u(b)));
+            vec![fa, fb]
+        } else {
+            let sum: f64 = holders.iter().map(|&j| u(j)).sum();
+            vec![model.curve.slowdown(sum); holders.len()]
+        };
+        for (&j, f) in holders.iter().zip(fs) {
+            out[j] = out[j].max(f);
         }
     }
     out
@@ -347,6 +382,47 @@ mod tests {
         assert_eq!(c.pair((Some("y"), 0.9), (Some("x"), 0.9)), (1.1, 2.0));
         assert_eq!(c.pair((Some("x"), 0.9), (Some("z"), 0.9)), (1.5, 1.5));
         assert_eq!(c.pair((None, 0.1), (Some("y"), 0.1)), (1.5, 1.5));
+    }
+
+    /// Ground truth per GPU: a measured pair by key, the curve for an
+    /// unmeasured pair and for three jobs; a job's worst GPU sets its pace.
+    #[test]
+    fn sharing_slowdowns_per_gpu() {
+        use crate::cluster::NodeId;
+        let curve = SlowdownCurve {
+            knee: 0.0,
+            base: 1.5,
+            slope: 0.0,
+        };
+        let model = Colocation::new(
+            curve,
+            vec![MeasuredPair {
+                a: "x".into(),
+                b: "y".into(),
+                slowdown_a: 1.1,
+                slowdown_b: 2.0,
+            }],
+        );
+        let g = |n, i| GpuId::new(NodeId(n), i);
+        let a = |gs: &[GpuId]| Allocation::from_gpus(gs.to_vec());
+        // j0 (x) and j1 (y) share GPU (0,0); j2 alone; j3 spans (0,1) shared with j4 (z).
+        let allocs = [
+            a(&[g(0, 0)]),
+            a(&[g(0, 0)]),
+            a(&[g(1, 0)]),
+            a(&[g(0, 1), g(0, 2)]),
+            a(&[g(0, 1)]),
+        ];
+        let refs: Vec<&Allocation> = allocs.iter().collect();
+        let keys = ["x", "y", "x", "x", "z"];
+        let f = sharing_slowdowns(&model, &refs, |j| Some(keys[j].to_string()), |_| 0.5);
+        assert_eq!(f, vec![1.1, 2.0, 1.0, 1.5, 1.5]);
+        assert_eq!(shared_gpus(&refs).len(), 2);
+        // Three on one GPU: the curve, measured pairs aside.
+        let three = [a(&[g(0, 0)]), a(&[g(0, 0)]), a(&[g(0, 0)])];
+        let refs: Vec<&Allocation> = three.iter().collect();
+        let f = sharing_slowdowns(&model, &refs, |j| Some(keys[j].to_string()), |_| 0.5);
+        assert_eq!(f, vec![1.5; 3]);
     }
 
     #[test]

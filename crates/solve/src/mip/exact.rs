@@ -45,6 +45,9 @@ struct JobCands {
 /// Two jobs sharing `gpus` GPUs of one node of type `ty` (params.sharing
 /// ≥ 2): one joint option, so the objective stays linear. Each job's value
 /// is its single-node value there divided by the pair's predicted slowdown.
+/// A kept pair (`keep`: both already share exactly these GPUs and stay)
+/// is valued at their keep values, without the restart factor, and takes
+/// no slot: it is an occupant of its node, as a kept job is.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct PairOpt {
     a: usize,
@@ -53,6 +56,7 @@ struct PairOpt {
     gpus: u32,
     va: f64,
     vb: f64,
+    keep: bool,
 }
 
 /// Most pair options one model gets; past it the rest are dropped (with a
@@ -69,7 +73,9 @@ struct Pattern {
 /// (GPU type, free GPUs ρ, multi-node slot free σ).
 type Class = (usize, u32, u32);
 
-/// A running job's GPUs on one node: (job, GPUs, whether it holds the node's multi-node slot).
+/// A running job's GPUs on one node: (job, GPUs, whether it holds the
+/// node's multi-node slot). A job index ≥ the round's job count names the
+/// kept pair `index − jobs` ([`PairOpt::keep`]).
 type Occupant = (usize, u32, u32);
 
 #[derive(Debug)]
@@ -321,11 +327,10 @@ impl<'a> Ctx<'a> {
                 let per = j.current().per_node();
                 !(avoid && per.len() > 1 && per.iter().any(|(n, _)| sig0[n.0 as usize] == 0))
             })
-            .zip(shares_now(round))
-            .map(|(ok, shared)| ok && !shared)
             .collect();
         let (cands, mut notes, caches) = candidates(round, &types, &keep_ok);
-        let pairs = pair_options(round, &types, &cands, &mut notes);
+        let mut pairs = kept_pairs(round, &node_type, &cands);
+        pairs.extend(pair_options(round, &types, &cands, &mut notes));
         let mut occ: Vec<Vec<Occupant>> = vec![Vec::new(); n_nodes];
         for (j, job) in round.jobs.iter().enumerate() {
             if cands[j].pinned || !cands[j].opts.iter().any(|(o, _)| *o == Opt::Keep) {
@@ -336,6 +341,10 @@ impl<'a> Ctx<'a> {
             for &(n, k) in &per {
                 occ[n.0 as usize].push((j, k, mu));
             }
+        }
+        for (i, p) in pairs.iter().enumerate().filter(|(_, p)| p.keep) {
+            let node = round.jobs[p.a].current().per_node()[0].0;
+            occ[node.0 as usize].push((round.jobs.len() + i, p.gpus, 0));
         }
         Ctx {
             round,
@@ -355,6 +364,20 @@ impl<'a> Ctx<'a> {
 
     fn keep_index(&self, j: usize) -> Option<usize> {
         self.cands[j].opts.iter().position(|(o, _)| *o == Opt::Keep)
+    }
+
+    /// The binary that keeps occupant `j` (a job's keep option, or a kept
+    /// pair's variable).
+    fn keep_var(
+        &self,
+        b_z: &[Option<(Vec<Variable>, Variable)>],
+        y: &[Variable],
+        j: usize,
+    ) -> Option<Variable> {
+        match j.checked_sub(self.round.jobs.len()) {
+            Some(p) => y.get(p).copied(),
+            None => b_z[j].as_ref().map(|(v, _)| v[self.keep_index(j).unwrap_or(0)]),
+        }
     }
 
     /// Reachable (GPUs kept, slots kept) sums over subsets of a node's occupants.
@@ -393,8 +416,10 @@ impl<'a> Ctx<'a> {
         for (p, &v) in self.pairs.iter().zip(&y) {
             joint[p.a].push((v, p.va));
             joint[p.b].push((v, p.vb));
-            sizes[p.ty].insert(p.gpus);
-            *single_demand.entry((p.ty, p.gpus)).or_default() += v;
+            if !p.keep {
+                sizes[p.ty].insert(p.gpus);
+                *single_demand.entry((p.ty, p.gpus)).or_default() += v;
+            }
         }
         for (j, c) in self.cands.iter().enumerate() {
             let none_term = sense.term(c.none_value);
@@ -460,6 +485,15 @@ impl<'a> Ctx<'a> {
             }
             z.push(Some((vars, none)));
         }
+        // Two jobs that share GPUs now cannot both keep them alone: one
+        // keeps (the other moves or stops), or both keep them as a pair.
+        for (a, b) in overlapping_now(round) {
+            if let (Some(ka), Some(kb)) = (self.keep_var(&z, &y, a), self.keep_var(&z, &y, b)) {
+                if self.keep_index(a).is_some() && self.keep_index(b).is_some() {
+                    m.constraints.push((Expression::from(ka) + kb).leq(1.0));
+                }
+            }
+        }
         // Node counts per residual class.
         let mut count: BTreeMap<Class, (f64, Expression)> = BTreeMap::new();
         let mut r = vec![Vec::new(); self.occ.len()];
@@ -469,8 +503,7 @@ impl<'a> Ctx<'a> {
             match self.occ[node].as_slice() {
                 [] => count.entry((ty, rho0, sig0)).or_default().0 += 1.0,
                 &[(j, c, mu)] => {
-                    let keep = z[j].as_ref().map(|(v, _)| v[self.keep_index(j).unwrap_or(0)]);
-                    if let Some(k) = keep {
+                    if let Some(k) = self.keep_var(&z, &y, j) {
                         count.entry((ty, rho0 - c, sig0 - mu)).or_default().1 += k;
                         let e = count.entry((ty, rho0, sig0)).or_default();
                         e.0 += 1.0;
@@ -482,8 +515,7 @@ impl<'a> Ctx<'a> {
                     let mut rho_row = Expression::from(0.0);
                     let mut sig_row = Expression::from(0.0);
                     for &(j, c, mu) in occupants {
-                        if let Some((v, _)) = &z[j] {
-                            let k = v[self.keep_index(j).unwrap_or(0)];
+                        if let Some(k) = self.keep_var(&z, &y, j) {
                             rho_row += c as f64 * k;
                             sig_row += mu as f64 * k;
                         }
@@ -651,7 +683,8 @@ impl<'a> Ctx<'a> {
         }
         // Node classes from the kept jobs, and node contents from the moved ones.
         let n_nodes = self.occ.len();
-        let kept = |j: usize| chosen[j].is_some() && chosen[j] == self.keep_index(j);
+        // Plans that share never get here, so no kept pair is on.
+        let kept = |j: usize| j < chosen.len() && chosen[j].is_some() && chosen[j] == self.keep_index(j);
         let mut class_of: Vec<Class> = Vec::with_capacity(n_nodes);
         for node in 0..n_nodes {
             let (mut sc, mut smu) = (0, 0);
@@ -765,6 +798,15 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
+        let n_jobs = round.jobs.len();
+        for (p, &y) in self.pairs.iter().zip(&b.y).filter(|(p, _)| p.keep) {
+            if on(y) {
+                for j in [p.a, p.b] {
+                    plan.allocations
+                        .insert(round.jobs[j].id, round.jobs[j].current().clone());
+                }
+            }
+        }
         // Nodes per class.
         let mut members: BTreeMap<Class, Vec<usize>> = BTreeMap::new();
         for node in 0..self.occ.len() {
@@ -772,7 +814,11 @@ impl<'a> Ctx<'a> {
             let class = match self.occ[node].as_slice() {
                 [] => (ty, rho0, sig0),
                 &[(j, c, mu)] => {
-                    if chosen[j] == Some(Opt::Keep) {
+                    let kept = match j.checked_sub(n_jobs) {
+                        Some(p) => on(b.y[p]),
+                        None => chosen[j] == Some(Opt::Keep),
+                    };
+                    if kept {
                         (ty, rho0 - c, sig0 - mu)
                     } else {
                         (ty, rho0, sig0)
@@ -807,7 +853,6 @@ impl<'a> Ctx<'a> {
             }
         }
         // Single-node jobs and pairs (index n_jobs + pair): largest first into the largest slots.
-        let n_jobs = round.jobs.len();
         let mut items: BTreeMap<usize, Vec<(u32, usize)>> = BTreeMap::new();
         for (j, c) in chosen.iter().enumerate() {
             if let Some(Opt::Single { ty, gpus }) = c {
@@ -815,7 +860,7 @@ impl<'a> Ctx<'a> {
             }
         }
         for (i, (p, &y)) in self.pairs.iter().zip(&b.y).enumerate() {
-            if on(y) {
+            if on(y) && !p.keep {
                 items.entry(p.ty).or_default().push((p.gpus, n_jobs + i));
             }
         }
@@ -921,24 +966,71 @@ impl Ctx<'_> {
     }
 }
 
-/// Per job: whether it shares a GPU with another job now.
-fn shares_now(round: &Round) -> Vec<bool> {
-    let mut holders: HashMap<(u32, u32), usize> = HashMap::new();
-    for j in &round.jobs {
-        for g in j.current().gpus().iter().filter(|g| g.is_bound()) {
-            *holders.entry((g.node.0, g.index)).or_default() += 1;
+/// Pairs of jobs (a < b) whose current allocations share a named GPU.
+fn overlapping_now(round: &Round) -> Vec<(usize, usize)> {
+    let allocs: Vec<&Allocation> = round.jobs.iter().map(|j| j.current()).collect();
+    let mut out: BTreeSet<(usize, usize)> = BTreeSet::new();
+    for holders in gpuplan_core::colocation::shared_gpus(&allocs).values() {
+        for (i, &a) in holders.iter().enumerate() {
+            for &b in &holders[i + 1..] {
+                out.insert((a.min(b), a.max(b)));
+            }
         }
     }
-    round
-        .jobs
-        .iter()
-        .map(|j| {
-            j.current()
-                .gpus()
-                .iter()
-                .any(|g| g.is_bound() && holders.get(&(g.node.0, g.index)).is_some_and(|&c| c > 1))
-        })
-        .collect()
+    out.into_iter().collect()
+}
+
+/// With `params.sharing` ≥ 2, the pairs that share exactly the same GPUs
+/// of one node now, with no third job on them, and may both keep them: the
+/// option to stay as they are, at each job's keep value (no restart) over
+/// the pair's predicted slowdown.
+fn kept_pairs(round: &Round, node_type: &[usize], cands: &[JobCands]) -> Vec<PairOpt> {
+    if round.params.sharing < 2 {
+        return Vec::new();
+    }
+    let curve = gpuplan_core::colocation::GAVEL_CURVE;
+    let keep = |j: usize| {
+        let c = &cands[j];
+        (!c.pinned)
+            .then(|| c.opts.iter().find(|(o, _)| *o == Opt::Keep).map(|x| x.1))
+            .flatten()
+    };
+    let pairs = overlapping_now(round);
+    let mut out = Vec::new();
+    for &(a, b) in &pairs {
+        let (ja, jb) = (&round.jobs[a], &round.jobs[b]);
+        let per = ja.current().per_node();
+        let third = pairs
+            .iter()
+            .any(|&(x, y)| (x == a || x == b || y == a || y == b) && (x, y) != (a, b));
+        let ty = node_type[per.first().map_or(0, |x| x.0 .0 as usize)];
+        let fits = gpuplan_core::colocation::fits_memory(
+            round.cluster.types()[ty].as_str(),
+            &[
+                gpuplan_core::colocation::job_memory_gib(ja),
+                gpuplan_core::colocation::job_memory_gib(jb),
+            ],
+        );
+        if per.len() != 1 || !ja.current().same_gpus(jb.current()) || third || !fits {
+            continue;
+        }
+        let (Some(va), Some(vb)) = (keep(a), keep(b)) else {
+            continue;
+        };
+        let g = ja.current().num_gpus();
+        let u = |j: &gpuplan_core::RoundJob| gpuplan_core::colocation::predicted_utilization(j, 1, g);
+        let f = curve.slowdown(u(ja) + u(jb));
+        out.push(PairOpt {
+            a,
+            b,
+            ty,
+            gpus: g,
+            va: va / f,
+            vb: vb / f,
+            keep: true,
+        });
+    }
+    out
 }
 
 /// Whether any named GPU of `plan` holds two jobs.
@@ -1021,6 +1113,7 @@ fn pair_options(
                     gpus: k,
                     va: va / f,
                     vb: vb / f,
+                    keep: false,
                 });
             }
         }
@@ -1206,6 +1299,60 @@ mod sharing_tests {
         let mut off = one_gpu(&["cifar10", "ncf"], 0.2);
         off.params.sharing = 1;
         assert_eq!(holders(&plan(&off)), 1);
+    }
+
+    /// The round after `r` with `plan` applied, 60 s later.
+    fn next(r: &Round, plan: &Plan) -> Round {
+        let mut n = r.clone();
+        for j in &mut n.jobs {
+            let a = plan.get(j.id);
+            if !a.is_empty() && j.state.allocation.is_empty() {
+                j.state.restarts = 0;
+            }
+            j.state.allocation = a;
+            j.state.age_s += 60.0;
+        }
+        n
+    }
+
+    /// Two rounds by hand: two light jobs start sharing the one T4; next
+    /// round the pair keeps it (no restart), and the model values that
+    /// exactly as the objective does (the pair's keep option, without the
+    /// restart factor). When one job's memory grows past the GPU, the other
+    /// keeps its GPU alone.
+    #[test]
+    fn a_shared_pair_keeps_its_gpu_and_a_sharer_can_keep_alone() {
+        use crate::pipeline::Change;
+        let mut r1 = one_gpu(&["cifar10", "ncf"], 0.2);
+        r1.jobs[0].state.allocation = Default::default();
+        r1.params.restart_penalty_s = 150.0;
+        let mut p = create("pollux-mip").unwrap();
+        let limits = Limits {
+            time_limit_s: 30.0,
+            ..Limits::default()
+        };
+        let d1 = run_round(p.as_mut(), &r1, &limits).unwrap();
+        assert_eq!(holders(&d1.plan), 2, "{:?}", d1.plan);
+        let r2 = next(&r1, &d1.plan);
+        let d2 = run_round(p.as_mut(), &r2, &limits).unwrap();
+        assert_eq!(d2.change(JobId(0)), Some(Change::Keep), "{:?}", d2.plan);
+        assert_eq!(d2.change(JobId(1)), Some(Change::Keep), "{:?}", d2.plan);
+        let close = |d: &crate::pipeline::Decision, r: &Round| {
+            let (bound, eval) = (d.plan.bound.unwrap(), d.objective(r));
+            assert!(
+                (bound - eval).abs() <= 1e-6 * eval.abs().max(1.0),
+                "bound {bound} vs objective {eval}"
+            );
+        };
+        close(&d2, &r2);
+        // j1 now needs 14 GiB: 4 + 14 > 16, the pair cannot stay; j0 keeps.
+        let mut r3 = next(&r2, &d2.plan);
+        r3.jobs[1].mem_gib = Some(14.0);
+        let d3 = run_round(p.as_mut(), &r3, &limits).unwrap();
+        assert_eq!(holders(&d3.plan), 1, "{:?}", d3.plan);
+        let keeper = if d3.plan.get(JobId(0)).is_empty() { 1 } else { 0 };
+        assert_eq!(d3.change(JobId(keeper)), Some(Change::Keep), "{:?}", d3.plan);
+        close(&d3, &r3);
     }
 
     #[test]

@@ -643,3 +643,28 @@ fn sharing_is_a_flag_off_by_default() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `bench --sharing` plans the same seeded rounds with k jobs per GPU
+/// allowed and says so per row.
+#[test]
+fn bench_takes_sharing() {
+    let rows = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--sizes",
+            "16x8",
+            "--planners",
+            "pollux-mip",
+            "--repeat",
+            "1",
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        json(&run(&args))
+    };
+    assert_eq!(rows(&[])[0]["sharing"], 1);
+    let on = rows(&["--sharing"]);
+    assert_eq!(on[0]["sharing"], 2);
+    assert_eq!(on[0]["failures"], 0);
+}

@@ -47,6 +47,10 @@ pub struct BenchArgs {
     /// Skip pollux-ga above this many GPUs (it needs minutes per round there).
     #[arg(long, default_value_t = 512)]
     pub ga_max_gpus: u32,
+    /// Let up to K jobs share a GPU in every round (K = 2 when given alone; off by
+    /// default): the same seeded rounds, so a run with and one without compare directly.
+    #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
+    pub sharing: Option<u32>,
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
@@ -59,6 +63,8 @@ pub struct Row {
     pub solver: String,
     pub gpus: u32,
     pub jobs: usize,
+    /// Most jobs per GPU the rounds allowed (`params.sharing`; 1 = none).
+    pub sharing: u32,
     pub solve_ms_p50: f64,
     pub solve_ms_p95: f64,
     /// Mean over the same seeded instances for every planner.
@@ -117,6 +123,10 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
 
 pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     let sizes = parse_sizes(&a.sizes)?;
+    let sharing = a.sharing.unwrap_or(1);
+    if sharing == 0 {
+        bail!("--sharing must be >= 1 (jobs per GPU; 1 = no sharing), got 0");
+    }
     let planners: Vec<String> = if a.planners.is_empty() {
         registry::names()
             .into_iter()
@@ -148,7 +158,10 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         let instances: Vec<Round> = (0..a.repeat)
             .map(|s| {
                 let mut r = generate_round(&profiles, &fitted, gpus, jobs, s as u64);
-                r.params = PolicyParams::default();
+                r.params = PolicyParams {
+                    sharing,
+                    ..PolicyParams::default()
+                };
                 r
             })
             .collect();
@@ -202,6 +215,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                 solver: solver_of(p).to_string(),
                 gpus,
                 jobs,
+                sharing,
                 solve_ms_p50: pct(&mut ms, 50.0),
                 solve_ms_p95: pct(&mut ms, 95.0),
                 objective: done.iter().map(|(_, x)| x.1).sum::<f64>() / n,
@@ -227,11 +241,12 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
         Format::Table => {
             println!(
-                "{:<22} {:<8} {:>6} {:>6} {:>11} {:>11} {:>10} {:>11} {:>5} {:>5} {:>5}",
+                "{:<22} {:<8} {:>6} {:>6} {:>3} {:>11} {:>11} {:>10} {:>11} {:>5} {:>5} {:>5}",
                 "planner",
                 "solver",
                 "gpus",
                 "jobs",
+                "k",
                 "p50_ms",
                 "p95_ms",
                 "objective",
@@ -242,11 +257,12 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
             );
             for r in &rows {
                 println!(
-                    "{:<22} {:<8} {:>6} {:>6} {:>11.2} {:>11.2} {:>10.4} {:>10.3}% {:>5} {:>5} {:>5}",
+                    "{:<22} {:<8} {:>6} {:>6} {:>3} {:>11.2} {:>11.2} {:>10.4} {:>10.3}% {:>5} {:>5} {:>5}",
                     r.planner,
                     r.solver,
                     r.gpus,
                     r.jobs,
+                    r.sharing,
                     r.solve_ms_p50,
                     r.solve_ms_p95,
                     r.objective,

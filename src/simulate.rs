@@ -97,6 +97,11 @@ pub struct SimOpts {
     /// With --placement: running jobs keep their GPUs instead of being placed afresh every round.
     #[arg(long)]
     pub sticky: bool,
+    /// Let up to K jobs share a GPU (K = 2 when given alone; off by default). Planners that
+    /// share (mip-exact, pollux-mip) decide which; shared jobs run at Gavel's measured
+    /// co-located speed where their models were measured, else the fitted curve. See docs/colocation.md.
+    #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
+    pub sharing: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -242,6 +247,15 @@ impl SimOpts {
         if self.run_idle_rounds {
             cfg.idle_rounds = gpuplan_sim::IdleRounds::Run;
         }
+        if let Some(k) = self.sharing {
+            if k == 0 {
+                bail!("--sharing must be >= 1 (jobs per GPU; 1 = no sharing), got 0");
+            }
+            cfg.params.sharing = k;
+            if k > 1 {
+                cfg.colocation = Some(self.colocation_truth()?);
+            }
+        }
         cfg.interference_slowdown = self.interference_slowdown;
         cfg.time_limit_s = self.time_limit;
         cfg.params.p = self.p;
@@ -289,6 +303,21 @@ impl SimOpts {
             p.priority.scale_gpu_s = d.priority.scale_gpu_s;
         }
         p
+    }
+
+    /// The simulator's ground truth for co-located jobs: Gavel's measured
+    /// pairs and the curve fitted to them, from `--gavel-throughputs` or the
+    /// bundled table.
+    fn colocation_truth(&self) -> Result<gpuplan_core::colocation::Colocation> {
+        use gpuplan_sim::colocation::{ground_truth, parse_gavel};
+        let table = match &self.trace.gavel_throughputs {
+            Some(p) => {
+                let b = std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()))?;
+                parse_gavel(&p.display().to_string(), b.as_slice())?
+            }
+            None => parse_gavel("simulation_throughputs.json", crate::trace::GAVEL_THROUGHPUTS)?,
+        };
+        Ok(ground_truth(&table))
     }
 }
 
@@ -374,7 +403,7 @@ fn run_one_dumping(
 
 pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
     println!(
-        "{:<16} {:<14} {:>5} {:>9} {:>9} {:>9} {:>10} {:>9} {:>6} {:>8} {:>10} {:>8}",
+        "{:<16} {:<14} {:>5} {:>9} {:>9} {:>9} {:>10} {:>9} {:>6} {:>6} {:>8} {:>10} {:>8}",
         "policy",
         "workload",
         "jobs",
@@ -384,13 +413,14 @@ pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
         "imagenet_h",
         "makespan_h",
         "util",
+        "busy",
         "restarts",
         "plan_ms",
         "wall_s"
     );
     for s in rows {
         println!(
-            "{:<16} {:<14} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>10} {:>9.2} {:>6.2} {:>8} {:>10.2} {:>8.1}",
+            "{:<16} {:<14} {:>5} {:>9.3} {:>9.3} {:>9.3} {:>10} {:>9.2} {:>6.2} {:>6.2} {:>8} {:>10.2} {:>8.1}",
             s.policy,
             s.workload,
             s.jobs,
@@ -401,6 +431,7 @@ pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
                 .map_or("-".into(), |v| format!("{:.3}", v / 3600.0)),
             s.makespan_s / 3600.0,
             s.gpu_utilization,
+            s.gpu_busy,
             s.restarts,
             s.planner_ms.mean,
             s.wall_s
@@ -540,6 +571,26 @@ pub fn write_outputs(dir: &Path, r: &SimResult, cfg: &SimConfig) -> Result<()> {
             x.restarts.to_string(),
             format!("{:.3}", x.planner_ms),
             serde_json::to_value(x.status)?.as_str().unwrap_or("").to_string(),
+        ])?;
+    }
+    w.flush()?;
+    let mut w = csv::Writer::from_path(dir.join("gpus.csv"))?;
+    w.write_record(["node", "gpu", "held_s", "shared_s", "busy_s", "utilization"])?;
+    for g in &r.gpus {
+        w.write_record([
+            g.node.to_string(),
+            g.gpu.to_string(),
+            format!("{:.1}", g.held_s),
+            format!("{:.1}", g.shared_s),
+            format!("{:.1}", g.busy_s),
+            format!(
+                "{:.4}",
+                if r.summary.makespan_s > 0.0 {
+                    g.busy_s / r.summary.makespan_s
+                } else {
+                    0.0
+                }
+            ),
         ])?;
     }
     w.flush()?;
@@ -908,13 +959,13 @@ fn write_report(dir: &Path, results: &[SimResult], out: &SweepOut, cfg: &SimConf
         cfg.restart_delay_s,
         cfg.seed
     )?;
-    writeln!(md, "| policy | workload | jobs | avg JCT (h) | p50 (h) | p99 (h) | imagenet mean (h) | makespan (h) | GPU util | restarts | planner ms (mean / p99) | wall s |")?;
-    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(md, "| policy | workload | jobs | avg JCT (h) | p50 (h) | p99 (h) | imagenet mean (h) | makespan (h) | GPU util | GPU busy | restarts | planner ms (mean / p99) | wall s |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     for r in results {
         let s = &r.summary;
         writeln!(
             md,
-            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {} | {:.2} | {:.2} | {} | {:.2} / {:.2} | {:.1} |",
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {} | {:.2} | {:.2} | {:.2} | {} | {:.2} / {:.2} | {:.1} |",
             s.policy,
             s.workload,
             s.jobs,
@@ -925,6 +976,7 @@ fn write_report(dir: &Path, results: &[SimResult], out: &SweepOut, cfg: &SimConf
                 .map_or("-".into(), |v| format!("{:.3}", v / 3600.0)),
             s.makespan_s / 3600.0,
             s.gpu_utilization,
+            s.gpu_busy,
             s.restarts,
             s.planner_ms.mean,
             s.planner_ms.p99,

@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::cli::Format;
 
 /// Gavel's throughput table, bundled so Gavel traces load from anywhere.
-const GAVEL_THROUGHPUTS: &[u8] = include_bytes!("../traces/gavel/simulation_throughputs.json");
+pub(crate) const GAVEL_THROUGHPUTS: &[u8] = include_bytes!("../traces/gavel/simulation_throughputs.json");
 
 #[derive(Subcommand, Debug)]
 pub enum TraceCmd {

@@ -637,3 +637,102 @@ fn gpuplan_mip_rounds_carry_its_objective_and_flags_override_it() {
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// `--sharing [K]` on simulate and sweep: off by default (the same jobs as
+/// `--sharing 1`), K = 2 when given alone, per-GPU use in gpus.csv and the
+/// summary, and a bad K refused with exit 2.
+#[test]
+fn sharing_is_a_flag_off_by_default() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-share-{}", std::process::id()));
+    let sim = |extra: &[&str], out: &Path| {
+        let o = out.to_str().unwrap().to_string();
+        let mut args = vec![
+            "simulate",
+            "--workload",
+            "tests/data/short-workload.csv",
+            "--policy",
+            "pollux-mip",
+            "--format",
+            "json",
+            "--out",
+            &o,
+        ];
+        args.extend(extra);
+        json(&run(&args))
+    };
+    let off = sim(&[], &dir.join("off"));
+    let one = sim(&["--sharing", "1"], &dir.join("one"));
+    let on = sim(&["--sharing"], &dir.join("on"));
+    let read = |d: &str, f: &str| std::fs::read_to_string(dir.join(d).join(f)).unwrap();
+    assert_eq!(read("off", "jobs.csv"), read("one", "jobs.csv"));
+    for k in ["avg_jct_s", "makespan_s", "gpu_utilization", "gpu_busy"] {
+        assert_eq!(off[k], one[k], "{k}");
+    }
+    assert_eq!(off["gpu_shared"], 0.0);
+    for v in [&off, &on] {
+        let (util, busy) = (
+            v["gpu_utilization"].as_f64().unwrap(),
+            v["gpu_busy"].as_f64().unwrap(),
+        );
+        assert!(busy > 0.0 && busy <= util && util <= 1.0 + 1e-9, "{v}");
+        assert!(v["gpu_shared"].as_f64().unwrap() <= util, "{v}");
+    }
+    assert_eq!(on["jobs"], 14);
+    let gpus = read("on", "gpus.csv");
+    assert!(
+        gpus.starts_with("node,gpu,held_s,shared_s,busy_s,utilization\n"),
+        "{gpus}"
+    );
+    assert_eq!(gpus.lines().count(), 1 + 64, "16x4 GPUs");
+    let o = run(&[
+        "simulate",
+        "--workload",
+        "tests/data/short-workload.csv",
+        "--policy",
+        "fifo",
+        "--sharing",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--sharing must be >= 1"), "{}", stderr(&o));
+    let v = json(&run(&[
+        "sweep",
+        "--workloads",
+        "tests/data/short-workload.csv",
+        "--policies",
+        "tiresias",
+        "--sharing",
+        "3",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(
+        v["policies"]["tiresias"]["per_workload"]["short-workload"]["jobs"],
+        14
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// allowed and says so per row.
+#[test]
+fn bench_takes_sharing() {
+    let rows = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--sizes",
+            "16x8",
+            "--planners",
+            "pollux-mip",
+            "--repeat",
+            "1",
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        json(&run(&args))
+    };
+    assert_eq!(rows(&[])[0]["sharing"], 1);
+    let on = rows(&["--sharing"]);
+    assert_eq!(on[0]["sharing"], 2);
+    assert_eq!(on[0]["failures"], 0);
+}

@@ -211,6 +211,8 @@ mod tests {
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
+            utilization: None,
         }
     }
 

@@ -15,6 +15,7 @@
 
 pub mod bind;
 pub mod cluster;
+pub mod colocation;
 pub mod error;
 pub mod fit;
 pub mod gpu_speed;

@@ -117,6 +117,14 @@ impl GoodputModel {
         accum_steps as f64 * tc + overlap
     }
 
+    /// The compute share of a step, (step − sync)/step: how busy the job
+    /// keeps its GPUs at this configuration, the utilization that sets how
+    /// much it slows when it shares a GPU ([`crate::colocation`]). 1 on one GPU.
+    pub fn utilization(&self, nodes: u32, gpus: u32, local_bsz: f64, accum_steps: u32) -> f64 {
+        let step = self.step_time(nodes, gpus, local_bsz, accum_steps);
+        crate::colocation::compute_share(step, self.sync_time(nodes, gpus))
+    }
+
     /// Examples per second.
     pub fn throughput(&self, nodes: u32, gpus: u32, local_bsz: f64, accum_steps: u32) -> f64 {
         let t = self.step_time(nodes, gpus, local_bsz, accum_steps);
@@ -302,6 +310,9 @@ mod tests {
         close(m(2.0).goodput(2, 8, 50.0, 0), 400.0 * 4.0 / 7.0);
         // efficiency at M0 is 1
         close(g1.efficiency(100.0), 1.0);
+        // utilization = (step − sync)/step: γ = 1, (1.4 − 0.8)/1.4; one GPU: 1
+        close(g1.utilization(2, 8, 50.0, 0), 0.6 / 1.4);
+        close(m(2.0).utilization(1, 1, 50.0, 0), 1.0);
     }
 
     #[test]

@@ -135,12 +135,25 @@ pub fn power_mean(values: &[f64], p: f64) -> f64 {
 /// The objective of a plan: higher is better, same for every planner.
 pub fn evaluate(round: &Round, plan: &Plan) -> f64 {
     let fair = fair_share(round);
-    let values: Vec<f64> = round
+    let mut values: Vec<f64> = round
         .jobs
         .iter()
         .map(|j| job_value(j, &round.cluster, plan.gpus_of(j.id), fair, &round.params))
         .collect();
+    shared_values(round, plan, &mut values);
     power_mean(&values, round.params.p)
+}
+
+/// Divide the values of jobs that share GPUs by their predicted slowdown
+/// ([`crate::colocation::plan_slowdowns`]); nothing without sharing.
+pub fn shared_values(round: &Round, plan: &Plan, values: &mut [f64]) {
+    if round.params.sharing <= 1 {
+        return;
+    }
+    let slow = crate::colocation::plan_slowdowns(round, plan, &crate::colocation::GAVEL_CURVE);
+    for (v, f) in values.iter_mut().zip(slow) {
+        *v /= f;
+    }
 }
 
 #[cfg(test)]
@@ -180,6 +193,8 @@ mod tests {
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
+            utilization: None,
         };
         // (600 − 30·2)/(600 + 30) = 540/630
         assert!((restart_factor(&j, 30.0) - 540.0 / 630.0).abs() < 1e-12);

@@ -196,6 +196,22 @@ pub enum Violation {
         first: JobId,
         second: JobId,
     },
+    #[error("GPU {index} of node {node} holds {count} jobs; params.sharing allows {max}")]
+    OverShared {
+        node: u32,
+        index: u32,
+        count: u32,
+        max: u32,
+    },
+    #[error("GPU {index} of node {node} ({gpu_type}) is shared by jobs {jobs:?} that do not fit in its memory (need {need})")]
+    Memory {
+        node: u32,
+        index: u32,
+        gpu_type: String,
+        jobs: Vec<JobId>,
+        /// Each job's memory in GiB, "?" where unknown.
+        need: String,
+    },
     #[error("job {job:?} mixes GPU types ({types})")]
     MixedTypes { job: JobId, types: String },
     #[error("job {job:?} holds {counts} GPUs on its nodes; the round asks for the same count on each (even_nodes)")]
@@ -228,6 +244,16 @@ pub fn validate_under(
     let mut used = vec![0u32; n_nodes];
     let mut multi = vec![0u32; n_nodes];
     let mut holder: crate::bind::GpuTable<Option<JobId>> = crate::bind::GpuTable::new(&round.cluster, None);
+    // With sharing (k > 1): every holder of each GPU, checked after the loop.
+    let k = params.sharing.max(1);
+    // GPUs in use per node under sharing: distinct named GPUs plus unnamed
+    // slots (each a GPU of its own: only a planner that names GPUs shares).
+    let mut distinct = vec![0u32; n_nodes];
+    let mut sharers: crate::bind::GpuTable<Vec<usize>> = if k > 1 {
+        crate::bind::GpuTable::new(&round.cluster, Vec::new())
+    } else {
+        crate::bind::GpuTable::new(&crate::Cluster { nodes: Vec::new() }, Vec::new())
+    };
     for (&id, alloc) in &plan.allocations {
         let Ok(ji) = jobs.binary_search_by_key(&id, |&(j, _)| j).map(|k| jobs[k].1) else {
             errs.push(Violation::UnknownJob(id));
@@ -257,6 +283,13 @@ pub fn validate_under(
                     index: g.index,
                     capacity: node.gpus,
                 });
+            } else if k > 1 {
+                if let Some(h) = sharers.get_mut(*g) {
+                    if h.is_empty() {
+                        distinct[g.node.0 as usize] += 1;
+                    }
+                    h.push(ji);
+                }
             } else if let Some(h) = holder.get_mut(*g) {
                 if let Some(first) = *h {
                     errs.push(Violation::SharedGpu {
@@ -315,11 +348,24 @@ pub fn validate_under(
             }
         }
     }
+    if k > 1 {
+        shared_gpus(round, &mut sharers, k, &mut errs);
+    }
+    if k > 1 {
+        for alloc in plan.allocations.values() {
+            for g in alloc.gpus().iter().filter(|g| !g.is_bound()) {
+                if let Some(d) = distinct.get_mut(g.node.0 as usize) {
+                    *d += 1;
+                }
+            }
+        }
+    }
     for (i, node) in round.cluster.nodes.iter().enumerate() {
-        if used[i] > node.gpus {
+        let used_gpus = if k > 1 { distinct[i] } else { used[i] };
+        if used_gpus > node.gpus {
             errs.push(Violation::Capacity {
                 node: i as u32,
-                used: used[i],
+                used: used_gpus,
                 capacity: node.gpus,
             });
         }
@@ -342,6 +388,51 @@ pub fn validate_under(
         Ok(())
     } else {
         Err(errs)
+    }
+}
+
+/// Sharing rules per GPU: at most `k` jobs, and the jobs of a shared GPU fit
+/// in its memory ([`crate::colocation::fits_memory`]).
+fn shared_gpus(
+    round: &Round,
+    sharers: &mut crate::bind::GpuTable<Vec<usize>>,
+    k: u32,
+    errs: &mut Vec<Violation>,
+) {
+    for (n, node) in round.cluster.nodes.iter().enumerate() {
+        for index in 0..node.gpus {
+            let Some(h) = sharers.get_mut(crate::GpuId::new(NodeId(n as u32), index)) else {
+                continue;
+            };
+            if h.len() <= 1 {
+                continue;
+            }
+            if h.len() as u32 > k {
+                errs.push(Violation::OverShared {
+                    node: n as u32,
+                    index,
+                    count: h.len() as u32,
+                    max: k,
+                });
+            }
+            let mems: Vec<Option<f64>> = h
+                .iter()
+                .map(|&j| crate::colocation::job_memory_gib(&round.jobs[j]))
+                .collect();
+            if !crate::colocation::fits_memory(node.gpu_type.as_str(), &mems) {
+                errs.push(Violation::Memory {
+                    node: n as u32,
+                    index,
+                    gpu_type: node.gpu_type.as_str().to_string(),
+                    jobs: h.iter().map(|&j| round.jobs[j].id).collect(),
+                    need: mems
+                        .iter()
+                        .map(|m| m.map_or("?".to_string(), |m| format!("{m} GiB")))
+                        .collect::<Vec<_>>()
+                        .join(" + "),
+                });
+            }
+        }
     }
 }
 
@@ -371,6 +462,8 @@ mod tests {
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
+            utilization: None,
         }
     }
 
@@ -486,6 +579,73 @@ mod tests {
         let counted = plan(&[
             (0, Allocation::from_counts(&[(NodeId(0), 3)])),
             (1, Allocation::from_counts(&[(NodeId(0), 2)])),
+        ]);
+        assert!(matches!(
+            validate(&r, &counted).unwrap_err()[..],
+            [Violation::Capacity {
+                node: 0,
+                used: 5,
+                capacity: 4
+            }]
+        ));
+    }
+
+    #[test]
+    fn sharing_passes_within_k_and_memory_and_fails_past_either() {
+        let mut jobs = vec![
+            job(0, true, Allocation::default()),
+            job(1, true, Allocation::default()),
+            job(2, true, Allocation::default()),
+        ];
+        for (j, app) in jobs.iter_mut().zip(["cifar10", "ncf", "imagenet"]) {
+            j.app = app.into();
+            j.min_gpus = 1;
+        }
+        let mut r = round(jobs);
+        let one = |n, i| Allocation::from_gpus(vec![g(n, i)]);
+        let pair = plan(&[(0, one(0, 1)), (1, one(0, 1))]);
+        // Sharing off: one GPU, one job, as always.
+        assert!(matches!(
+            validate(&r, &pair).unwrap_err()[..],
+            [Violation::SharedGpu { .. }]
+        ));
+        r.params.sharing = 2;
+        // cifar10 (4 GiB) + ncf (2 GiB) on a 16 GiB T4.
+        assert_eq!(validate(&r, &pair), Ok(()));
+        // A third job on the GPU: past k.
+        let three = plan(&[(0, one(0, 1)), (1, one(0, 1)), (2, one(0, 1))]);
+        assert!(validate(&r, &three).unwrap_err().iter().any(|v| matches!(
+            v,
+            Violation::OverShared {
+                node: 0,
+                index: 1,
+                count: 3,
+                max: 2
+            }
+        )));
+        // Within k but past memory: imagenet 14 + cifar10 4 > 16 GiB.
+        let heavy = plan(&[(0, one(0, 1)), (2, one(0, 1))]);
+        assert!(matches!(
+            validate(&r, &heavy).unwrap_err()[..],
+            [Violation::Memory {
+                node: 0,
+                index: 1,
+                ..
+            }]
+        ));
+        // A job's own mem_gib overrides its application's estimate.
+        r.jobs[2].mem_gib = Some(8.0);
+        assert_eq!(validate(&r, &heavy), Ok(()));
+        // A job of unknown memory never shares.
+        r.jobs[1].app = "mystery".into();
+        assert!(matches!(
+            validate(&r, &pair).unwrap_err()[..],
+            [Violation::Memory { .. }]
+        ));
+        // Unnamed slots are GPUs of their own: 4 + 1 on a 4-GPU node is over.
+        let counted = plan(&[
+            (0, Allocation::from_counts(&[(NodeId(0), 4)])),
+            (2, Allocation::from_counts(&[(NodeId(0), 1)])),
         ]);
         assert!(matches!(
             validate(&r, &counted).unwrap_err()[..],

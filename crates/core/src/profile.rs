@@ -423,6 +423,13 @@ impl AppProfile {
         self.plane_lookup(nodes, gpus, local_bsz)
     }
 
+    /// The measured compute share of a step, (step − sync)/step, at a
+    /// placement: the simulator's true utilization of the job's GPUs.
+    pub fn utilization(&self, shape: &[u32], local_bsz: f64) -> f64 {
+        let st = self.step_time(shape, local_bsz);
+        crate::colocation::compute_share(st.step_s, st.sync_s)
+    }
+
     /// Interpolation over the (nodes, GPUs) plane, then local batch.
     fn plane_lookup(&self, nodes: u32, gpus: u32, local_bsz: f64) -> StepTime {
         let at = |key: (u32, u32)| interp(&self.plane[&key], local_bsz);

@@ -63,6 +63,12 @@ pub struct PolicyParams {
     /// (`gpuplan-mip`). Absent: off, Pollux's objective.
     #[serde(default, skip_serializing_if = "is_default")]
     pub priority: Priority,
+    /// Most jobs one GPU may hold (k). 1, the default, is no sharing: a GPU
+    /// belongs to one job, as in rounds written before sharing existed.
+    /// Above 1, jobs that fit in a GPU's memory may share it
+    /// ([`crate::colocation`]); the planners that share decide where.
+    #[serde(default = "one_u32", skip_serializing_if = "is_one_u32")]
+    pub sharing: u32,
 }
 
 /// Tiresias's least-attained-service idea inside the power mean, so short
@@ -97,6 +103,14 @@ impl Priority {
         }
         (1.0 + attained_gpu_s.max(0.0) / self.scale_gpu_s).libm_pow(self.exponent)
     }
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+fn is_one_u32(k: &u32) -> bool {
+    *k == 1
 }
 
 fn one() -> f64 {
@@ -239,6 +253,7 @@ impl Default for PolicyParams {
             sticky: Sticky::Replace,
             restart_weight: 1.0,
             priority: Priority::default(),
+            sharing: 1,
         }
     }
 }
@@ -292,6 +307,16 @@ pub struct RoundJob {
     /// `variability`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<PerfClass>,
+    /// GPU memory the job needs per GPU (GiB), where known; absent: its
+    /// application's estimate ([`crate::colocation::job_memory_gib`]).
+    /// Read only when `params.sharing` > 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_gib: Option<f64>,
+    /// The job's measured GPU utilization in [0, 1] (e.g. NVML's), where
+    /// known; it replaces the goodput model's prediction when a planner
+    /// weighs sharing ([`crate::colocation::predicted_utilization`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<f64>,
 }
 
 /// A job's model fitted on one GPU type.
@@ -418,6 +443,9 @@ impl Round {
         if let Some(v) = &self.variability {
             v.check(&self.cluster, &mut errs);
         }
+        if self.params.sharing == 0 {
+            errs.push("params.sharing: must be >= 1 (1 = a GPU per job)".into());
+        }
         if self.params.max_nodes_per_job == 0 {
             errs.push("params.max_nodes_per_job: must be >= 1".into());
         }
@@ -448,7 +476,9 @@ impl Round {
         let dup: Vec<u32> = ids.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
         let mut reported = Vec::new();
         let mut used = vec![0u32; self.cluster.nodes.len()];
-        let mut holder = crate::bind::GpuTable::new(&self.cluster, u32::MAX);
+        // Jobs per GPU: with sharing, up to k jobs may hold one GPU.
+        let k = self.params.sharing.max(1);
+        let mut holder = crate::bind::GpuTable::new(&self.cluster, (u32::MAX, 0u32));
         // Sorted names find duplicates without hashing strings: first of
         // each name, for every later job of that name.
         let mut by_name: Vec<(&str, usize)> = self
@@ -486,6 +516,12 @@ impl Round {
             if !j.state.age_s.is_finite() || j.state.age_s < 0.0 {
                 errs.push(format!("{at}.state.age_s: must be finite and >= 0"));
             }
+            if j.utilization.is_some_and(|u| !(0.0..=1.0).contains(&u)) {
+                errs.push(format!("{at}.utilization: must be in [0, 1]"));
+            }
+            if j.mem_gib.is_some_and(|m| !m.is_finite() || m < 0.0) {
+                errs.push(format!("{at}.mem_gib: must be finite and >= 0"));
+            }
             if j.restart_penalty_s.is_some_and(|d| !d.is_finite() || d < 0.0) {
                 errs.push(format!("{at}.restart_penalty_s: must be finite and >= 0"));
             }
@@ -505,13 +541,20 @@ impl Round {
                         g.node.0, g.index, node.gpus
                     ));
                 } else if let Some(h) = holder.get_mut(*g) {
-                    if *h != u32::MAX {
+                    if h.1 >= k {
                         errs.push(format!(
-                            "{at}.state.allocation: GPU {} of node {} is also held by jobs[{}]",
-                            g.index, g.node.0, *h
+                            "{at}.state.allocation: GPU {} of node {} is also held by jobs[{}]{}",
+                            g.index,
+                            g.node.0,
+                            h.0,
+                            if k > 1 {
+                                format!(", more than params.sharing {k} jobs")
+                            } else {
+                                String::new()
+                            }
                         ));
                     }
-                    *h = i as u32;
+                    *h = (i as u32, h.1 + 1);
                 }
             }
             if let Some(m) = &j.model {
@@ -535,7 +578,7 @@ impl Round {
         }
         self.check_pinned(&mut errs);
         for (i, (u, n)) in used.iter().zip(&self.cluster.nodes).enumerate() {
-            if *u > n.gpus {
+            if *u > n.gpus.saturating_mul(k) {
                 errs.push(format!(
                     "cluster.nodes[{i}]: current allocations use {u} GPUs of {}",
                     n.gpus
@@ -649,6 +692,8 @@ mod tests {
             "class",
             "restart_weight",
             "priority",
+            "sharing",
+            "mem_gib",
         ] {
             assert!(!text.contains(key), "{key} in {text}");
         }

@@ -7,10 +7,13 @@
 //! then apply the plan, charging a restart delay to every changed job.
 //! This follows the Pollux artifact's simulator (see docs/fidelity.md).
 
+use gpuplan_core::colocation::{compute_share, shared_gpus, sharing_slowdowns, Colocation};
 use gpuplan_core::fit::Observation;
 use gpuplan_core::gpu_speed::{type_speed, TypeSpeed};
 use gpuplan_core::profile::AppProfile;
-use gpuplan_core::{Allocation, Cluster, GpuType, JobSpec, JobState, Oracle, Plan, PolicyParams, Round};
+use gpuplan_core::{
+    Allocation, Cluster, GpuId, GpuType, JobSpec, JobState, Oracle, Plan, PolicyParams, Round,
+};
 use gpuplan_solve::agent::{round_job, Agent, BatchTarget, FitMemo, JobFacts};
 use gpuplan_solve::pipeline::{batch_adapts, run_round};
 use gpuplan_solve::{Limits, PlanError, Planner, PlannerTraits};
@@ -18,7 +21,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Profiles;
 use crate::error::SimError;
-use crate::metrics::{JobResult, RoundRecord, Segment, SimResult};
+use crate::metrics::{GpuUsage, JobResult, RoundRecord, Segment, SimResult};
+
+/// Seconds one job held its GPUs, and GPU-busy seconds (held × its
+/// utilization), over one interval.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    held_s: f64,
+    busy_s: f64,
+}
 
 /// Simulation settings (the CLI's flags).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +54,11 @@ pub struct SimConfig {
     /// speed of its model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variability: Option<crate::variability::Variability>,
+    /// Ground truth of co-located jobs' slowdowns, read when
+    /// `params.sharing` > 1 lets planners share GPUs; `None`: the shipped
+    /// curve alone ([`gpuplan_core::colocation::GAVEL_CURVE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub colocation: Option<Colocation>,
 }
 
 /// Rounds in which no job has arrived yet or all arrived jobs are done.
@@ -90,6 +106,7 @@ impl Default for SimConfig {
             max_sim_s: 60.0 * 86400.0,
             idle_rounds: IdleRounds::Skip,
             variability: None,
+            colocation: None,
         }
     }
 }
@@ -160,10 +177,12 @@ impl SimJob<'_> {
         }
     }
 
-    /// Advance by `seconds` from `now`; returns nothing, updates state.
-    fn step(&mut self, now: f64, mut seconds: f64, slowdown: f64, memo: &FitMemo) {
+    /// Advance by `seconds` from `now`, updating state. Returns how the
+    /// job used its GPUs over those seconds ([`Usage`]).
+    fn step(&mut self, now: f64, mut seconds: f64, slowdown: f64, memo: &FitMemo) -> Usage {
+        let mut usage = Usage::default();
         if self.alloc.is_empty() || self.completion_s.is_some() {
-            return;
+            return usage;
         }
         let gpus = self.alloc.num_gpus() as f64;
         let delay = self.rescale_left_s.min(seconds);
@@ -171,20 +190,26 @@ impl SimJob<'_> {
         self.attained_gpu_s += delay * gpus;
         self.rescale_left_s -= delay;
         seconds -= delay;
+        usage.held_s = delay;
         let Some(profile) = self.profile else {
             // Rigid: work is seconds at the requested GPUs; other sizes scale linearly.
+            // With no profile its GPUs count as fully busy.
             let rate = gpus / self.spec.requested_gpus.max(1) as f64 * (1.0 - slowdown);
             let left = self.rigid_s - self.progress;
-            if rate > 0.0 && left <= rate * seconds {
+            let ran = if rate > 0.0 && left <= rate * seconds {
                 let delta = left / rate;
                 self.progress = self.rigid_s;
                 self.attained_gpu_s += delta * gpus;
                 self.completion_s = Some(t + delta);
+                delta
             } else {
                 self.progress += rate * seconds;
                 self.attained_gpu_s += seconds * gpus;
-            }
-            return;
+                seconds
+            };
+            usage.held_s += ran;
+            usage.busy_s += ran;
+            return usage;
         };
         let nodes = self.alloc.num_nodes();
         while seconds > 0.0 && self.completion_s.is_none() {
@@ -209,9 +234,12 @@ impl SimJob<'_> {
             let total = st.step_s + accum_time * self.accum_steps as f64;
             let rate = gain / total * (1.0 - slowdown);
             let next = profile.progress_at_epoch(self.epoch + 1);
+            let util = compute_share(total, st.sync_s);
             if self.progress + rate * seconds < next {
                 self.progress += rate * seconds;
                 self.attained_gpu_s += seconds * gpus;
+                usage.held_s += seconds;
+                usage.busy_s += seconds * util;
                 t += seconds;
                 seconds = 0.0;
             } else {
@@ -222,11 +250,26 @@ impl SimJob<'_> {
                 }
                 self.progress = next;
                 self.attained_gpu_s += delta * gpus;
+                usage.held_s += delta;
+                usage.busy_s += delta * util;
                 t += delta;
                 seconds -= delta;
             }
             self.update_local_bsz(memo);
         }
+        usage
+    }
+
+    /// The job's true utilization at its current configuration, the compute
+    /// share of its step with accumulation ([`compute_share`]); a rigid job
+    /// counts as fully busy.
+    fn utilization(&self) -> f64 {
+        let Some(profile) = self.profile else {
+            return 1.0;
+        };
+        let st = profile.step_time(&self.shape, self.local_bsz as f64);
+        let total = st.step_s + (st.step_s - st.sync_s).max(1e-9) * self.accum_steps as f64;
+        compute_share(total, st.sync_s)
     }
 
     /// True seconds per optimizer step on k packed GPUs at the fixed batch.
@@ -465,10 +508,30 @@ pub fn simulate_workload(
         variability: speeds.as_ref().map(|s| s.gpus.clone()),
     };
     let memo = FitMemo::default();
+    let truth = cfg.colocation.clone().unwrap_or_default();
+    let mut gpu_use = GpuUse::new(&cfg.cluster);
     while finished < jobs.len() {
         let now = tick as f64 * cfg.interval_s;
         // 1. Advance every job in the system by one interval.
-        let slow = slowdowns(&jobs, &active, &cfg.cluster, cfg.interference_slowdown);
+        let mut slow = slowdowns(&jobs, &active, &cfg.cluster, cfg.interference_slowdown);
+        if cfg.params.sharing > 1 {
+            // Jobs on a shared GPU run at the true co-located pace:
+            // progress rate × (1 − s) becomes rate × (1 − s) / f.
+            let allocs: Vec<&Allocation> = active.iter().map(|&i| &jobs[i].alloc).collect();
+            let f = sharing_slowdowns(
+                &truth,
+                &allocs,
+                |k| {
+                    let j = &jobs[active[k]];
+                    j.profile
+                        .and_then(|_| crate::colocation::gavel_key(&j.spec.app, j.local_bsz))
+                },
+                |k| jobs[active[k]].utilization(),
+            );
+            for (s, f) in slow.iter_mut().zip(f).filter(|(_, f)| *f > 1.0) {
+                *s = 1.0 - (1.0 - *s) / f;
+            }
+        }
         let slow: Vec<f64> = active
             .iter()
             .zip(&slow)
@@ -485,20 +548,23 @@ pub fn simulate_workload(
         // Jobs advance independently (a job's fit depends on its own
         // measurements only; the memo merely saves repeats), so natively
         // they advance in parallel: fitting is much of a goodput policy's
-        // simulation time.
+        // simulation time. `collect` keeps `active`'s order.
         let advancing: Vec<(&mut SimJob, f64)> = pick_mut(&mut jobs, &active).into_iter().zip(slow).collect();
         #[cfg(not(target_arch = "wasm32"))]
-        {
+        let used: Vec<Usage> = {
             use rayon::prelude::*;
             advancing
                 .into_par_iter()
                 .with_max_len(1)
-                .for_each(|(j, s)| j.step(now, cfg.interval_s, s, &memo));
-        }
+                .map(|(j, s)| j.step(now, cfg.interval_s, s, &memo))
+                .collect()
+        };
         #[cfg(target_arch = "wasm32")]
-        for (j, s) in advancing {
-            j.step(now, cfg.interval_s, s, &memo);
-        }
+        let used: Vec<Usage> = advancing
+            .into_iter()
+            .map(|(j, s)| j.step(now, cfg.interval_s, s, &memo))
+            .collect();
+        gpu_use.add(&jobs, &active, &used);
         tick += 1;
         let mut now = tick as f64 * cfg.interval_s;
         active.retain(|&i| {
@@ -685,11 +751,75 @@ pub fn simulate_workload(
         segments,
         planner_ms,
         wall.elapsed().as_secs_f64(),
-    ))
+    )
+    .with_gpu_usage(gpu_use.gpus, gpu_use.double_counted_s))
 }
 
-/// Per-job slowdown (aligned with `active`): multi-node jobs on a node
-/// shared by several of them.
+/// Per-GPU use over a run: a GPU held by several jobs counts once, its
+/// busy time is the jobs' summed busy time capped at the time it was held.
+struct GpuUse {
+    /// First flat index of each node's GPUs.
+    offset: Vec<usize>,
+    gpus: Vec<GpuUsage>,
+    /// GPU-seconds that jobs' `attained_gpu_s` count twice or more
+    /// (each job on a shared GPU counts it): taken off the held total.
+    double_counted_s: f64,
+}
+
+impl GpuUse {
+    fn new(cluster: &Cluster) -> Self {
+        let mut offset = Vec::with_capacity(cluster.nodes.len());
+        let mut gpus = Vec::new();
+        for (n, node) in cluster.nodes.iter().enumerate() {
+            offset.push(gpus.len());
+            gpus.extend((0..node.gpus).map(|g| GpuUsage {
+                node: n as u32,
+                gpu: g,
+                ..Default::default()
+            }));
+        }
+        GpuUse {
+            offset,
+            gpus,
+            double_counted_s: 0.0,
+        }
+    }
+
+    /// One interval: `used` aligned with `active`. Within an interval the
+    /// cap applies to the sums (jobs' busy time is not resolved below it).
+    fn add(&mut self, jobs: &[SimJob], active: &[usize], used: &[Usage]) {
+        let allocs: Vec<&Allocation> = active.iter().map(|&i| &jobs[i].alloc).collect();
+        let shared = shared_gpus(&allocs);
+        for (g, holders) in &shared {
+            let held = holders.iter().map(|&k| used[k].held_s).fold(0.0, f64::max);
+            let sum: f64 = holders.iter().map(|&k| used[k].held_s).sum();
+            let busy: f64 = holders.iter().map(|&k| used[k].busy_s).sum();
+            self.double_counted_s += sum - held;
+            if let Some(u) = self.at(*g) {
+                u.held_s += held;
+                u.shared_s += held;
+                u.busy_s += busy.min(held);
+            }
+        }
+        for (a, u) in allocs.iter().zip(used) {
+            for g in a.gpus().iter().filter(|g| !shared.contains_key(g)) {
+                if let Some(x) = self.at(*g) {
+                    x.held_s += u.held_s;
+                    x.busy_s += u.busy_s;
+                }
+            }
+        }
+    }
+
+    fn at(&mut self, g: GpuId) -> Option<&mut GpuUsage> {
+        if !g.is_bound() {
+            return None;
+        }
+        let i = self.offset.get(g.node.0 as usize)? + g.index as usize;
+        self.gpus.get_mut(i)
+    }
+}
+
 /// The items at `sorted` (strictly increasing indices), each mutably.
 fn pick_mut<'a, T>(items: &'a mut [T], sorted: &[usize]) -> Vec<&'a mut T> {
     let mut out = Vec::with_capacity(sorted.len());
@@ -705,6 +835,8 @@ fn pick_mut<'a, T>(items: &'a mut [T], sorted: &[usize]) -> Vec<&'a mut T> {
     out
 }
 
+/// Per-job slowdown (aligned with `active`): multi-node jobs on a node
+/// shared by several of them.
 fn slowdowns(jobs: &[SimJob], active: &[usize], cluster: &Cluster, slowdown: f64) -> Vec<f64> {
     if slowdown <= 0.0 {
         return vec![0.0; active.len()];
@@ -970,6 +1102,61 @@ mod scale_tests {
                 skip.rounds.len(),
                 full.rounds.len()
             );
+        }
+    }
+
+    /// `--sharing` end to end: two 1-GPU jobs on one T4 under pollux-mip
+    /// with p = 1 share it from the first round (2 / f(2) = 1.06 > 1), run
+    /// at the ground truth's slowdown, and the GPU is counted once.
+    #[test]
+    fn shared_jobs_run_at_the_true_slowdown_and_the_gpu_counts_once() {
+        let mut cfg = SimConfig {
+            cluster: "1x1".parse().unwrap(),
+            ..Default::default()
+        };
+        cfg.params.p = 1.0;
+        let mut jobs = vec![rigid(0, 0.0, 1, 1000.0), rigid(1, 0.0, 1, 1000.0)];
+        for j in &mut jobs {
+            // A known application: its memory (4 GiB) lets the pair fit a T4.
+            j.spec.app = "cifar10".into();
+        }
+        let alone = run(&cfg, &jobs, "pollux-mip");
+        assert_eq!(alone.summary.gpu_shared, 0.0);
+        cfg.params.sharing = 2;
+        let r = run(&cfg, &jobs, "pollux-mip");
+        // Rigid jobs count as fully busy: f(1 + 1) from the shipped curve.
+        let f = gpuplan_core::colocation::GAVEL_CURVE.slowdown(2.0);
+        for j in &r.jobs {
+            let want = 60.0 + 30.0 + 1000.0 * f;
+            assert!(
+                (j.completion_s - want).abs() < 1e-6,
+                "{} vs {want}",
+                j.completion_s
+            );
+        }
+        let g = r.gpus[0];
+        assert!((g.shared_s - g.held_s).abs() < 1e-6 && g.held_s > 1000.0, "{g:?}");
+        // Busy: two fully busy jobs (2 × 1,888 s) capped at the time held
+        // (the cap is per interval, so the restart delays hide under it).
+        assert!((g.busy_s - g.held_s).abs() < 1e-6, "{g:?}");
+        let s = &r.summary;
+        assert!(
+            (s.gpu_utilization - g.held_s / s.makespan_s).abs() < 1e-9,
+            "{s:?}"
+        );
+        assert!(
+            s.gpu_utilization <= 1.0 && s.gpu_busy <= s.gpu_utilization,
+            "{s:?}"
+        );
+        // The run's ground truth, not the planner's curve, sets the pace.
+        let truth = gpuplan_core::colocation::SlowdownCurve {
+            knee: 0.0,
+            base: 1.25,
+            slope: 0.0,
+        };
+        cfg.colocation = Some(gpuplan_core::colocation::Colocation::new(truth, Vec::new()));
+        for j in &run(&cfg, &jobs, "pollux-mip").jobs {
+            assert!((j.completion_s - (60.0 + 30.0 + 1250.0)).abs() < 1e-6, "{j:?}");
         }
     }
 

@@ -158,6 +158,8 @@ pub fn generate_round(
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
+            utilization: None,
         });
     }
     Round {

@@ -15,6 +15,7 @@
 //! ```
 
 pub mod analysis;
+pub mod colocation;
 pub mod data;
 pub mod engine;
 pub mod error;

@@ -38,6 +38,19 @@ pub struct Segment {
     pub nodes: Vec<(u32, u32)>,
 }
 
+/// One GPU over a run: seconds some job held it (counted once however
+/// many held it), seconds two or more held it, and busy seconds: its
+/// holders' utilization × time, summed over co-located jobs and capped at
+/// the held time (a GPU is at most fully busy).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuUsage {
+    pub node: u32,
+    pub gpu: u32,
+    pub held_s: f64,
+    pub shared_s: f64,
+    pub busy_s: f64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PlannerMs {
     pub mean: f64,
@@ -57,8 +70,17 @@ pub struct Summary {
     /// The artifact's "99th percentile" column: the mean JCT of imagenet jobs.
     pub imagenet_mean_jct_s: Option<f64>,
     pub makespan_s: f64,
-    /// Allocated GPU-time over capacity × makespan.
+    /// Allocated GPU-time over capacity × makespan; a GPU that several
+    /// jobs share counts once.
     pub gpu_utilization: f64,
+    /// Busy GPU-time over capacity × makespan: each GPU's holders'
+    /// utilization (compute share of their step) × time, summed over
+    /// co-located jobs and capped at 1 per GPU ([`GpuUsage`]).
+    #[serde(default)]
+    pub gpu_busy: f64,
+    /// GPU-time held by two or more jobs over capacity × makespan.
+    #[serde(default)]
+    pub gpu_shared: f64,
     pub restarts: u64,
     pub rounds: usize,
     pub planner_ms: PlannerMs,
@@ -71,6 +93,9 @@ pub struct SimResult {
     pub jobs: Vec<JobResult>,
     pub rounds: Vec<RoundRecord>,
     pub segments: Vec<Segment>,
+    /// Per GPU, in cluster order (empty in results written before it).
+    #[serde(default)]
+    pub gpus: Vec<GpuUsage>,
 }
 
 /// Percentile with linear interpolation between order statistics (numpy's default).
@@ -136,6 +161,8 @@ impl SimResult {
             } else {
                 0.0
             },
+            gpu_busy: 0.0,
+            gpu_shared: 0.0,
             restarts: jobs.iter().map(|j| j.restarts as u64).sum(),
             rounds: rounds.len(),
             planner_ms: PlannerMs {
@@ -150,7 +177,27 @@ impl SimResult {
             jobs,
             rounds,
             segments,
+            gpus: Vec::new(),
         }
+    }
+
+    /// Add per-GPU use; `double_counted_s`, the GPU-seconds that jobs'
+    /// `attained_gpu_s` count more than once because they shared a GPU,
+    /// comes off `gpu_utilization` (exactly nothing without sharing, so
+    /// the figure is the same as before sharing existed).
+    pub fn with_gpu_usage(mut self, gpus: Vec<GpuUsage>, double_counted_s: f64) -> Self {
+        let s = &mut self.summary;
+        let cap = gpus.len() as f64 * s.makespan_s;
+        if cap > 0.0 {
+            let gpu_s: f64 = self.jobs.iter().map(|j| j.attained_gpu_s).sum();
+            if double_counted_s > 0.0 {
+                s.gpu_utilization = (gpu_s - double_counted_s) / cap;
+            }
+            s.gpu_busy = gpus.iter().map(|g| g.busy_s).sum::<f64>() / cap;
+            s.gpu_shared = gpus.iter().map(|g| g.shared_s).sum::<f64>() / cap;
+        }
+        self.gpus = gpus;
+        self
     }
 }
 

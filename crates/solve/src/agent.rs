@@ -429,6 +429,8 @@ pub fn round_job(
         oracle,
         restart_penalty_s: facts.restart_penalty_s,
         class: None,
+        mem_gib: None,
+        utilization: None,
     }
 }
 

@@ -111,7 +111,7 @@ pub fn max_gpus(job: &RoundJob, round: &Round) -> u32 {
 /// per job, in round order): the same values, without recomputing the batch
 /// searches the planner already did.
 pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) -> f64 {
-    let values: Vec<f64> = round
+    let mut values: Vec<f64> = round
         .jobs
         .iter()
         .zip(caches.iter_mut())
@@ -126,6 +126,7 @@ pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) 
             objective::prioritise(j, &round.params, v)
         })
         .collect();
+    objective::shared_values(round, plan, &mut values);
     objective::power_mean(&values, round.params.p)
 }
 

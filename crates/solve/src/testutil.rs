@@ -26,6 +26,8 @@ pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
         oracle: None,
         restart_penalty_s: None,
         class: None,
+        mem_gib: None,
+        utilization: None,
     }
 }
 

@@ -168,6 +168,8 @@ fn build(
             }),
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
+            utilization: None,
         });
     }
     let mut round = Round {

@@ -36,6 +36,8 @@ fn job(id: u32, gpus: u32, submit_s: f64, attained_gpu_s: f64, alloc: &[(u32, u3
         oracle: None,
         restart_penalty_s: None,
         class: None,
+        mem_gib: None,
+        utilization: None,
     }
 }
 

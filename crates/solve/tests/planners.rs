@@ -60,6 +60,8 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
+            utilization: None,
         });
     }
     let mut round = Round {

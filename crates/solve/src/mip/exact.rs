@@ -42,6 +42,27 @@ struct JobCands {
     pinned: bool,
 }
 
+/// Two jobs sharing `gpus` GPUs of one node of type `ty` (params.sharing
+/// ≥ 2): one joint option, so the objective stays linear. Each job's value
+/// is its single-node value there divided by the pair's predicted slowdown.
+/// A kept pair (`keep`: both already share exactly these GPUs and stay)
+/// is valued at their keep values, without the restart factor, and takes
+/// no slot: it is an occupant of its node, as a kept job is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PairOpt {
+    a: usize,
+    b: usize,
+    ty: usize,
+    gpus: u32,
+    va: f64,
+    vb: f64,
+    keep: bool,
+}
+
+/// Most pair options one model gets; past it the rest are dropped (with a
+/// note), so sharing cannot blow up the solve.
+const PAIR_BUDGET: usize = 20_000;
+
 /// A node's content: the multi-node piece slot (0 = none) and single-job slots (descending).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Pattern {
@@ -52,7 +73,9 @@ struct Pattern {
 /// (GPU type, free GPUs ρ, multi-node slot free σ).
 type Class = (usize, u32, u32);
 
-/// A running job's GPUs on one node: (job, GPUs, whether it holds the node's multi-node slot).
+/// A running job's GPUs on one node: (job, GPUs, whether it holds the
+/// node's multi-node slot). A job index ≥ the round's job count names the
+/// kept pair `index − jobs` ([`PairOpt::keep`]).
 type Occupant = (usize, u32, u32);
 
 #[derive(Debug)]
@@ -243,6 +266,8 @@ struct Built {
     t: BTreeMap<Class, (Vec<Pattern>, Vec<Variable>)>,
     /// Per node with two or more movable occupants: (class, binary) options.
     r: Vec<Vec<(Class, Variable)>>,
+    /// One binary per pair option (`Ctx::pairs`).
+    y: Vec<Variable>,
     tau: Option<Variable>,
 }
 
@@ -262,6 +287,8 @@ struct Ctx<'a> {
     notes: Vec<String>,
     /// The speedup tables, reused by the warm start and its evaluation.
     caches: Vec<SpeedupCache>,
+    /// Pairs that may share GPUs (empty without sharing).
+    pairs: Vec<PairOpt>,
 }
 
 impl<'a> Ctx<'a> {
@@ -300,7 +327,9 @@ impl<'a> Ctx<'a> {
                 !(avoid && per.len() > 1 && per.iter().any(|(n, _)| sig0[n.0 as usize] == 0))
             })
             .collect();
-        let (cands, notes, caches) = candidates(round, &types, &keep_ok);
+        let (cands, mut notes, caches) = candidates(round, &types, &keep_ok);
+        let mut pairs = kept_pairs(round, &node_type, &cands);
+        pairs.extend(pair_options(round, &types, &cands, &mut notes));
         let mut occ: Vec<Vec<Occupant>> = vec![Vec::new(); n_nodes];
         for (j, job) in round.jobs.iter().enumerate() {
             if cands[j].pinned || !cands[j].opts.iter().any(|(o, _)| *o == Opt::Keep) {
@@ -311,6 +340,10 @@ impl<'a> Ctx<'a> {
             for &(n, k) in &per {
                 occ[n.0 as usize].push((j, k, mu));
             }
+        }
+        for (i, p) in pairs.iter().enumerate().filter(|(_, p)| p.keep) {
+            let node = round.jobs[p.a].current().per_node()[0].0;
+            occ[node.0 as usize].push((round.jobs.len() + i, p.gpus, 0));
         }
         Ctx {
             round,
@@ -324,11 +357,26 @@ impl<'a> Ctx<'a> {
             cands,
             notes,
             caches,
+            pairs,
         }
     }
 
     fn keep_index(&self, j: usize) -> Option<usize> {
         self.cands[j].opts.iter().position(|(o, _)| *o == Opt::Keep)
+    }
+
+    /// The binary that keeps occupant `j` (a job's keep option, or a kept
+    /// pair's variable).
+    fn keep_var(
+        &self,
+        b_z: &[Option<(Vec<Variable>, Variable)>],
+        y: &[Variable],
+        j: usize,
+    ) -> Option<Variable> {
+        match j.checked_sub(self.round.jobs.len()) {
+            Some(p) => y.get(p).copied(),
+            None => b_z[j].as_ref().map(|(v, _)| v[self.keep_index(j).unwrap_or(0)]),
+        }
     }
 
     /// Reachable (GPUs kept, slots kept) sums over subsets of a node's occupants.
@@ -361,6 +409,17 @@ impl<'a> Ctx<'a> {
         let mut sizes: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); self.types.len()];
         let mut has_multi = vec![false; self.types.len()];
         let mut cells = 0usize;
+        // Pair options: a slot of `gpus` GPUs each, counted in each job's choice and value.
+        let y: Vec<Variable> = self.pairs.iter().map(|_| m.binary()).collect();
+        let mut joint: Vec<Vec<(Variable, f64)>> = vec![Vec::new(); self.cands.len()];
+        for (p, &v) in self.pairs.iter().zip(&y) {
+            joint[p.a].push((v, p.va));
+            joint[p.b].push((v, p.vb));
+            if !p.keep {
+                sizes[p.ty].insert(p.gpus);
+                *single_demand.entry((p.ty, p.gpus)).or_default() += v;
+            }
+        }
         for (j, c) in self.cands.iter().enumerate() {
             let none_term = sense.term(c.none_value);
             if c.pinned || c.opts.is_empty() {
@@ -400,6 +459,10 @@ impl<'a> Ctx<'a> {
                     }
                 }
             }
+            for &(x, v) in &joint[j] {
+                pick += x;
+                value += sense.term(v) * x;
+            }
             m.constraints.push(pick.eq(1.0));
             for (ty, (d, hi, k)) in multi {
                 let g = self.types[ty].max_node;
@@ -421,6 +484,15 @@ impl<'a> Ctx<'a> {
             }
             z.push(Some((vars, none)));
         }
+        // Two jobs that share GPUs now cannot both keep them alone: one
+        // keeps (the other moves or stops), or both keep them as a pair.
+        for (a, b) in overlapping_now(round) {
+            if let (Some(ka), Some(kb)) = (self.keep_var(&z, &y, a), self.keep_var(&z, &y, b)) {
+                if self.keep_index(a).is_some() && self.keep_index(b).is_some() {
+                    m.constraints.push((Expression::from(ka) + kb).leq(1.0));
+                }
+            }
+        }
         // Node counts per residual class.
         let mut count: BTreeMap<Class, (f64, Expression)> = BTreeMap::new();
         let mut r = vec![Vec::new(); self.occ.len()];
@@ -430,8 +502,7 @@ impl<'a> Ctx<'a> {
             match self.occ[node].as_slice() {
                 [] => count.entry((ty, rho0, sig0)).or_default().0 += 1.0,
                 &[(j, c, mu)] => {
-                    let keep = z[j].as_ref().map(|(v, _)| v[self.keep_index(j).unwrap_or(0)]);
-                    if let Some(k) = keep {
+                    if let Some(k) = self.keep_var(&z, &y, j) {
                         count.entry((ty, rho0 - c, sig0 - mu)).or_default().1 += k;
                         let e = count.entry((ty, rho0, sig0)).or_default();
                         e.0 += 1.0;
@@ -443,8 +514,7 @@ impl<'a> Ctx<'a> {
                     let mut rho_row = Expression::from(0.0);
                     let mut sig_row = Expression::from(0.0);
                     for &(j, c, mu) in occupants {
-                        if let Some((v, _)) = &z[j] {
-                            let k = v[self.keep_index(j).unwrap_or(0)];
+                        if let Some(k) = self.keep_var(&z, &y, j) {
                             rho_row += c as f64 * k;
                             sig_row += mu as f64 * k;
                         }
@@ -533,6 +603,7 @@ impl<'a> Ctx<'a> {
             u,
             t,
             r,
+            y,
             tau,
         })
     }
@@ -541,7 +612,10 @@ impl<'a> Ctx<'a> {
     /// outside the model (then no warm start is given).
     fn start(&self, b: &Built, plan: &Plan) -> Option<Vec<(Variable, f64)>> {
         let round = self.round;
-        let mut vals: Vec<(Variable, f64)> = Vec::new();
+        if shares(round, plan) {
+            return None;
+        }
+        let mut vals: Vec<(Variable, f64)> = b.y.iter().map(|&y| (y, 0.0)).collect();
         // Chosen option per job, and its placement after shrinking to the option.
         let mut chosen: Vec<Option<usize>> = vec![None; round.jobs.len()];
         let mut placed: Vec<Vec<(NodeId, u32)>> = vec![Vec::new(); round.jobs.len()];
@@ -608,7 +682,8 @@ impl<'a> Ctx<'a> {
         }
         // Node classes from the kept jobs, and node contents from the moved ones.
         let n_nodes = self.occ.len();
-        let kept = |j: usize| chosen[j].is_some() && chosen[j] == self.keep_index(j);
+        // Plans that share never get here, so no kept pair is on.
+        let kept = |j: usize| j < chosen.len() && chosen[j].is_some() && chosen[j] == self.keep_index(j);
         let mut class_of: Vec<Class> = Vec::with_capacity(n_nodes);
         for node in 0..n_nodes {
             let (mut sc, mut smu) = (0, 0);
@@ -722,6 +797,15 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
+        let n_jobs = round.jobs.len();
+        for (p, &y) in self.pairs.iter().zip(&b.y).filter(|(p, _)| p.keep) {
+            if on(y) {
+                for j in [p.a, p.b] {
+                    plan.allocations
+                        .insert(round.jobs[j].id, round.jobs[j].current().clone());
+                }
+            }
+        }
         // Nodes per class.
         let mut members: BTreeMap<Class, Vec<usize>> = BTreeMap::new();
         for node in 0..self.occ.len() {
@@ -729,7 +813,11 @@ impl<'a> Ctx<'a> {
             let class = match self.occ[node].as_slice() {
                 [] => (ty, rho0, sig0),
                 &[(j, c, mu)] => {
-                    if chosen[j] == Some(Opt::Keep) {
+                    let kept = match j.checked_sub(n_jobs) {
+                        Some(p) => on(b.y[p]),
+                        None => chosen[j] == Some(Opt::Keep),
+                    };
+                    if kept {
                         (ty, rho0 - c, sig0 - mu)
                     } else {
                         (ty, rho0, sig0)
@@ -763,13 +851,19 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
-        // Single-node jobs: largest first into the largest slots.
+        // Single-node jobs and pairs (index n_jobs + pair): largest first into the largest slots.
         let mut items: BTreeMap<usize, Vec<(u32, usize)>> = BTreeMap::new();
         for (j, c) in chosen.iter().enumerate() {
             if let Some(Opt::Single { ty, gpus }) = c {
                 items.entry(*ty).or_default().push((*gpus, j));
             }
         }
+        for (i, (p, &y)) in self.pairs.iter().zip(&b.y).enumerate() {
+            if on(y) && !p.keep {
+                items.entry(p.ty).or_default().push((p.gpus, n_jobs + i));
+            }
+        }
+        let mut pair_nodes: Vec<(usize, usize)> = Vec::new();
         for (ty, mut list) in items {
             list.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             let mut slots = single_slots.remove(&ty).unwrap_or_default();
@@ -779,12 +873,17 @@ impl<'a> Ctx<'a> {
                 if s < k {
                     return Err(format!("a {s}-GPU slot cannot hold a {k}-GPU job"));
                 }
+                if j >= n_jobs {
+                    pair_nodes.push((j - n_jobs, node));
+                    continue;
+                }
                 plan.allocations.insert(
                     round.jobs[j].id,
                     Allocation::from_counts(&[(NodeId(node as u32), k)]),
                 );
             }
         }
+        self.name_pairs(&mut plan, &pair_nodes)?;
         // Multi-node jobs: their counted slots, one GPU each, then filled up to the slot size.
         for (j, c) in chosen.iter().enumerate() {
             let Some(Opt::Multi { ty, gpus }) = *c else {
@@ -820,6 +919,205 @@ impl<'a> Ctx<'a> {
         }
         Ok(plan)
     }
+}
+
+impl Ctx<'_> {
+    /// Name the GPUs of each chosen pair: both jobs get the same ones,
+    /// their own current GPUs on the node first, then the lowest not named
+    /// in the plan. Unnamed slots are bound later and avoid named GPUs;
+    /// the slot counts leave room for both.
+    fn name_pairs(&self, plan: &mut Plan, pair_nodes: &[(usize, usize)]) -> Result<(), String> {
+        let round = self.round;
+        let mut taken: BTreeSet<(u32, u32)> = BTreeSet::new();
+        for a in plan.allocations.values() {
+            for g in a.gpus().iter().filter(|g| g.is_bound()) {
+                taken.insert((g.node.0, g.index));
+            }
+        }
+        for &(i, node) in pair_nodes {
+            let p = self.pairs[i];
+            let n = node as u32;
+            let mut want: Vec<u32> = [p.a, p.b]
+                .iter()
+                .flat_map(|&j| round.jobs[j].current().gpus().to_vec())
+                .filter(|g| g.is_bound() && g.node.0 == n)
+                .map(|g| g.index)
+                .collect();
+            want.extend(0..round.cluster.nodes[node].gpus);
+            let mut got = Vec::new();
+            for ix in want {
+                if got.len() as u32 == p.gpus {
+                    break;
+                }
+                if taken.insert((n, ix)) {
+                    got.push(gpuplan_core::GpuId::new(NodeId(n), ix));
+                }
+            }
+            if got.len() as u32 != p.gpus {
+                return Err(format!("no {} free GPUs on node {n} for a shared pair", p.gpus));
+            }
+            for j in [p.a, p.b] {
+                plan.allocations
+                    .insert(round.jobs[j].id, Allocation::from_gpus(got.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Pairs of jobs (a < b) whose current allocations share a named GPU.
+fn overlapping_now(round: &Round) -> Vec<(usize, usize)> {
+    let allocs: Vec<&Allocation> = round.jobs.iter().map(|j| j.current()).collect();
+    let mut out: BTreeSet<(usize, usize)> = BTreeSet::new();
+    for holders in gpuplan_core::colocation::shared_gpus(&allocs).values() {
+        for (i, &a) in holders.iter().enumerate() {
+            for &b in &holders[i + 1..] {
+                out.insert((a.min(b), a.max(b)));
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// With `params.sharing` ≥ 2, the pairs that share exactly the same GPUs
+/// of one node now, with no third job on them, and may both keep them: the
+/// option to stay as they are, at each job's keep value (no restart) over
+/// the pair's predicted slowdown.
+fn kept_pairs(round: &Round, node_type: &[usize], cands: &[JobCands]) -> Vec<PairOpt> {
+    if round.params.sharing < 2 {
+        return Vec::new();
+    }
+    let curve = gpuplan_core::colocation::GAVEL_CURVE;
+    let keep = |j: usize| {
+        let c = &cands[j];
+        (!c.pinned)
+            .then(|| c.opts.iter().find(|(o, _)| *o == Opt::Keep).map(|x| x.1))
+            .flatten()
+    };
+    let pairs = overlapping_now(round);
+    let mut out = Vec::new();
+    for &(a, b) in &pairs {
+        let (ja, jb) = (&round.jobs[a], &round.jobs[b]);
+        let per = ja.current().per_node();
+        let third = pairs
+            .iter()
+            .any(|&(x, y)| (x == a || x == b || y == a || y == b) && (x, y) != (a, b));
+        let ty = node_type[per.first().map_or(0, |x| x.0 .0 as usize)];
+        let fits = gpuplan_core::colocation::fits_memory(
+            round.cluster.types()[ty].as_str(),
+            &[
+                gpuplan_core::colocation::job_memory_gib(ja),
+                gpuplan_core::colocation::job_memory_gib(jb),
+            ],
+        );
+        if per.len() != 1 || !ja.current().same_gpus(jb.current()) || third || !fits {
+            continue;
+        }
+        let (Some(va), Some(vb)) = (keep(a), keep(b)) else {
+            continue;
+        };
+        let g = ja.current().num_gpus();
+        let u = |j: &gpuplan_core::RoundJob| gpuplan_core::colocation::predicted_utilization(j, 1, g);
+        let f = curve.slowdown(u(ja) + u(jb));
+        out.push(PairOpt {
+            a,
+            b,
+            ty,
+            gpus: g,
+            va: va / f,
+            vb: vb / f,
+            keep: true,
+        });
+    }
+    out
+}
+
+/// Whether any named GPU of `plan` holds two jobs.
+fn shares(round: &Round, plan: &Plan) -> bool {
+    let mut seen: BTreeSet<(u32, u32)> = BTreeSet::new();
+    round.jobs.iter().any(|j| {
+        plan.gpus_of(j.id)
+            .gpus()
+            .iter()
+            .filter(|g| g.is_bound())
+            .any(|g| !seen.insert((g.node.0, g.index)))
+    })
+}
+
+/// The pair options of a round with `params.sharing` ≥ 2: every two
+/// movable jobs that both may run on `k` GPUs of one node of a type, whose
+/// memories fit together in that type's GPU. Only pairs (k = 2 jobs per
+/// GPU): a third job on a GPU is never planned.
+fn pair_options(
+    round: &Round,
+    types: &[TypeCapacity],
+    cands: &[JobCands],
+    notes: &mut Vec<String>,
+) -> Vec<PairOpt> {
+    if round.params.sharing < 2 {
+        return Vec::new();
+    }
+    let curve = gpuplan_core::colocation::GAVEL_CURVE;
+    let names = round.cluster.types();
+    // Per job: its single options (type, GPUs, value), utilization per size, memory.
+    let singles: Vec<Vec<(usize, u32, f64)>> = cands
+        .iter()
+        .map(|c| {
+            if c.pinned {
+                return Vec::new();
+            }
+            c.opts
+                .iter()
+                .filter_map(|&(o, v)| match o {
+                    Opt::Single { ty, gpus } => Some((ty, gpus, v)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    let mut util: HashMap<(usize, u32), f64> = HashMap::new();
+    let mem: Vec<Option<f64>> = round
+        .jobs
+        .iter()
+        .map(gpuplan_core::colocation::job_memory_gib)
+        .collect();
+    let mut out = Vec::new();
+    for a in 0..cands.len() {
+        for b in a + 1..cands.len() {
+            for &(ty, k, va) in &singles[a] {
+                let Some(&(_, _, vb)) = singles[b].iter().find(|&&(t, g, _)| t == ty && g == k) else {
+                    continue;
+                };
+                if k > types[ty].max_node
+                    || !gpuplan_core::colocation::fits_memory(names[ty].as_str(), &[mem[a], mem[b]])
+                {
+                    continue;
+                }
+                if out.len() >= PAIR_BUDGET {
+                    notes.push(format!(
+                        "sharing: more than {PAIR_BUDGET} pair options; the rest dropped"
+                    ));
+                    return out;
+                }
+                let mut u = |j: usize| {
+                    *util.entry((j, k)).or_insert_with(|| {
+                        gpuplan_core::colocation::predicted_utilization(&round.jobs[j], 1, k)
+                    })
+                };
+                let f = curve.slowdown(u(a) + u(b));
+                out.push(PairOpt {
+                    a,
+                    b,
+                    ty,
+                    gpus: k,
+                    va: va / f,
+                    vb: vb / f,
+                    keep: false,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The plan "every running job keeps its GPUs": the previous round's plan as
@@ -938,5 +1236,140 @@ impl Planner for PolluxMip {
         };
         plan.planner = self.name.into();
         Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod sharing_tests {
+    use gpuplan_core::{GpuId, JobId, Plan, Round};
+
+    use crate::pipeline::run_round;
+    use crate::registry::create;
+    use crate::testutil::{job, round, running};
+    use crate::Limits;
+
+    /// One T4; j0 runs on it, the others wait. p = 1 (total goodput), age
+    /// 300 s and δ = 30 s: a change costs each job the factor 300/330.
+    fn one_gpu(apps: &[&str], util: f64) -> Round {
+        let jobs = apps
+            .iter()
+            .enumerate()
+            .map(|(i, app)| {
+                let mut j = job(i as u32, 1, 0.0);
+                j.app = (*app).into();
+                j.max_gpus = 1;
+                j.state.age_s = 300.0;
+                j.utilization = Some(util);
+                if i == 0 {
+                    j = running(j, &[(0, 1)]);
+                }
+                j
+            })
+            .collect();
+        let mut r = round("1x1", jobs, gpuplan_core::Interference::Avoid);
+        r.params.p = 1.0;
+        r.params.restart_penalty_s = 30.0;
+        r.params.sharing = 2;
+        r
+    }
+
+    fn plan(r: &Round) -> Plan {
+        let mut p = create("pollux-mip").unwrap();
+        let limits = Limits {
+            time_limit_s: 30.0,
+            ..Limits::default()
+        };
+        run_round(p.as_mut(), r, &limits).unwrap().plan
+    }
+
+    fn holders(p: &Plan) -> usize {
+        p.allocations
+            .values()
+            .filter(|a| a.gpus().contains(&GpuId::new(gpuplan_core::NodeId(0), 0)))
+            .count()
+    }
+
+    #[test]
+    fn light_jobs_share_and_busy_ones_do_not() {
+        // Utilization 0.2 each: slowdown 1.56, 2 × 0.909 / 1.56 = 1.17 > 1.
+        let light = plan(&one_gpu(&["cifar10", "ncf"], 0.2));
+        assert_eq!(holders(&light), 2, "{light:?}");
+        assert_eq!(light.get(JobId(0)), light.get(JobId(1)));
+        // Utilization 1 each: slowdown 1.89, 2 × 0.909 / 1.89 = 0.96 < 1: keep j0 alone.
+        let busy = plan(&one_gpu(&["cifar10", "ncf"], 1.0));
+        assert_eq!(holders(&busy), 1, "{busy:?}");
+        assert!(busy.get(JobId(1)).is_empty());
+        // Sharing off: the same light round never shares.
+        let mut off = one_gpu(&["cifar10", "ncf"], 0.2);
+        off.params.sharing = 1;
+        assert_eq!(holders(&plan(&off)), 1);
+    }
+
+    /// The round after `r` with `plan` applied, 60 s later.
+    fn next(r: &Round, plan: &Plan) -> Round {
+        let mut n = r.clone();
+        for j in &mut n.jobs {
+            let a = plan.get(j.id);
+            if !a.is_empty() && j.state.allocation.is_empty() {
+                j.state.restarts = 0;
+            }
+            j.state.allocation = a;
+            j.state.age_s += 60.0;
+        }
+        n
+    }
+
+    /// Two rounds by hand: two light jobs start sharing the one T4; next
+    /// round the pair keeps it (no restart), and the model values that
+    /// exactly as the objective does (the pair's keep option, without the
+    /// restart factor). When one job's memory grows past the GPU, the other
+    /// keeps its GPU alone.
+    #[test]
+    fn a_shared_pair_keeps_its_gpu_and_a_sharer_can_keep_alone() {
+        use crate::pipeline::Change;
+        let mut r1 = one_gpu(&["cifar10", "ncf"], 0.2);
+        r1.jobs[0].state.allocation = Default::default();
+        r1.params.restart_penalty_s = 150.0;
+        let mut p = create("pollux-mip").unwrap();
+        let limits = Limits {
+            time_limit_s: 30.0,
+            ..Limits::default()
+        };
+        let d1 = run_round(p.as_mut(), &r1, &limits).unwrap();
+        assert_eq!(holders(&d1.plan), 2, "{:?}", d1.plan);
+        let r2 = next(&r1, &d1.plan);
+        let d2 = run_round(p.as_mut(), &r2, &limits).unwrap();
+        assert_eq!(d2.change(JobId(0)), Some(Change::Keep), "{:?}", d2.plan);
+        assert_eq!(d2.change(JobId(1)), Some(Change::Keep), "{:?}", d2.plan);
+        let close = |d: &crate::pipeline::Decision, r: &Round| {
+            let (bound, eval) = (d.plan.bound.unwrap(), d.objective(r));
+            assert!(
+                (bound - eval).abs() <= 1e-6 * eval.abs().max(1.0),
+                "bound {bound} vs objective {eval}"
+            );
+        };
+        close(&d2, &r2);
+        // j1 now needs 14 GiB: 4 + 14 > 16, the pair cannot stay; j0 keeps.
+        let mut r3 = next(&r2, &d2.plan);
+        r3.jobs[1].mem_gib = Some(14.0);
+        let d3 = run_round(p.as_mut(), &r3, &limits).unwrap();
+        assert_eq!(holders(&d3.plan), 1, "{:?}", d3.plan);
+        let keeper = if d3.plan.get(JobId(0)).is_empty() { 1 } else { 0 };
+        assert_eq!(d3.change(JobId(keeper)), Some(Change::Keep), "{:?}", d3.plan);
+        close(&d3, &r3);
+    }
+
+    #[test]
+    fn never_past_memory_or_k() {
+        // cifar10 (4 GiB) + imagenet (14 GiB) exceed a T4's 16 GiB.
+        let heavy = plan(&one_gpu(&["cifar10", "imagenet"], 0.2));
+        assert_eq!(holders(&heavy), 1, "{heavy:?}");
+        // Three light jobs, k = 3 allowed by the round: still at most a pair.
+        let mut three = one_gpu(&["cifar10", "ncf", "cifar10"], 0.1);
+        three.jobs[2].name = "j2".into();
+        three.params.sharing = 3;
+        let p = plan(&three);
+        assert_eq!(holders(&p), 2, "{p:?}");
+        assert!(gpuplan_core::validate(&three, &p).is_ok());
     }
 }

@@ -244,6 +244,8 @@ pub(crate) mod testutil {
             oracle: None,
             restart_penalty_s: None,
             class: None,
+            mem_gib: None,
+            utilization: None,
         }
     }
 

@@ -20,7 +20,7 @@ fn benches(c: &mut Criterion) {
                 let m = max_gpus(j, &small);
                 let mut cache = SpeedupCache::new(&small, m.min(16), m);
                 for k in 1..=m {
-                    total += cache.get(j, 1 + (k > 4) as u32, k);
+                    total += cache.get(j, 0, 1 + (k > 4) as u32, k);
                 }
             }
             total

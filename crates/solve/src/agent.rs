@@ -532,32 +532,29 @@ mod tests {
         };
         let (t4, a100): (GpuType, GpuType) = ("t4".into(), "a100".into());
         let mut a = Agent::default();
-        let mut memo = FitMemo::default();
+        let memo = FitMemo::default();
         a.observe_first_on(Some(&t4), o(16, 0.3));
         a.observe_first_on(Some(&t4), o(64, 0.9));
-        let m = a.model(lim, &mut memo).unwrap();
-        let (r, ty, others) = a.typed_models(lim, &mut memo).unwrap();
+        let m = a.model(lim, &memo).unwrap();
+        let (r, ty, others) = a.typed_models(lim, &memo).unwrap();
         assert_eq!((r, ty.as_ref(), others.len()), (m, Some(&t4), 0));
-        let guess = a.model_on(lim, "bert", Some(&a100), &mut memo).unwrap();
+        let guess = a.model_on(lim, "bert", Some(&a100), &memo).unwrap();
         assert!((guess.perf.alpha_c - m.perf.alpha_c * 0.292).abs() < 1e-12);
         assert!((guess.perf.beta_c - m.perf.beta_c * 0.292).abs() < 1e-12);
         // Measured on the A100: its own fit, the reference unchanged.
         a.observe_first_on(Some(&a100), o(16, 0.05));
         a.observe_first_on(Some(&a100), o(64, 0.2));
-        let (r, ty, others) = a.typed_models(lim, &mut memo).unwrap();
+        let (r, ty, others) = a.typed_models(lim, &memo).unwrap();
         assert_eq!((r, ty.as_ref()), (m, Some(&t4)));
         assert_eq!(others.len(), 1);
         assert_eq!(others[0].gpu_type, a100);
-        let own = a.model_on(lim, "bert", Some(&a100), &mut memo).unwrap();
+        let own = a.model_on(lim, "bert", Some(&a100), &memo).unwrap();
         assert_eq!(own, others[0].model);
         assert!(own.perf.beta_c < guess.perf.beta_c, "the A100 fit is its own");
         // Untyped reports (older journals) keep one model for every type.
         let mut b = Agent::default();
         b.observe(o(16, 0.3));
         b.observe(o(64, 0.9));
-        assert_eq!(
-            b.model_on(lim, "bert", Some(&a100), &mut memo),
-            b.model(lim, &mut memo)
-        );
+        assert_eq!(b.model_on(lim, "bert", Some(&a100), &memo), b.model(lim, &memo));
     }
 }

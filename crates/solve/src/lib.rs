@@ -23,6 +23,8 @@ pub mod placement;
 pub mod placements;
 pub mod planners;
 pub mod registry;
+#[cfg(test)]
+mod sharing_tests;
 pub mod solver;
 pub mod speedup;
 #[cfg(test)]

@@ -1,0 +1,134 @@
+//! Sharing through the whole round pipeline (`mip-exact`'s pair options,
+//! the validator, the diff). A module of its own because the pipeline and the
+//! registry sit above the formulations in solve's layers (scripts/check-deps.sh).
+
+use gpuplan_core::{GpuId, JobId, Plan, Round};
+
+use crate::pipeline::run_round;
+use crate::testutil::{job, round, running};
+use crate::Limits;
+
+/// One T4; j0 runs on it, the others wait. p = 1 (total goodput), age
+/// 300 s and δ = 30 s: a change costs each job the factor 300/330.
+fn one_gpu(apps: &[&str], util: f64) -> Round {
+    let jobs = apps
+        .iter()
+        .enumerate()
+        .map(|(i, app)| {
+            let mut j = job(i as u32, 1, 0.0);
+            j.app = (*app).into();
+            j.max_gpus = 1;
+            j.state.age_s = 300.0;
+            j.utilization = Some(util);
+            if i == 0 {
+                j = running(j, &[(0, 1)]);
+            }
+            j
+        })
+        .collect();
+    let mut r = round("1x1", jobs, gpuplan_core::Interference::Avoid);
+    r.params.p = 1.0;
+    r.params.restart_penalty_s = 30.0;
+    r.params.sharing = 2;
+    r
+}
+
+fn plan(r: &Round) -> Plan {
+    let mut p = crate::registry::create("pollux-mip").unwrap();
+    let limits = Limits {
+        time_limit_s: 30.0,
+        ..Limits::default()
+    };
+    run_round(p.as_mut(), r, &limits).unwrap().plan
+}
+
+fn holders(p: &Plan) -> usize {
+    p.allocations
+        .values()
+        .filter(|a| a.gpus().contains(&GpuId::new(gpuplan_core::NodeId(0), 0)))
+        .count()
+}
+
+#[test]
+fn light_jobs_share_and_busy_ones_do_not() {
+    // Utilization 0.2 each: slowdown 1.56, 2 × 0.909 / 1.56 = 1.17 > 1.
+    let light = plan(&one_gpu(&["cifar10", "ncf"], 0.2));
+    assert_eq!(holders(&light), 2, "{light:?}");
+    assert_eq!(light.get(JobId(0)), light.get(JobId(1)));
+    // Utilization 1 each: slowdown 1.89, 2 × 0.909 / 1.89 = 0.96 < 1: keep j0 alone.
+    let busy = plan(&one_gpu(&["cifar10", "ncf"], 1.0));
+    assert_eq!(holders(&busy), 1, "{busy:?}");
+    assert!(busy.get(JobId(1)).is_empty());
+    // Sharing off: the same light round never shares.
+    let mut off = one_gpu(&["cifar10", "ncf"], 0.2);
+    off.params.sharing = 1;
+    assert_eq!(holders(&plan(&off)), 1);
+}
+
+/// The round after `r` with `plan` applied, 60 s later.
+fn next(r: &Round, plan: &Plan) -> Round {
+    let mut n = r.clone();
+    for j in &mut n.jobs {
+        let a = plan.get(j.id);
+        if !a.is_empty() && j.state.allocation.is_empty() {
+            j.state.restarts = 0;
+        }
+        j.state.allocation = a;
+        j.state.age_s += 60.0;
+    }
+    n
+}
+
+/// Two rounds by hand: two light jobs start sharing the one T4; next
+/// round the pair keeps it (no restart), and the model values that
+/// exactly as the objective does (the pair's keep option, without the
+/// restart factor). When one job's memory grows past the GPU, the other
+/// keeps its GPU alone.
+#[test]
+fn a_shared_pair_keeps_its_gpu_and_a_sharer_can_keep_alone() {
+    use crate::pipeline::Change;
+    let mut r1 = one_gpu(&["cifar10", "ncf"], 0.2);
+    r1.jobs[0].state.allocation = Default::default();
+    r1.params.restart_penalty_s = 150.0;
+    let mut p = crate::registry::create("pollux-mip").unwrap();
+    let limits = Limits {
+        time_limit_s: 30.0,
+        ..Limits::default()
+    };
+    let d1 = run_round(p.as_mut(), &r1, &limits).unwrap();
+    assert_eq!(holders(&d1.plan), 2, "{:?}", d1.plan);
+    let r2 = next(&r1, &d1.plan);
+    let d2 = run_round(p.as_mut(), &r2, &limits).unwrap();
+    assert_eq!(d2.change(JobId(0)), Some(Change::Keep), "{:?}", d2.plan);
+    assert_eq!(d2.change(JobId(1)), Some(Change::Keep), "{:?}", d2.plan);
+    let close = |d: &crate::pipeline::Decision, r: &Round| {
+        let (bound, eval) = (d.plan.bound.unwrap(), d.objective(r));
+        assert!(
+            (bound - eval).abs() <= 1e-6 * eval.abs().max(1.0),
+            "bound {bound} vs objective {eval}"
+        );
+    };
+    close(&d2, &r2);
+    // j1 now needs 14 GiB: 4 + 14 > 16, the pair cannot stay; j0 keeps.
+    let mut r3 = next(&r2, &d2.plan);
+    r3.jobs[1].mem_gib = Some(14.0);
+    let d3 = run_round(p.as_mut(), &r3, &limits).unwrap();
+    assert_eq!(holders(&d3.plan), 1, "{:?}", d3.plan);
+    let keeper = if d3.plan.get(JobId(0)).is_empty() { 1 } else { 0 };
+    assert_eq!(d3.change(JobId(keeper)), Some(Change::Keep), "{:?}", d3.plan);
+    close(&d3, &r3);
+}
+
+#[test]
+fn never_past_memory_or_k() {
+    // cifar10 (4 GiB) + imagenet (14 GiB) exceed a T4's 16 GiB.
+    let heavy = plan(&one_gpu(&["cifar10", "imagenet"], 0.2));
+    assert_eq!(holders(&heavy), 1, "{heavy:?}");
+    // Three light jobs, k = 3 allowed by the round: still at most a pair.
+    let mut three = one_gpu(&["cifar10", "ncf", "cifar10"], 0.1);
+    three.jobs[2].name = "j2".into();
+    three.params.sharing = 3;
+    let p = plan(&three);
+    assert_eq!(holders(&p), 2, "{p:?}");
+    assert!(gpuplan_core::validate(&three, &p).is_ok());
+}

@@ -6,9 +6,9 @@ mkdir -p "$out"
 echo "== goodput model fitted to every measured point of the 6 Pollux applications"
 "$bin" models fit --app all | tee "$out/models.txt"
 echo
-echo "== workload-6 (160 jobs, 16x4 T4): the baselines (tiresias, optimus, pollux-ga) beside gpuplan's MIP policies"
+echo "== workload-6 (160 jobs, 16x4 T4): the baselines (tiresias, optimus, pollux-ga) beside gpuplan's MIP policies (pollux-mip: Pollux's objective; gpuplan-mip: ours, docs/policy.md)"
 "$bin" sweep --workloads traces/pollux/workloads/workload-6.csv \
-  --policies tiresias,optimus,pollux-ga,pollux-mip,pollux-mip-aggregate --out "$out"
+  --policies tiresias,optimus,pollux-ga,pollux-mip,pollux-mip-aggregate,gpuplan-mip --out "$out"
 echo
 echo "== solver time against plan quality: each round solved exactly (MIP) vs greedy and the GA, by cluster size"
 mkdir -p "$out/bench"

@@ -52,26 +52,15 @@ pub fn fair_goodput(m: &GoodputModel, fair: (u32, u32)) -> f64 {
         .map_or(0.0, |b| b.goodput)
 }
 
-/// Pollux's re-allocation factor (age − δ·restarts)/(age + δ), floored at 0.
-/// δ is the job's own restart penalty where it has one, else the round's.
-pub fn restart_factor(job: &RoundJob, restart_penalty_s: f64) -> f64 {
-    aged(job, job.restart_penalty_s.unwrap_or(restart_penalty_s))
-}
-
-fn aged(job: &RoundJob, d: f64) -> f64 {
+/// Pollux's re-allocation factor (age − wδ·restarts)/(age + wδ), floored
+/// at 0. δ is the job's own restart penalty where it has one, else the
+/// round's; w is `params.restart_weight` (1 in Pollux), so a policy may
+/// charge a restart more than the time it takes (gpuplan-mip: a move also
+/// costs the job the rounds it spends re-growing).
+pub fn restart_factor(job: &RoundJob, params: &PolicyParams) -> f64 {
+    let d = job.restart_penalty_s.unwrap_or(params.restart_penalty_s) * params.restart_weight;
     let age = job.state.age_s.max(0.0);
     ((age - d * job.state.restarts as f64).max(0.0)) / (age + d).max(1e-9)
-}
-
-/// [`restart_factor`] under a round's params: the job's own δ (or the
-/// round's) times `params.restart_weight`, so a policy may charge a restart
-/// more than the time it takes (gpuplan-mip: a move also costs the job the
-/// rounds it spends re-growing).
-pub fn restart_factor_in(job: &RoundJob, params: &PolicyParams) -> f64 {
-    aged(
-        job,
-        job.restart_penalty_s.unwrap_or(params.restart_penalty_s) * params.restart_weight,
-    )
 }
 
 /// The value a job contributes: its speedup, times the restart factor if its
@@ -94,7 +83,7 @@ pub fn job_value(
     let v = if alloc.same_gpus(&job.state.allocation) {
         s
     } else {
-        s * restart_factor_in(job, params)
+        s * restart_factor(job, params)
     };
     prioritise(job, params, v)
 }
@@ -197,24 +186,21 @@ mod tests {
             utilization: None,
         };
         // (600 − 30·2)/(600 + 30) = 540/630
-        assert!((restart_factor(&j, 30.0) - 540.0 / 630.0).abs() < 1e-12);
+        assert!((restart_factor(&j, &PolicyParams::default()) - 540.0 / 630.0).abs() < 1e-12);
         // A job's own penalty wins over the round's: (600 − 120·2)/(600 + 120).
         j.restart_penalty_s = Some(120.0);
-        assert!((restart_factor(&j, 30.0) - 360.0 / 720.0).abs() < 1e-12);
+        assert!((restart_factor(&j, &PolicyParams::default()) - 360.0 / 720.0).abs() < 1e-12);
         // Charged twice: (600 − 240·2)/(600 + 240) with the job's own δ, then the round's.
         let twice = PolicyParams {
             restart_weight: 2.0,
             ..Default::default()
         };
-        assert!((restart_factor_in(&j, &twice) - 120.0 / 840.0).abs() < 1e-12);
+        assert!((restart_factor(&j, &twice) - 120.0 / 840.0).abs() < 1e-12);
         j.restart_penalty_s = None;
-        assert!((restart_factor_in(&j, &twice) - 480.0 / 660.0).abs() < 1e-12);
-        assert_eq!(
-            restart_factor_in(&j, &PolicyParams::default()),
-            restart_factor(&j, 30.0)
-        );
+        assert!((restart_factor(&j, &twice) - 480.0 / 660.0).abs() < 1e-12);
+        assert!((restart_factor(&j, &PolicyParams::default()) - 540.0 / 630.0).abs() < 1e-12);
         j.state.age_s = 30.0;
-        assert_eq!(restart_factor(&j, 30.0), 0.0, "floored at 0");
+        assert_eq!(restart_factor(&j, &PolicyParams::default()), 0.0, "floored at 0");
         // No model: linear speedup over the fair share; unchanged placement keeps it whole.
         let a = Allocation::from_counts(&[(crate::NodeId(0), 2)]);
         let c: Cluster = "1x4".parse().unwrap();

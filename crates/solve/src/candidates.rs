@@ -6,7 +6,7 @@
 //! other.
 
 use gpuplan_core::math::Libm;
-use gpuplan_core::objective::{fair_share, prioritise, restart_factor_in, EPSILON};
+use gpuplan_core::objective::{fair_share, prioritise, restart_factor, EPSILON};
 use gpuplan_core::{Cluster, Round, RoundJob};
 
 use crate::speedup::{max_gpus, SpeedupCache};
@@ -156,7 +156,7 @@ fn offer(
 ) {
     let s = cache.get(j, ty, n, k);
     if s > 0.0 {
-        let factor = restart_factor_in(j, params);
+        let factor = restart_factor(j, params);
         out.push(Candidate {
             choice: Choice::Config { nodes: n, gpus: k },
             value: prioritise(j, params, s * factor),
@@ -322,7 +322,7 @@ pub fn value_of(
     let v = if keep {
         s
     } else {
-        s * restart_factor_in(job, &round.params)
+        s * restart_factor(job, &round.params)
     };
     prioritise(job, &round.params, v)
 }

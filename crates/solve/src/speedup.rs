@@ -121,7 +121,7 @@ pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) 
             let v = if a.same_gpus(&j.state.allocation) {
                 s
             } else {
-                s * objective::restart_factor_in(j, &round.params)
+                s * objective::restart_factor(j, &round.params)
             };
             objective::prioritise(j, &round.params, v)
         })

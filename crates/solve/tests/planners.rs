@@ -553,7 +553,7 @@ fn exact_reports_bound_and_gap_at_the_optimum() {
 
 /// The model objective (power mean of chosen values) of an aggregate solution.
 fn aggregate_value(round: &Round, choices: &[gpuplan_solve::candidates::Pick]) -> f64 {
-    use gpuplan_core::objective::{fair_share, power_mean, restart_factor_in, speedup};
+    use gpuplan_core::objective::{fair_share, power_mean, restart_factor, speedup};
     use gpuplan_solve::candidates::Choice;
     let fair = fair_share(round);
     let mut v = vec![0.0; round.jobs.len()];
@@ -576,7 +576,7 @@ fn aggregate_value(round: &Round, choices: &[gpuplan_solve::candidates::Pick]) -
             ),
             Choice::Config { nodes, gpus } => {
                 let ty = gpu_type.map(|t| &types[t]);
-                speedup(job, ty, nodes, gpus, fair) * restart_factor_in(job, &round.params)
+                speedup(job, ty, nodes, gpus, fair) * restart_factor(job, &round.params)
             }
         };
     }

@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use gpuplan_core::objective::restart_factor_in;
+use gpuplan_core::objective::restart_factor;
 use gpuplan_core::{Allocation, JobId, NodeId, Plan, PlanStatus, Round};
 use rand::distributions::Bernoulli;
 use rand::seq::SliceRandom;
@@ -517,7 +517,7 @@ impl Planner for PolluxGa {
             factor: round
                 .jobs
                 .iter()
-                .map(|j| restart_factor_in(j, &round.params))
+                .map(|j| restart_factor(j, &round.params))
                 .collect(),
             scale: 1.0 / gpn as f64,
             max_nodes: round.params.max_nodes_per_job,

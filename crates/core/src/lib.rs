@@ -24,6 +24,7 @@ pub mod math;
 pub mod model;
 pub mod objective;
 pub mod plan;
+pub mod predict;
 pub mod profile;
 pub mod round;
 pub mod variability;

@@ -171,3 +171,35 @@ pub fn load_profiles_dir(dir: &std::path::Path) -> Result<Profiles, crate::SimEr
     }
     Ok(out)
 }
+
+/// Every measured point of every profile with tabulated features, as
+/// utilization samples: the data the default predictor is trained on
+/// ([`gpuplan_core::predict::DEFAULT_PREDICTOR`]).
+pub fn utilization_samples(profiles: &Profiles) -> Vec<gpuplan_core::predict::Sample> {
+    profiles
+        .iter()
+        .filter_map(|(app, p)| gpuplan_core::predict::profile_samples(app, p))
+        .flatten()
+        .collect()
+}
+
+#[cfg(test)]
+mod predictor_tests {
+    use gpuplan_core::predict::{leave_one_family_out, Form, UtilizationPredictor, DEFAULT_PREDICTOR};
+
+    use super::*;
+
+    /// The shipped coefficients are the fit to the bundled profiles, to 4 decimals.
+    #[test]
+    fn the_shipped_predictor_is_the_fit_to_the_pollux_profiles() {
+        let s = utilization_samples(&pollux_profiles().unwrap());
+        let fitted = UtilizationPredictor::fit(&s, DEFAULT_PREDICTOR.form).unwrap();
+        println!("{fitted:?}");
+        for form in [Form::Physical, Form::Free] {
+            println!("{:#?}", leave_one_family_out(&s, form));
+        }
+        for (a, b) in fitted.coef.iter().zip(&DEFAULT_PREDICTOR.coef) {
+            assert!((a - b).abs() < 1e-4, "fitted {:?}, shipped {:?}", fitted.coef, DEFAULT_PREDICTOR.coef);
+        }
+    }
+}

@@ -17,6 +17,7 @@ check gpuplan-core
 check gpuplan-solve gpuplan-core
 check gpuplan-sim gpuplan-core gpuplan-solve
 check gpuplan-exec gpuplan-core gpuplan-solve
+check gpuplan-predict gpuplan-core
 check gpuplan-wasm gpuplan-core gpuplan-solve gpuplan-sim
 # The wasm crate alone must not reach HiGHS (C++, no wasm32 build) or rayon.
 for bad in highs-sys rayon; do

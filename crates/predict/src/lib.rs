@@ -1,0 +1,20 @@
+//! Model features from an ONNX file, for predicting a job's GPU utilization
+//! before it runs (issue 15; the regression itself is
+//! `gpuplan_core::predict`, which needs no I/O and no protobuf).
+//!
+//! Why its own crate: decoding protobuf (prost) is the only thing here that
+//! core must not carry, and only the binary needs it.
+//!
+//! Main items: [`features_from_onnx`] (bytes + a source name for errors),
+//! [`OnnxFeatures`] (the features and what could not be counted), and the
+//! hand-declared message subset in [`onnx`].
+//!
+//! ```
+//! // An empty file decodes to an empty ModelProto: an error naming the file and field.
+//! let err = gpuplan_predict::features_from_onnx(&[], "model.onnx").unwrap_err();
+//! assert_eq!(err.to_string(), "model.onnx: graph: missing");
+//! ```
+
+pub mod onnx;
+
+pub use onnx::{features_from_onnx, OnnxError, OnnxFeatures};

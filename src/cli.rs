@@ -76,6 +76,9 @@ pub enum Cmd {
         #[command(flatten)]
         client: crate::serve::ClientArgs,
     },
+    /// Predict a job's GPU utilization from model features (ONNX or a bundled app);
+    /// `--cross-validate` prints the predictor's leave-one-model-out RMSLE.
+    Predict(crate::predict::PredictArgs),
     /// Read public traces: inspect, convert to the native format, sample.
     Trace {
         #[command(subcommand)]
@@ -161,6 +164,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             client,
         } => crate::serve::logs(client, id, lines, rank),
         Cmd::Trace { cmd } => crate::trace::run(cmd),
+        Cmd::Predict(a) => crate::predict::predict(a),
         Cmd::Cluster {
             cmd:
                 ClusterCmd::Show {

@@ -8,6 +8,7 @@ mod cluster;
 mod models;
 mod plan;
 mod plots;
+mod predict;
 mod serve;
 mod simulate;
 mod sweep_slurm;

@@ -245,14 +245,19 @@ pub fn fits_memory(gpu_type: &str, mems: &[Option<f64>]) -> bool {
 
 /// A job's predicted utilization on `gpus` GPUs over `nodes` nodes, at the
 /// batch its goodput model would choose there: what a planner believes
-/// before the pair runs; a measured `utilization` in the round wins. A job with no model yet counts as fully busy, the
-/// safe side (it is then predicted to slow its partner most).
+/// before the pair runs; a measured `utilization` in the round wins. A job
+/// with no model yet gets the feature predictor's estimate where its spec
+/// gives model features (at its batch split over the GPUs), else counts as
+/// fully busy, the safe side (it is then predicted to slow its partner most).
 pub fn predicted_utilization(job: &RoundJob, nodes: u32, gpus: u32) -> f64 {
     if let Some(u) = job.utilization {
         return u;
     }
     let Some(m) = &job.model else {
-        return 1.0;
+        return job.features.map_or(1.0, |f| {
+            let at = crate::predict::PredictAt::new(nodes, gpus, (job.batch_size / gpus.max(1)).max(1));
+            crate::predict::DEFAULT_PREDICTOR.predict(&f, &at, &job.app)
+        });
     };
     m.optimize(nodes, gpus).map_or(1.0, |c| {
         m.utilization(nodes, gpus, c.local_bsz as f64, c.accum_steps)
@@ -328,6 +333,42 @@ pub fn sharing_slowdowns(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_with_features_and_no_model_gets_the_predictor() {
+        let mut j = RoundJob {
+            id: crate::JobId(0),
+            name: "j".into(),
+            app: "bert".into(),
+            submit_s: 0.0,
+            requested_gpus: 4,
+            batch_size: 32,
+            min_gpus: 1,
+            max_gpus: 4,
+            preemptible: true,
+            state: crate::JobState::default(),
+            model: None,
+            model_type: None,
+            type_models: Vec::new(),
+            oracle: None,
+            restart_penalty_s: None,
+            class: None,
+            mem_gib: None,
+            utilization: None,
+            features: None,
+        };
+        // No model, no features: fully busy, as before.
+        assert_eq!(predicted_utilization(&j, 1, 4), 1.0);
+        let f = crate::predict::app_features("bert").unwrap();
+        j.features = Some(f);
+        let want =
+            crate::predict::DEFAULT_PREDICTOR.predict(&f, &crate::predict::PredictAt::new(1, 4, 8), "bert");
+        assert_eq!(predicted_utilization(&j, 1, 4), want);
+        assert!(want < 0.9, "{want}");
+        // A measurement still wins.
+        j.utilization = Some(0.3);
+        assert_eq!(predicted_utilization(&j, 1, 4), 0.3);
+    }
 
     #[test]
     fn compute_share_is_the_step_less_sync() {

@@ -464,6 +464,7 @@ mod tests {
             class: None,
             mem_gib: None,
             utilization: None,
+            features: None,
         }
     }
 

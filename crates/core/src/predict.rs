@@ -179,7 +179,11 @@ fn ln_pos(x: f64) -> f64 {
 fn regressors(f: &ModelFeatures, at: &PredictAt, app: &str) -> ([f64; N], f64) {
     let g = at.gpus.max(1);
     let multi = g > 1;
-    let ring = if multi { (2.0 * (g as f64 - 1.0) / g as f64).libm_ln() } else { 0.0 };
+    let ring = if multi {
+        (2.0 * (g as f64 - 1.0) / g as f64).libm_ln()
+    } else {
+        0.0
+    };
     let x = [
         1.0,
         if multi { 1.0 } else { 0.0 },
@@ -222,7 +226,11 @@ impl UtilizationPredictor {
         // The floor's gradient vanishes far below the data's work, so start
         // it at two scales (1e7 and 1e10 FLOPs) and keep the better fit.
         for floor0 in [16.0, 23.0] {
-            let x0: Vec<f64> = problem.free.iter().map(|&i| if i == FLOOR { floor0 } else { 0.0 }).collect();
+            let x0: Vec<f64> = problem
+                .free
+                .iter()
+                .map(|&i| if i == FLOOR { floor0 } else { 0.0 })
+                .collect();
             let l0 = problem.loss(&x0);
             if l0 < best.0 {
                 best = (l0, x0.clone());
@@ -322,7 +330,13 @@ impl Problem {
     }
 
     fn ridge(&self, x: &[f64]) -> f64 {
-        self.free.iter().zip(x).filter(|(&i, _)| i > 0 && i != FLOOR).map(|(_, v)| v * v).sum::<f64>() * RIDGE
+        self.free
+            .iter()
+            .zip(x)
+            .filter(|(&i, _)| i > 0 && i != FLOOR)
+            .map(|(_, v)| v * v)
+            .sum::<f64>()
+            * RIDGE
     }
 
     fn loss(&self, x: &[f64]) -> f64 {
@@ -435,7 +449,8 @@ pub fn leave_one_family_out(samples: &[Sample], form: Form) -> CrossValidation {
     let mut all = (Vec::new(), Vec::new(), Vec::new());
     let mut out = Vec::new();
     for fam in &families {
-        let (test, train): (Vec<Sample>, Vec<Sample>) = samples.iter().cloned().partition(|s| &s.family == fam);
+        let (test, train): (Vec<Sample>, Vec<Sample>) =
+            samples.iter().cloned().partition(|s| &s.family == fam);
         let Some(p) = UtilizationPredictor::fit(&train, form) else {
             continue;
         };
@@ -539,7 +554,10 @@ mod tests {
     use super::*;
 
     fn synth(c: [f64; N]) -> Vec<Sample> {
-        let truth = UtilizationPredictor { form: Form::Free, coef: c };
+        let truth = UtilizationPredictor {
+            form: Form::Free,
+            coef: c,
+        };
         let mut v = Vec::new();
         for app in ["cifar10", "imagenet", "yolov3", "bert", "ncf", "deepspeech2"] {
             let f = app_features(app).unwrap();
@@ -566,7 +584,10 @@ mod tests {
         for (a, b) in p.coef.iter().zip(&c) {
             assert!((a - b).abs() < 0.05, "{:?} vs {c:?}", p.coef);
         }
-        let pairs: Vec<_> = s.iter().map(|x| (p.predict(&x.features, &x.at, &x.family), x.utilization)).collect();
+        let pairs: Vec<_> = s
+            .iter()
+            .map(|x| (p.predict(&x.features, &x.at, &x.family), x.utilization))
+            .collect();
         assert!(rmsle(&pairs) < 1e-3);
     }
 

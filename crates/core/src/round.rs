@@ -317,6 +317,12 @@ pub struct RoundJob {
     /// weighs sharing ([`crate::colocation::predicted_utilization`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub utilization: Option<f64>,
+    /// The model's features (FLOPs per sample, parameters, layers), where
+    /// the spec gives them: a job with no measured utilization and no
+    /// goodput model yet gets the utilization predictor's estimate
+    /// ([`crate::predict`]) instead of "fully busy".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<crate::predict::ModelFeatures>,
 }
 
 /// A job's model fitted on one GPU type.

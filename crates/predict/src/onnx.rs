@@ -208,7 +208,10 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
         field: field.to_string(),
         message: message.to_string(),
     };
-    let g = model.graph.as_ref().ok_or_else(|| field_err("graph", "missing"))?;
+    let g = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| field_err("graph", "missing"))?;
     if g.node.is_empty() {
         return Err(field_err("graph.node", "no nodes"));
     }
@@ -217,7 +220,10 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
     let mut params = 0.0;
     for (i, t) in g.initializer.iter().enumerate() {
         if t.dims.iter().any(|&d| d < 0) {
-            return Err(field_err(&format!("graph.initializer[{i}].dims"), "negative dimension"));
+            return Err(field_err(
+                &format!("graph.initializer[{i}].dims"),
+                "negative dimension",
+            ));
         }
         let dims: Shape = t.dims.iter().map(|&d| d as u64).collect();
         params += dims.iter().product::<u64>() as f64;
@@ -243,7 +249,13 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
     let mut uncounted = Vec::new();
     for n in &g.node {
         let input = |k: usize| n.input.get(k).and_then(|name| shapes.get(name.as_str())).cloned();
-        let label = || if n.name.is_empty() { n.op_type.clone() } else { n.name.clone() };
+        let label = || {
+            if n.name.is_empty() {
+                n.op_type.clone()
+            } else {
+                n.name.clone()
+            }
+        };
         let mut out: Option<Shape> = None;
         match n.op_type.as_str() {
             "Conv" | "ConvTranspose" => {
@@ -253,10 +265,18 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
                         let k = &w[2..];
                         let transpose = n.op_type == "ConvTranspose";
                         // Conv: W = [M, C/group, k...]; ConvTranspose: W = [C, M/group, k...].
-                        let sp = if transpose { x[2..].to_vec() } else { spatial_out(n, &x, k) };
+                        let sp = if transpose {
+                            x[2..].to_vec()
+                        } else {
+                            spatial_out(n, &x, k)
+                        };
                         let per_out: u64 = w[1..].iter().product();
                         let positions: u64 = sp.iter().product();
-                        let m = if transpose { w[1] * attr_i(n, "group", 1).max(1) as u64 } else { w[0] };
+                        let m = if transpose {
+                            w[1] * attr_i(n, "group", 1).max(1) as u64
+                        } else {
+                            w[0]
+                        };
                         macs += (x[0] * m * positions * per_out) as f64;
                         let mut s = vec![x[0], m];
                         s.extend(sp);
@@ -269,7 +289,11 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
                 layers.matmul += 1;
                 match (input(0), input(1)) {
                     (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => {
-                        let (m, k) = if attr_i(n, "transA", 0) != 0 { (a[1], a[0]) } else { (a[0], a[1]) };
+                        let (m, k) = if attr_i(n, "transA", 0) != 0 {
+                            (a[1], a[0])
+                        } else {
+                            (a[0], a[1])
+                        };
                         let nn = if attr_i(n, "transB", 0) != 0 { b[0] } else { b[1] };
                         macs += (m * k * nn) as f64;
                         out = Some(vec![m, nn]);
@@ -287,7 +311,11 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
                         let nn = b2[b2.len() - 1];
                         let lead_a = &a2[..a2.len() - 2];
                         let lead_b = &b2[..b2.len() - 2];
-                        let lead = if lead_a.len() >= lead_b.len() { lead_a } else { lead_b };
+                        let lead = if lead_a.len() >= lead_b.len() {
+                            lead_a
+                        } else {
+                            lead_b
+                        };
                         macs += (lead.iter().product::<u64>() * m * k * nn) as f64;
                         let mut s = lead.to_vec();
                         s.extend([m, nn]);
@@ -318,7 +346,10 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
             }
             "MaxPool" | "AveragePool" | "LpPool" => {
                 if let Some(x) = input(0) {
-                    let k: Vec<u64> = attr_ints(n, "kernel_shape").iter().map(|&v| v.max(1) as u64).collect();
+                    let k: Vec<u64> = attr_ints(n, "kernel_shape")
+                        .iter()
+                        .map(|&v| v.max(1) as u64)
+                        .collect();
                     if !k.is_empty() && x.len() == k.len() + 2 {
                         let mut s = vec![x[0], x[1]];
                         s.extend(spatial_out(n, &x, &k));
@@ -327,7 +358,12 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
                 }
             }
             "GlobalAveragePool" | "GlobalMaxPool" => {
-                out = input(0).map(|x| x.iter().enumerate().map(|(i, &d)| if i < 2 { d } else { 1 }).collect());
+                out = input(0).map(|x| {
+                    x.iter()
+                        .enumerate()
+                        .map(|(i, &d)| if i < 2 { d } else { 1 })
+                        .collect()
+                });
             }
             "Flatten" => {
                 out = input(0).map(|x| {
@@ -339,7 +375,10 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
             "Relu" | "Sigmoid" | "Tanh" | "Gelu" | "Add" | "Sub" | "Mul" | "Div" | "Dropout" | "Softmax"
             | "LeakyRelu" | "Clip" | "Identity" | "Erf" => out = input(0),
             _ => {
-                if n.input.iter().any(|i| weights.get(i.as_str()).is_some_and(|w| w.len() >= 2)) {
+                if n.input
+                    .iter()
+                    .any(|i| weights.get(i.as_str()).is_some_and(|w| w.len() >= 2))
+                {
                     layers.other += 1;
                 }
             }
@@ -458,7 +497,11 @@ mod tests {
                 "Conv",
                 &["x", "W", "B"],
                 "y",
-                vec![ints("pads", &[1, 1, 1, 1]), ints("strides", &[2, 2]), ints("kernel_shape", &[3, 3])],
+                vec![
+                    ints("pads", &[1, 1, 1, 1]),
+                    ints("strides", &[2, 2]),
+                    ints("kernel_shape", &[3, 3]),
+                ],
             )],
             vec![init("W", &[16, 3, 3, 3]), init("B", &[16])],
             value("x", &[8, 3, 32, 32]),
@@ -481,7 +524,12 @@ mod tests {
                 node("MatMul", &["h2", "W2"], "o0", vec![]),
                 node("Add", &["o0", "b2"], "y", vec![]),
             ],
-            vec![init("W1", &[784, 128]), init("b1", &[128]), init("W2", &[128, 10]), init("b2", &[10])],
+            vec![
+                init("W1", &[784, 128]),
+                init("b1", &[128]),
+                init("W2", &[128, 10]),
+                init("b2", &[10]),
+            ],
             value("x", &[0, 784]),
         );
         let f = features_from_onnx(&bytes, "mlp.onnx").unwrap();
@@ -497,7 +545,12 @@ mod tests {
         let bytes = model(
             vec![
                 node("Conv", &["x", "W"], "c", vec![]),
-                node("MaxPool", &["c"], "p", vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])]),
+                node(
+                    "MaxPool",
+                    &["c"],
+                    "p",
+                    vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
+                ),
                 node("Flatten", &["p"], "f", vec![]),
                 node("Gemm", &["f", "Wf"], "y", vec![int("transB", 1)]),
             ],
@@ -512,7 +565,10 @@ mod tests {
     #[test]
     fn bad_input_names_the_file_and_field() {
         let e = features_from_onnx(&[0xff, 0xff, 0xff], "junk.onnx").unwrap_err();
-        assert!(e.to_string().starts_with("junk.onnx: not an ONNX ModelProto"), "{e}");
+        assert!(
+            e.to_string().starts_with("junk.onnx: not an ONNX ModelProto"),
+            "{e}"
+        );
         let no_nodes = encode(&ModelProto {
             graph: Some(GraphProto::default()),
             ..Default::default()
@@ -525,6 +581,9 @@ mod tests {
             vec![init("W", &[4, 4])],
             value("x", &[1, 4]),
         );
-        assert_eq!(features_from_onnx(&bytes, "m.onnx").unwrap().uncounted, vec!["Gemm".to_string()]);
+        assert_eq!(
+            features_from_onnx(&bytes, "m.onnx").unwrap().uncounted,
+            vec!["Gemm".to_string()]
+        );
     }
 }

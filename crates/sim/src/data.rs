@@ -196,7 +196,12 @@ mod predictor_tests {
         let fitted = UtilizationPredictor::fit(&s, DEFAULT_PREDICTOR.form).unwrap();
         println!("{fitted:?}");
         for (a, b) in fitted.coef.iter().zip(&DEFAULT_PREDICTOR.coef) {
-            assert!((a - b).abs() < 1e-4, "fitted {:?}, shipped {:?}", fitted.coef, DEFAULT_PREDICTOR.coef);
+            assert!(
+                (a - b).abs() < 1e-4,
+                "fitted {:?}, shipped {:?}",
+                fitted.coef,
+                DEFAULT_PREDICTOR.coef
+            );
         }
     }
 }

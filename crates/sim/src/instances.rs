@@ -160,6 +160,7 @@ pub fn generate_round(
             class: None,
             mem_gib: None,
             utilization: None,
+            features: None,
         });
     }
     Round {

@@ -28,6 +28,7 @@ pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
         class: None,
         mem_gib: None,
         utilization: None,
+        features: None,
     }
 }
 

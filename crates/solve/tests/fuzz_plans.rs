@@ -170,6 +170,7 @@ fn build(
             class: None,
             mem_gib: None,
             utilization: None,
+            features: None,
         });
     }
     let mut round = Round {

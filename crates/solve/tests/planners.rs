@@ -62,6 +62,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             class: None,
             mem_gib: None,
             utilization: None,
+            features: None,
         });
     }
     let mut round = Round {

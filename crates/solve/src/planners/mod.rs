@@ -246,6 +246,7 @@ pub(crate) mod testutil {
             class: None,
             mem_gib: None,
             utilization: None,
+            features: None,
         }
     }
 

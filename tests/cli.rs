@@ -736,3 +736,139 @@ fn bench_takes_sharing() {
     assert_eq!(on[0]["sharing"], 2);
     assert_eq!(on[0]["failures"], 0);
 }
+
+#[test]
+fn predict_from_an_onnx_file_or_an_app_and_bad_input_exits_2() {
+    use gpuplan_predict::onnx::*;
+    let dir = std::env::temp_dir().join(format!("gpuplan-predict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // One Gemm layer, x [1, 784] · Wᵀ, W [10, 784]: 15,680 FLOPs, 7,850 parameters.
+    let shape = |d: &[i64]| TensorShapeProto {
+        dim: d
+            .iter()
+            .map(|&v| Dimension {
+                dim_value: v,
+                dim_param: String::new(),
+            })
+            .collect(),
+    };
+    let model = ModelProto {
+        ir_version: 9,
+        producer_name: "test".into(),
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                input: vec!["x".into(), "W".into(), "b".into()],
+                output: vec!["y".into()],
+                name: "fc".into(),
+                op_type: "Gemm".into(),
+                attribute: vec![AttributeProto {
+                    name: "transB".into(),
+                    i: 1,
+                    r#type: 2,
+                    ..Default::default()
+                }],
+            }],
+            name: "g".into(),
+            initializer: vec![
+                TensorProto {
+                    dims: vec![10, 784],
+                    data_type: 1,
+                    name: "W".into(),
+                },
+                TensorProto {
+                    dims: vec![10],
+                    data_type: 1,
+                    name: "b".into(),
+                },
+            ],
+            input: vec![ValueInfoProto {
+                name: "x".into(),
+                r#type: Some(TypeProto {
+                    tensor_type: Some(TensorTypeProto {
+                        elem_type: 1,
+                        shape: Some(shape(&[1, 784])),
+                    }),
+                }),
+            }],
+            output: vec![],
+            value_info: vec![],
+        }),
+    };
+    let file = dir.join("gemm.onnx");
+    std::fs::write(&file, encode(&model)).unwrap();
+    let f = file.to_str().unwrap();
+    let v = json(&run(&[
+        "predict",
+        "--onnx",
+        f,
+        "--local-bsz",
+        "64",
+        "--gpus",
+        "2",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["features"]["flops_per_sample"], 15680.0);
+    assert_eq!(v["features"]["params"], 7850.0);
+    assert_eq!(v["features"]["layers"]["matmul"], 1);
+    let u = v["utilization"].as_f64().unwrap();
+    assert!(u > 0.0 && u < 1.0, "{u}");
+
+    // The app table; more nodes, less compute share.
+    let at = |nodes: &str, gpus: &str| {
+        let v = json(&run(&[
+            "predict",
+            "--app",
+            "bert",
+            "--local-bsz",
+            "8",
+            "--gpus",
+            gpus,
+            "--nodes",
+            nodes,
+            "--format",
+            "json",
+        ]));
+        v["utilization"].as_f64().unwrap()
+    };
+    assert!(at("2", "8") < at("1", "2"));
+
+    // Bad input: exit 2, naming the file and the field.
+    let junk = dir.join("junk.onnx");
+    std::fs::write(&junk, [0xffu8, 0xff, 0xff]).unwrap();
+    let o = run(&["predict", "--onnx", junk.to_str().unwrap(), "--local-bsz", "8"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("junk.onnx: not an ONNX ModelProto"),
+        "{}",
+        stderr(&o)
+    );
+    let empty = dir.join("empty.onnx");
+    std::fs::write(&empty, []).unwrap();
+    let o = run(&["predict", "--onnx", empty.to_str().unwrap(), "--local-bsz", "8"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("empty.onnx: graph: missing"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["predict", "--app", "nope", "--local-bsz", "8"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--app: unknown application 'nope'"),
+        "{}",
+        stderr(&o)
+    );
+    let bad = dir.join("records.json");
+    std::fs::write(&bad, "[{\"family\": 3}]").unwrap();
+    let o = run(&[
+        "predict",
+        "--fit",
+        dir.join("p.json").to_str().unwrap(),
+        "--records",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("records.json:1:"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -58,6 +58,7 @@ fn main() {
             preemptible: true,
             max_crashes: None,
             uid: None,
+            features: None,
         })
         .expect("submit");
     }

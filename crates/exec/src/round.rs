@@ -174,6 +174,7 @@ impl Daemon {
                 },
                 restart_penalty_s: j.spec.restart_cost_s,
                 limits: Some(j.limits()),
+                features: j.spec.features,
             };
             let state = JobState {
                 progress: j.progress,

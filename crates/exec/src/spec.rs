@@ -49,6 +49,11 @@ pub struct JobSubmission {
     /// daemon's user.
     #[serde(default)]
     pub uid: Option<u32>,
+    /// The model's features (`flops_per_sample`, `params`, `[features.layers]`),
+    /// for the utilization predictor while the job has no measurements
+    /// (`gpuplan predict --onnx MODEL` prints them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<gpuplan_core::predict::ModelFeatures>,
 }
 
 fn yes() -> bool {
@@ -111,6 +116,16 @@ impl JobSubmission {
         if self.max_local_bsz == Some(0) {
             p.push(("max_local_bsz", "must be >= 1, got 0".to_string()));
         }
+        if let Some(f) = &self.features {
+            for (name, v) in [
+                ("features.flops_per_sample", f.flops_per_sample),
+                ("features.params", f.params),
+            ] {
+                if !v.is_finite() || v <= 0.0 {
+                    p.push((name, format!("must be a finite number > 0, got {v}")));
+                }
+            }
+        }
         for (f, v) in [("restart_cost_s", self.restart_cost_s), ("grace_s", self.grace_s)] {
             if let Some(v) = v {
                 if !v.is_finite() || v < 0.0 {
@@ -157,6 +172,8 @@ fn line_of(text: &str, byte: usize) -> usize {
 
 /// The line of `field = ...` in a flat TOML file.
 fn field_line(text: &str, field: &str) -> Option<usize> {
+    // A field of a table (`features.params`) is written `params = ...` under `[features]`.
+    let field = field.rsplit('.').next().unwrap_or(field);
     text.lines()
         .position(|l| {
             let l = l.trim_start();
@@ -171,6 +188,28 @@ mod tests {
     use super::*;
 
     const OK: &str = "name = \"a\"\ncommand = \"true\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 64\n";
+
+    #[test]
+    fn model_features_are_optional_and_checked() {
+        assert_eq!(JobSubmission::from_toml(OK, "j.toml").unwrap().features, None);
+        let with = format!(
+            "{OK}[features]\nflops_per_sample = 2.2e9\nparams = 11e6\n[features.layers]\nconv = 20\n"
+        );
+        let f = JobSubmission::from_toml(&with, "j.toml")
+            .unwrap()
+            .features
+            .unwrap();
+        assert_eq!(
+            (f.flops_per_sample, f.params, f.layers.conv, f.layers.matmul),
+            (2.2e9, 11e6, 20, 0)
+        );
+        let bad = format!("{OK}[features]\nflops_per_sample = 2.2e9\nparams = -1\n");
+        let e = JobSubmission::from_toml(&bad, "j.toml").unwrap_err();
+        assert_eq!(
+            e,
+            vec!["j.toml:8:features.params: must be a finite number > 0, got -1".to_string()]
+        );
+    }
 
     #[test]
     fn minimal_spec_parses_with_defaults() {

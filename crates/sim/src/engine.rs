@@ -632,6 +632,7 @@ pub fn simulate_workload(
                 },
                 restart_penalty_s: None,
                 limits: j.profile.map(|p| p.limits),
+                features: None,
             };
             let state = JobState {
                 progress: j.progress,

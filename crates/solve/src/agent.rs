@@ -397,6 +397,9 @@ pub struct JobFacts {
     /// Batch limits; `None` for a job with no batch to adapt (a rigid trace
     /// job), which never gets a model.
     pub limits: Option<BatchLimits>,
+    /// Model features from the submission, where it gives them
+    /// ([`gpuplan_core::RoundJob::features`]).
+    pub features: Option<gpuplan_core::predict::ModelFeatures>,
 }
 
 /// The planner's view of one job: the facts, the state, the fitted model.
@@ -431,7 +434,7 @@ pub fn round_job(
         class: None,
         mem_gib: None,
         utilization: None,
-        features: None,
+        features: facts.features,
     }
 }
 

@@ -213,6 +213,7 @@ mod tests {
             class: None,
             mem_gib: None,
             utilization: None,
+            colocation_key: None,
         }
     }
 
@@ -232,6 +233,7 @@ mod tests {
             ],
             params: PolicyParams::default(),
             variability: None,
+            colocation: None,
         };
         bind_round(&mut r);
         assert_eq!(r.jobs[0].state.allocation.gpus(), &[g(0, 1), g(0, 2)]);
@@ -250,6 +252,7 @@ mod tests {
             ],
             params: PolicyParams::default(),
             variability: None,
+            colocation: None,
         };
         let mut plan = Plan::new("t", PlanStatus::Feasible);
         // Job 1 grows to 2 GPUs, job 0 keeps its count: both at node level.

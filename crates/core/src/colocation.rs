@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use crate::job::{Allocation, GpuId};
 use crate::math::Libm;
 use crate::plan::Plan;
-use crate::round::{Round, RoundJob};
+use crate::round::{Round, RoundJob, SharingPairs};
 
 /// The compute share of a step, (step − sync)/step, in [0, 1]: the part of
 /// the step the GPU computes; the rest it waits for gradient sync. A job
@@ -243,6 +243,45 @@ pub fn fits_memory(gpu_type: &str, mems: &[Option<f64>]) -> bool {
     sum <= cap + 1e-9
 }
 
+/// The interference model a round's planners value sharing with: the
+/// round's own (`Round::colocation`), else the shipped curve with no pairs.
+pub fn round_model(round: &Round) -> std::borrow::Cow<'_, Colocation> {
+    match &round.colocation {
+        Some(c) => std::borrow::Cow::Borrowed(c),
+        None => std::borrow::Cow::Owned(Colocation::default()),
+    }
+}
+
+/// Whether two jobs may share a GPU of `gpu_type` in `round`: their
+/// memories fit, and under `params.sharing_pairs = measured` the round's
+/// model measured their pair. The one rule the planners and the validator
+/// share.
+pub fn may_pair(round: &Round, model: &Colocation, gpu_type: &str, a: &RoundJob, b: &RoundJob) -> bool {
+    fits_memory(gpu_type, &[job_memory_gib(a), job_memory_gib(b)]) && measured_enough(round, model, a, b)
+}
+
+/// Under `sharing_pairs = measured`: whether the pair was measured (always
+/// true under `all`).
+pub fn measured_enough(round: &Round, model: &Colocation, a: &RoundJob, b: &RoundJob) -> bool {
+    match round.params.sharing_pairs {
+        SharingPairs::All => true,
+        SharingPairs::Measured => match (&a.colocation_key, &b.colocation_key) {
+            (Some(ka), Some(kb)) => model.lookup(ka, kb).is_some(),
+            _ => false,
+        },
+    }
+}
+
+/// Each job's predicted slowdown in a pair, by the round's model: measured
+/// where both keys were measured together, else the curve at the summed
+/// predicted utilization on `gpus` GPUs of one node.
+pub fn predicted_pair(model: &Colocation, a: &RoundJob, b: &RoundJob, gpus: u32) -> (f64, f64) {
+    model.pair(
+        (a.colocation_key.as_deref(), predicted_utilization(a, 1, gpus)),
+        (b.colocation_key.as_deref(), predicted_utilization(b, 1, gpus)),
+    )
+}
+
 /// A job's predicted utilization on `gpus` GPUs over `nodes` nodes, at the
 /// batch its goodput model would choose there: what a planner believes
 /// before the pair runs; a measured `utilization` in the round wins. A job with no model yet counts as fully busy, the
@@ -260,19 +299,23 @@ pub fn predicted_utilization(job: &RoundJob, nodes: u32, gpus: u32) -> f64 {
 }
 
 /// Each job's predicted slowdown from sharing in `plan` (round order; 1 for
-/// a job alone on its GPUs): the curve at the summed predicted utilization
-/// of each GPU's jobs, the worst GPU setting the job's pace. Named GPUs
-/// only: unnamed slots are GPUs of their own.
+/// a job alone on its GPUs): the round's measured pair where both jobs'
+/// keys were measured, else `curve` (or the round's model's) at the summed
+/// predicted utilization of each GPU's jobs, the worst GPU setting the
+/// job's pace. Named GPUs only: unnamed slots are GPUs of their own.
 pub fn plan_slowdowns(round: &Round, plan: &Plan, curve: &SlowdownCurve) -> Vec<f64> {
     if round.params.sharing <= 1 {
         return vec![1.0; round.jobs.len()];
     }
     let allocs: Vec<&Allocation> = round.jobs.iter().map(|j| plan.gpus_of(j.id)).collect();
-    let model = Colocation::new(*curve, Vec::new());
+    let model = match &round.colocation {
+        Some(c) => std::borrow::Cow::Borrowed(c),
+        None => std::borrow::Cow::Owned(Colocation::new(*curve, Vec::new())),
+    };
     sharing_slowdowns(
         &model,
         &allocs,
-        |_| None,
+        |j| round.jobs[j].colocation_key.clone(),
         |j| predicted_utilization(&round.jobs[j], allocs[j].num_nodes(), allocs[j].num_gpus()),
     )
 }

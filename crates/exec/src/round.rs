@@ -206,6 +206,7 @@ impl Daemon {
                     ..self.cfg.params
                 },
                 variability: None,
+                colocation: None,
             },
             node_gpus,
             targets,

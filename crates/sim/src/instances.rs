@@ -160,6 +160,7 @@ pub fn generate_round(
             class: None,
             mem_gib: None,
             utilization: None,
+            colocation_key: None,
         });
     }
     Round {
@@ -168,6 +169,7 @@ pub fn generate_round(
         jobs: out,
         params: PolicyParams::default(),
         variability: None,
+        colocation: None,
     }
 }
 

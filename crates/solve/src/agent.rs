@@ -431,6 +431,7 @@ pub fn round_job(
         class: None,
         mem_gib: None,
         utilization: None,
+        colocation_key: None,
     }
 }
 

@@ -28,6 +28,7 @@ pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
         class: None,
         mem_gib: None,
         utilization: None,
+        colocation_key: None,
     }
 }
 
@@ -80,5 +81,6 @@ pub fn round(cluster: &str, jobs: Vec<RoundJob>, interference: Interference) -> 
             ..Default::default()
         },
         variability: None,
+        colocation: None,
     }
 }

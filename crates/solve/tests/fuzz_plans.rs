@@ -170,6 +170,7 @@ fn build(
             class: None,
             mem_gib: None,
             utilization: None,
+            colocation_key: None,
         });
     }
     let mut round = Round {
@@ -188,6 +189,7 @@ fn build(
             ..Default::default()
         },
         variability: None,
+        colocation: None,
     };
     gpuplan_core::bind_round(&mut round);
     if tidy {

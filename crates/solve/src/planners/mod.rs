@@ -246,6 +246,7 @@ pub(crate) mod testutil {
             class: None,
             mem_gib: None,
             utilization: None,
+            colocation_key: None,
         }
     }
 
@@ -261,6 +262,7 @@ pub(crate) mod testutil {
                 ..PolicyParams::default()
             },
             variability: None,
+            colocation: None,
         }
     }
 

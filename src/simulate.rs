@@ -116,6 +116,15 @@ pub enum SharingPairsArg {
     Measured,
 }
 
+impl From<SharingPairsArg> for gpuplan_core::SharingPairs {
+    fn from(a: SharingPairsArg) -> Self {
+        match a {
+            SharingPairsArg::All => gpuplan_core::SharingPairs::All,
+            SharingPairsArg::Measured => gpuplan_core::SharingPairs::Measured,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum InterferenceArg {
     Avoid,
@@ -270,10 +279,7 @@ impl SimOpts {
                 cfg.colocation_jobs = gpuplan_sim::colocation::gavel_jobs(&table, &self.trace.gavel_gpu_type);
             }
         }
-        cfg.params.sharing_pairs = match self.sharing_pairs {
-            SharingPairsArg::All => gpuplan_core::SharingPairs::All,
-            SharingPairsArg::Measured => gpuplan_core::SharingPairs::Measured,
-        };
+        cfg.params.sharing_pairs = self.sharing_pairs.into();
         cfg.interference_slowdown = self.interference_slowdown;
         cfg.time_limit_s = self.time_limit;
         cfg.params.p = self.p;

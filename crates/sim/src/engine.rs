@@ -534,8 +534,15 @@ pub fn simulate_workload(
         jobs: Vec::new(),
         params: cfg.params,
         variability: speeds.as_ref().map(|s| s.gpus.clone()),
-        // Planners value pairs with the measurements the run knows.
-        colocation: (cfg.params.sharing > 1).then(|| cfg.colocation.clone().unwrap_or_default()),
+        // Planners value pairs with the measurements the run knows, and
+        // the rest with the shipped curve (as before measurements existed).
+        colocation: (cfg.params.sharing > 1).then(|| {
+            let measured = cfg.colocation.as_ref().map(|c| c.measured().to_vec());
+            Colocation::new(
+                gpuplan_core::colocation::GAVEL_CURVE,
+                measured.unwrap_or_default(),
+            )
+        }),
     };
     let memo = FitMemo::default();
     let truth = cfg.colocation.clone().unwrap_or_default();

@@ -95,6 +95,20 @@ pub struct ServeArgs {
     /// δ of the restart factor (seconds a restart is assumed to cost).
     #[arg(long, default_value_t = 30.0)]
     pub restart_penalty: f64,
+    /// Let up to K jobs share a GPU (K = 2 when given alone; off by default). Planners that share
+    /// (mip-exact, pollux-mip) decide which; co-located jobs get the same GPU and time-slice
+    /// unless --mps is given. See docs/colocation.md.
+    #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
+    pub sharing: Option<u32>,
+    /// With --sharing: which pairs may share: all (memory permitting) or only pairs this daemon
+    /// has measured together.
+    #[arg(long, value_enum, default_value = "all")]
+    pub sharing_pairs: crate::simulate::SharingPairsArg,
+    /// Run jobs as CUDA MPS clients of the control daemon whose pipe and log directories are
+    /// DIR/pipe and DIR/log (start it first: CUDA_MPS_PIPE_DIRECTORY=DIR/pipe
+    /// CUDA_MPS_LOG_DIRECTORY=DIR/log nvidia-cuda-mps-control -d). Without it, shared GPUs time-slice.
+    #[arg(long, value_name = "DIR")]
+    pub mps: Option<PathBuf>,
 }
 
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
@@ -119,6 +133,17 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     cfg.max_crashes = a.max_crashes.max(1);
     cfg.limits.time_limit_s = a.time_limit.as_secs_f64().max(0.01);
     cfg.params.restart_penalty_s = a.restart_penalty;
+    if let Some(k) = a.sharing {
+        if k == 0 {
+            bail!("--sharing must be >= 1 (jobs per GPU; 1 = no sharing), got 0");
+        }
+        cfg.params.sharing = k;
+    }
+    cfg.params.sharing_pairs = a.sharing_pairs.into();
+    if a.mps.is_some() && cfg.params.sharing < 2 {
+        bail!("--mps needs --sharing: without sharing no two jobs run on one GPU");
+    }
+    cfg.mps = a.mps;
     let token = std::env::var("GPUPLAN_TOKEN").ok();
     gpuplan_exec::serve_blocking(gpuplan_exec::ServeConfig {
         daemon: cfg,

@@ -102,6 +102,27 @@ pub struct SimOpts {
     /// co-located speed where their models were measured, else the fitted curve. See docs/colocation.md.
     #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
     pub sharing: Option<u32>,
+    /// With --sharing: which pairs may share a GPU. `all`: any two whose memories fit (unmeasured
+    /// pairs valued by the fitted curve); `measured`: only pairs whose co-located speeds Gavel
+    /// measured (Lucid's rule).
+    #[arg(long, value_enum, default_value = "all")]
+    pub sharing_pairs: SharingPairsArg,
+}
+
+/// `--sharing-pairs`: [`gpuplan_core::SharingPairs`] on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SharingPairsArg {
+    All,
+    Measured,
+}
+
+impl From<SharingPairsArg> for gpuplan_core::SharingPairs {
+    fn from(a: SharingPairsArg) -> Self {
+        match a {
+            SharingPairsArg::All => gpuplan_core::SharingPairs::All,
+            SharingPairsArg::Measured => gpuplan_core::SharingPairs::Measured,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -253,9 +274,12 @@ impl SimOpts {
             }
             cfg.params.sharing = k;
             if k > 1 {
-                cfg.colocation = Some(self.colocation_truth()?);
+                let table = self.gavel_table()?;
+                cfg.colocation = Some(gpuplan_sim::colocation::ground_truth(&table));
+                cfg.colocation_jobs = gpuplan_sim::colocation::gavel_jobs(&table, &self.trace.gavel_gpu_type);
             }
         }
+        cfg.params.sharing_pairs = self.sharing_pairs.into();
         cfg.interference_slowdown = self.interference_slowdown;
         cfg.time_limit_s = self.time_limit;
         cfg.params.p = self.p;
@@ -305,11 +329,11 @@ impl SimOpts {
         p
     }
 
-    /// The simulator's ground truth for co-located jobs: Gavel's measured
-    /// pairs and the curve fitted to them, from `--gavel-throughputs` or the
-    /// bundled table.
-    fn colocation_truth(&self) -> Result<gpuplan_core::colocation::Colocation> {
-        use gpuplan_sim::colocation::{ground_truth, parse_gavel};
+    /// Gavel's throughput table, from `--gavel-throughputs` or the bundled
+    /// one: the simulator's ground truth for co-located jobs (measured
+    /// pairs, the curve fitted to them) and its rigid jobs' sharing facts.
+    fn gavel_table(&self) -> Result<gpuplan_sim::colocation::GavelTable> {
+        use gpuplan_sim::colocation::parse_gavel;
         let table = match &self.trace.gavel_throughputs {
             Some(p) => {
                 let b = std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()))?;
@@ -317,7 +341,7 @@ impl SimOpts {
             }
             None => parse_gavel("simulation_throughputs.json", crate::trace::GAVEL_THROUGHPUTS)?,
         };
-        Ok(ground_truth(&table))
+        Ok(table)
     }
 }
 

@@ -24,6 +24,7 @@ fn sim_job(app: &str, work: Work) -> WorkloadJob {
             preemptible: true,
         },
         work,
+        model: None,
     }
 }
 

@@ -872,3 +872,31 @@ fn predict_from_an_onnx_file_or_an_app_and_bad_input_exits_2() {
     assert!(stderr(&o).contains("records.json:1:"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Gavel's rigid jobs share under `--sharing` (their trace model gives
+/// utilization, memory and measured pairs), with any pair or only measured
+/// ones; off, nothing is shared.
+#[test]
+fn gavel_traces_share_with_sharing_pairs() {
+    let sim = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "--workload",
+            "traces/gavel/physical_cluster/artifact_evaluation.trace",
+            "--policy",
+            "pollux-mip",
+            "--cluster",
+            "1x4",
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        json(&run(&args))
+    };
+    assert_eq!(sim(&[])["gpu_shared"], 0.0);
+    for extra in [&["--sharing"][..], &["--sharing", "--sharing-pairs", "measured"]] {
+        let on = sim(extra);
+        assert_eq!(on["jobs"], 15);
+        assert!(on["gpu_shared"].as_f64().unwrap() > 0.0, "{extra:?}: {on}");
+    }
+}

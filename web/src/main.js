@@ -138,6 +138,7 @@ const FIELD_HELP = {
   cross_node_factor: 'With variability: how many times slower a rigid (trace) job runs when it spans nodes (PAL\'s L, 1.7 by default).',
   placement: 'How fixed-size policies (fifo, srtf, optimus, tiresias, tiresias-gittins) pick GPUs, as gpuplan simulate --placement: default = the policy\'s own (running jobs kept); packed = fewest nodes; random; pm-first = fastest GPUs for the job\'s class; pal = PAL\'s least expected slowdown (pm-first and pal need GPU variability). Other policies place jobs themselves.',
   sticky: 'With a placement: running jobs keep their GPUs instead of being placed afresh every round (--sticky).',
+  sharing: 'Most jobs one GPU may hold (--sharing K; 1 = none). mip-exact and pollux-mip decide who shares; shared jobs run slower by Gavel\'s fitted co-location curve. The round inspector lists who shares with whom.',
 };
 
 /// One line for each policy.
@@ -164,14 +165,14 @@ const GOODPUT_NOTE = 'value: the job\'s term in the objective, its speedup over 
 
 const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
   'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor', 'placement',
-  'sticky'];
+  'sticky', 'sharing'];
 const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'load ×', policy: 'policy', p: 'p',
   restart_delay_s: 'restart delay', interval_s: 'interval', interference: 'interference',
   interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed', variability: 'variability',
-  cross_node_factor: 'cross-node L', placement: 'placement', sticky: 'sticky' };
+  cross_node_factor: 'cross-node L', placement: 'placement', sticky: 'sticky', sharing: 'jobs per GPU' };
 const BOOLEAN = new Set(['sticky']);
 const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed',
-  'cross_node_factor']);
+  'cross_node_factor', 'sharing']);
 
 function scenarioElements() {
   return [...document.querySelectorAll('#scenarios .scenario')];
@@ -203,7 +204,8 @@ function addScenario(values) {
       (takes ? '' : ` (places jobs itself: no placement stage, which only ${state.catalog.placement_policies.join(', ')} take)`);
   };
   pol.addEventListener('change', showPolicy);
-  const s = { ...state.catalog.defaults, ...values };
+  // sharing: absent from the defaults and from links made before it (1 = none).
+  const s = { sharing: 1, ...state.catalog.defaults, ...values };
   if (!s.label) s.label = freshLabel();
   for (const f of FIELDS) {
     const el = node.querySelector(`[name=${f}]`);
@@ -1098,6 +1100,15 @@ function hardwareCell(j) {
     `<small>class ${v.class}, expected <span class="expected">×${v.expected_factor.toFixed(3)}</span></small></td>`;
 }
 
+/// Who shares with whom: each GPU the plan gives two or more jobs.
+function sharingBlock(d) {
+  const shared = d.shared_gpus || [];
+  if (!shared.length) return '';
+  const items = shared.map((g) => `<li><span class="gpu">${esc(g.node_name)}/GPU ${g.gpu}</span>: ` +
+    `${g.jobs.map((j) => `<span class="job">${esc(j)}</span>`).join(' + ')}</li>`);
+  return `<div class="shared-gpus"><b>shared GPUs</b> (${shared.length})<ul>${items.join('')}</ul></div>`;
+}
+
 function renderInspector(d) {
   state.inspected = d;
   $('#resolve-out').textContent = '';
@@ -1110,7 +1121,7 @@ function renderInspector(d) {
     `<span>gap ${gap}</span><span>solve ${d.solve_ms.toFixed(2)} ms</span><span>p = ${d.p}</span>` +
     `<span>fair share ${d.fair_share[1]} GPU</span>` + (d.reason ? `<div class="reason">note: ${esc(d.reason)}</div>` : '') +
     (d.bound == null ? `<div class="note">bound and gap —: ${NO_BOUND}.</div>` : '') +
-    `<div class="note">${GOODPUT_NOTE}</div><div class="note">${HARDWARE_NOTE}</div>`;
+    `<div class="note">${GOODPUT_NOTE}</div><div class="note">${HARDWARE_NOTE}</div>` + sharingBlock(d);
   const rows = d.jobs.map((j) => {
     const table = j.speedups
       .filter((s) => s.gpus === j.chosen_gpus || (s.gpus & (s.gpus - 1)) === 0)

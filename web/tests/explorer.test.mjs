@@ -891,3 +891,27 @@ test('the last results survive a reload (IndexedDB), and say their rounds are go
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 15: with jobs per GPU above 1 the round inspector says who shares with whom.
+test('sharing: two jobs on one GPU are listed together in the round inspector', async () => {
+  const tiny = 'name,submit_s,gpus,app,batch_size,duration_s,model,group\na,0,1,cifar10,128,,,\nb,0,1,ncf,16384,,,\n';
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'share.csv', mimeType: 'text/csv', buffer: Buffer.from(tiny) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'policy', 'pollux-mip');
+  await setField(page, 0, 'cluster', '1x1');
+  await setField(page, 0, 'sharing', 2);
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  assert.equal(run.scenario.sharing, 2);
+  assert.ok(run.summary.gpu_shared > 0, `gpu_shared ${run.summary.gpu_shared}`);
+  await page.selectOption('#inspect-run', '0');
+  await page.fill('#inspect-index', '0');
+  await page.dispatchEvent('#inspect-index', 'change');
+  await page.waitForSelector('#inspect-head .shared-gpus');
+  const items = await page.locator('#inspect-head .shared-gpus li').allTextContents();
+  assert.equal(items.length, 1, items.join('|'));
+  assert.match(items[0], /GPU 0: a \+ b$/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -214,6 +214,7 @@ mod tests {
             mem_gib: None,
             utilization: None,
             features: None,
+            colocation_key: None,
         }
     }
 
@@ -233,6 +234,7 @@ mod tests {
             ],
             params: PolicyParams::default(),
             variability: None,
+            colocation: None,
         };
         bind_round(&mut r);
         assert_eq!(r.jobs[0].state.allocation.gpus(), &[g(0, 1), g(0, 2)]);
@@ -251,6 +253,7 @@ mod tests {
             ],
             params: PolicyParams::default(),
             variability: None,
+            colocation: None,
         };
         let mut plan = Plan::new("t", PlanStatus::Feasible);
         // Job 1 grows to 2 GPUs, job 0 keeps its count: both at node level.

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use crate::job::{Allocation, GpuId};
 use crate::math::Libm;
 use crate::plan::Plan;
-use crate::round::{Round, RoundJob};
+use crate::round::{Round, RoundJob, SharingPairs};
 
 /// The compute share of a step, (step − sync)/step, in [0, 1]: the part of
 /// the step the GPU computes; the rest it waits for gradient sync. A job
@@ -185,11 +185,71 @@ impl Colocation {
     }
 }
 
+/// A co-located job's measured slowdown: its step time beside another job
+/// over its step time alone at the same configuration, never below 1 (a
+/// partner cannot speed a job up; a faster shared step is noise).
+pub fn measured_slowdown(solo_step_s: f64, shared_step_s: f64) -> Option<f64> {
+    (solo_step_s > 0.0 && shared_step_s.is_finite() && shared_step_s > 0.0)
+        .then(|| (shared_step_s / solo_step_s).max(1.0))
+}
+
+/// One job's slowdown measured beside a partner (by their model keys): what
+/// the executor records, and what [`Colocation::from_observed`] turns into
+/// measured pairs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observed {
+    pub key: String,
+    pub partner: String,
+    pub slowdown: f64,
+}
+
+impl Colocation {
+    /// The model a live cluster learns: `curve`, overridden by every pair
+    /// some job was measured in. A side measured several times takes the
+    /// mean; a side never measured takes its partner's (the pair's best
+    /// evidence of what sharing costs).
+    pub fn from_observed(curve: SlowdownCurve, obs: &[Observed]) -> Colocation {
+        let mut sides: BTreeMap<(&str, &str), (f64, u32)> = BTreeMap::new();
+        for o in obs.iter().filter(|o| o.slowdown.is_finite() && o.slowdown > 0.0) {
+            let e = sides.entry((o.key.as_str(), o.partner.as_str())).or_default();
+            e.0 += o.slowdown;
+            e.1 += 1;
+        }
+        let mean = |k: (&str, &str)| sides.get(&k).map(|(s, n)| s / f64::from(*n));
+        let mut pairs = Vec::new();
+        for &(a, b) in sides.keys() {
+            if a > b && sides.contains_key(&(b, a)) {
+                continue; // taken from the other side
+            }
+            let fa = mean((a, b));
+            let fb = mean((b, a)).or(fa);
+            if let (Some(fa), Some(fb)) = (fa, fb) {
+                pairs.push(MeasuredPair {
+                    a: a.to_string(),
+                    b: b.to_string(),
+                    slowdown_a: fa,
+                    slowdown_b: fb,
+                });
+            }
+        }
+        Colocation::new(curve, pairs)
+    }
+}
+
 /// Memory (GiB) of one GPU of a type, for the types gpuplan's traces and
 /// clusters name (vendor data sheets; the 16 GiB V100, the 40 GiB A100).
-/// `None` for an unknown type: jobs never share it.
+/// Other names are read for a memory size the way NVML names devices
+/// ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB"), so the executor's
+/// types are known too. `None` for an unknown type: jobs never share it.
 pub fn gpu_memory_gib(gpu_type: &str) -> Option<f64> {
-    Some(match gpu_type.to_ascii_lowercase().as_str() {
+    let lower = gpu_type.to_ascii_lowercase();
+    let named = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find_map(|w| w.strip_suffix("gb")?.parse::<u32>().ok().filter(|g| *g > 0));
+    if let Some(g) = named {
+        return Some(f64::from(g));
+    }
+    Some(match lower.as_str() {
         "t4" | "p100" | "v100" | "rtx5000" => 16.0,
         "k80" => 12.0,
         "rtx2080ti" => 11.0,
@@ -243,6 +303,45 @@ pub fn fits_memory(gpu_type: &str, mems: &[Option<f64>]) -> bool {
     sum <= cap + 1e-9
 }
 
+/// The interference model a round's planners value sharing with: the
+/// round's own (`Round::colocation`), else the shipped curve with no pairs.
+pub fn round_model(round: &Round) -> std::borrow::Cow<'_, Colocation> {
+    match &round.colocation {
+        Some(c) => std::borrow::Cow::Borrowed(c),
+        None => std::borrow::Cow::Owned(Colocation::default()),
+    }
+}
+
+/// Whether two jobs may share a GPU of `gpu_type` in `round`: their
+/// memories fit, and under `params.sharing_pairs = measured` the round's
+/// model measured their pair. The one rule the planners and the validator
+/// share.
+pub fn may_pair(round: &Round, model: &Colocation, gpu_type: &str, a: &RoundJob, b: &RoundJob) -> bool {
+    fits_memory(gpu_type, &[job_memory_gib(a), job_memory_gib(b)]) && measured_enough(round, model, a, b)
+}
+
+/// Under `sharing_pairs = measured`: whether the pair was measured (always
+/// true under `all`).
+pub fn measured_enough(round: &Round, model: &Colocation, a: &RoundJob, b: &RoundJob) -> bool {
+    match round.params.sharing_pairs {
+        SharingPairs::All => true,
+        SharingPairs::Measured => match (&a.colocation_key, &b.colocation_key) {
+            (Some(ka), Some(kb)) => model.lookup(ka, kb).is_some(),
+            _ => false,
+        },
+    }
+}
+
+/// Each job's predicted slowdown in a pair, by the round's model: measured
+/// where both keys were measured together, else the curve at the summed
+/// predicted utilization on `gpus` GPUs of one node.
+pub fn predicted_pair(model: &Colocation, a: &RoundJob, b: &RoundJob, gpus: u32) -> (f64, f64) {
+    model.pair(
+        (a.colocation_key.as_deref(), predicted_utilization(a, 1, gpus)),
+        (b.colocation_key.as_deref(), predicted_utilization(b, 1, gpus)),
+    )
+}
+
 /// A job's predicted utilization on `gpus` GPUs over `nodes` nodes, at the
 /// batch its goodput model would choose there: what a planner believes
 /// before the pair runs; a measured `utilization` in the round wins. A job
@@ -265,19 +364,23 @@ pub fn predicted_utilization(job: &RoundJob, nodes: u32, gpus: u32) -> f64 {
 }
 
 /// Each job's predicted slowdown from sharing in `plan` (round order; 1 for
-/// a job alone on its GPUs): the curve at the summed predicted utilization
-/// of each GPU's jobs, the worst GPU setting the job's pace. Named GPUs
-/// only: unnamed slots are GPUs of their own.
+/// a job alone on its GPUs): the round's measured pair where both jobs'
+/// keys were measured, else `curve` (or the round's model's) at the summed
+/// predicted utilization of each GPU's jobs, the worst GPU setting the
+/// job's pace. Named GPUs only: unnamed slots are GPUs of their own.
 pub fn plan_slowdowns(round: &Round, plan: &Plan, curve: &SlowdownCurve) -> Vec<f64> {
     if round.params.sharing <= 1 {
         return vec![1.0; round.jobs.len()];
     }
     let allocs: Vec<&Allocation> = round.jobs.iter().map(|j| plan.gpus_of(j.id)).collect();
-    let model = Colocation::new(*curve, Vec::new());
+    let model = match &round.colocation {
+        Some(c) => std::borrow::Cow::Borrowed(c),
+        None => std::borrow::Cow::Owned(Colocation::new(*curve, Vec::new())),
+    };
     sharing_slowdowns(
         &model,
         &allocs,
-        |_| None,
+        |j| round.jobs[j].colocation_key.clone(),
         |j| predicted_utilization(&round.jobs[j], allocs[j].num_nodes(), allocs[j].num_gpus()),
     )
 }
@@ -425,6 +528,33 @@ mod tests {
         assert_eq!(c.pair((None, 0.1), (Some("y"), 0.1)), (1.5, 1.5));
     }
 
+    /// Live measurements become pairs: means per side, a side never
+    /// measured takes its partner's, and they override the curve.
+    #[test]
+    fn observed_slowdowns_become_measured_pairs() {
+        let o = |k: &str, p: &str, f: f64| Observed {
+            key: k.into(),
+            partner: p.into(),
+            slowdown: f,
+        };
+        let c = Colocation::from_observed(
+            GAVEL_CURVE,
+            &[
+                o("a", "b", 1.2),
+                o("a", "b", 1.4),
+                o("b", "a", 2.0),
+                o("c", "a", 1.5),
+            ],
+        );
+        let (x, y) = c.lookup("a", "b").unwrap();
+        assert!((x - 1.3).abs() < 1e-12 && y == 2.0, "{x} {y}");
+        assert_eq!(c.lookup("a", "c"), Some((1.5, 1.5)));
+        assert_eq!(c.measured().len(), 2);
+        assert_eq!(measured_slowdown(2.0, 3.0), Some(1.5));
+        assert_eq!(measured_slowdown(2.0, 1.0), Some(1.0));
+        assert_eq!(measured_slowdown(0.0, 1.0), None);
+    }
+
     /// Ground truth per GPU: a measured pair by key, the curve for an
     /// unmeasured pair and for three jobs; a job's worst GPU sets its pace.
     #[test]
@@ -473,5 +603,11 @@ mod tests {
         assert!(!fits_memory("t4", &[Some(4.0), None]));
         assert!(!fits_memory("mystery", &[Some(1.0), Some(1.0)]));
         assert!(fits_memory("mystery", &[None]));
+        // NVML's device names carry their memory.
+        assert_eq!(gpu_memory_gib("NVIDIA A100-SXM4-40GB"), Some(40.0));
+        assert_eq!(gpu_memory_gib("NVIDIA H100 80GB HBM3"), Some(80.0));
+        assert_eq!(gpu_memory_gib("Tesla V100-SXM2-16GB"), Some(16.0));
+        assert_eq!(gpu_memory_gib("Fake GPU 16GB"), Some(16.0));
+        assert_eq!(gpu_memory_gib("Tesla T4"), None);
     }
 }

@@ -185,6 +185,7 @@ mod tests {
             mem_gib: None,
             utilization: None,
             features: None,
+            colocation_key: None,
         };
         // (600 − 30·2)/(600 + 30) = 540/630
         assert!((restart_factor(&j, &PolicyParams::default()) - 540.0 / 630.0).abs() < 1e-12);

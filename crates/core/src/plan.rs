@@ -203,6 +203,8 @@ pub enum Violation {
         count: u32,
         max: u32,
     },
+    #[error("GPU {index} of node {node} is shared by jobs {jobs:?} whose pair was not measured; params.sharing_pairs is measured")]
+    Unmeasured { node: u32, index: u32, jobs: Vec<JobId> },
     #[error("GPU {index} of node {node} ({gpu_type}) is shared by jobs {jobs:?} that do not fit in its memory (need {need})")]
     Memory {
         node: u32,
@@ -391,14 +393,16 @@ pub fn validate_under(
     }
 }
 
-/// Sharing rules per GPU: at most `k` jobs, and the jobs of a shared GPU fit
-/// in its memory ([`crate::colocation::fits_memory`]).
+/// Sharing rules per GPU: at most `k` jobs, the jobs of a shared GPU fit
+/// in its memory ([`crate::colocation::fits_memory`]), and under
+/// `sharing_pairs = measured` every pair on it was measured.
 fn shared_gpus(
     round: &Round,
     sharers: &mut crate::bind::GpuTable<Vec<usize>>,
     k: u32,
     errs: &mut Vec<Violation>,
 ) {
+    let model = crate::colocation::round_model(round);
     for (n, node) in round.cluster.nodes.iter().enumerate() {
         for index in 0..node.gpus {
             let Some(h) = sharers.get_mut(crate::GpuId::new(NodeId(n as u32), index)) else {
@@ -413,6 +417,18 @@ fn shared_gpus(
                     index,
                     count: h.len() as u32,
                     max: k,
+                });
+            }
+            let unmeasured = h.iter().enumerate().any(|(i, &a)| {
+                h[i + 1..].iter().any(|&b| {
+                    !crate::colocation::measured_enough(round, &model, &round.jobs[a], &round.jobs[b])
+                })
+            });
+            if unmeasured {
+                errs.push(Violation::Unmeasured {
+                    node: n as u32,
+                    index,
+                    jobs: h.iter().map(|&j| round.jobs[j].id).collect(),
                 });
             }
             let mems: Vec<Option<f64>> = h
@@ -465,6 +481,7 @@ mod tests {
             mem_gib: None,
             utilization: None,
             features: None,
+            colocation_key: None,
         }
     }
 
@@ -487,6 +504,7 @@ mod tests {
             jobs,
             params: PolicyParams::default(),
             variability: None,
+            colocation: None,
         }
     }
 
@@ -637,6 +655,30 @@ mod tests {
         // A job's own mem_gib overrides its application's estimate.
         r.jobs[2].mem_gib = Some(8.0);
         assert_eq!(validate(&r, &heavy), Ok(()));
+        // Only measured pairs: cifar10 + ncf share only once their pair is in
+        // the round's measurements (by colocation_key), in either order.
+        r.params.sharing_pairs = crate::SharingPairs::Measured;
+        assert!(matches!(
+            validate(&r, &pair).unwrap_err()[..],
+            [Violation::Unmeasured {
+                node: 0,
+                index: 1,
+                ..
+            }]
+        ));
+        r.jobs[0].colocation_key = Some("a".into());
+        r.jobs[1].colocation_key = Some("b".into());
+        r.colocation = Some(crate::colocation::Colocation::new(
+            crate::colocation::GAVEL_CURVE,
+            vec![crate::colocation::MeasuredPair {
+                a: "b".into(),
+                b: "a".into(),
+                slowdown_a: 1.2,
+                slowdown_b: 1.3,
+            }],
+        ));
+        assert_eq!(validate(&r, &pair), Ok(()));
+        r.params.sharing_pairs = crate::SharingPairs::All;
         // A job of unknown memory never shares.
         r.jobs[1].app = "mystery".into();
         assert!(matches!(

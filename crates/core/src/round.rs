@@ -69,6 +69,24 @@ pub struct PolicyParams {
     /// ([`crate::colocation`]); the planners that share decide where.
     #[serde(default = "one_u32", skip_serializing_if = "is_one_u32")]
     pub sharing: u32,
+    /// Which pairs may share a GPU when `sharing` > 1: any whose memories
+    /// fit, or only pairs whose co-located speeds were measured
+    /// ([`crate::colocation::may_pair`]). Absent: any, as before.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub sharing_pairs: SharingPairs,
+}
+
+/// Which job pairs may share a GPU. Lucid shares only pairs it has
+/// measured; `measured` is that rule, for a cluster that distrusts the
+/// fitted curve where no pair was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SharingPairs {
+    /// Any two jobs whose memories fit; unmeasured pairs are valued by the curve.
+    #[default]
+    All,
+    /// Only pairs in the round's `colocation` measurements (by `colocation_key`).
+    Measured,
 }
 
 /// Tiresias's least-attained-service idea inside the power mean, so short
@@ -254,6 +272,7 @@ impl Default for PolicyParams {
             restart_weight: 1.0,
             priority: Priority::default(),
             sharing: 1,
+            sharing_pairs: SharingPairs::All,
         }
     }
 }
@@ -323,6 +342,11 @@ pub struct RoundJob {
     /// ([`crate::predict`]) instead of "fully busy".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<crate::predict::ModelFeatures>,
+    /// The name under which the round's `colocation` measurements know this
+    /// job's model (e.g. Gavel's "ResNet-18 (batch size 32)"); absent: no
+    /// pair with it was measured, so the curve values it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub colocation_key: Option<String>,
 }
 
 /// A job's model fitted on one GPU type.
@@ -384,6 +408,11 @@ pub struct Round {
     /// simulator with `--variability`); absent: all GPUs of a type alike.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variability: Option<RoundVariability>,
+    /// The interference model planners value shared jobs with: the curve and
+    /// the pairs measured so far (Gavel's table in the simulator, the
+    /// executor's own records live). Absent: the shipped curve, no pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub colocation: Option<crate::colocation::Colocation>,
 }
 
 /// `jobs[3] (name)`, the JSON path of a job in error messages.
@@ -405,6 +434,8 @@ struct RoundRepr {
     params: PolicyParams,
     #[serde(default)]
     variability: Option<RoundVariability>,
+    #[serde(default)]
+    colocation: Option<crate::colocation::Colocation>,
 }
 
 impl From<RoundRepr> for Round {
@@ -415,6 +446,7 @@ impl From<RoundRepr> for Round {
             jobs: r.jobs,
             params: r.params,
             variability: r.variability,
+            colocation: r.colocation,
         };
         crate::bind::bind_round(&mut round);
         round
@@ -700,6 +732,7 @@ mod tests {
             "priority",
             "sharing",
             "mem_gib",
+            "colocation",
         ] {
             assert!(!text.contains(key), "{key} in {text}");
         }

@@ -48,6 +48,12 @@ pub struct Config {
     pub params: PolicyParams,
     /// Base URL jobs report to, e.g. `http://127.0.0.1:7077`.
     pub report_base: String,
+    /// CUDA MPS for jobs that share GPUs (`serve --mps DIR`): every job gets
+    /// `CUDA_MPS_PIPE_DIRECTORY=DIR/pipe` and `CUDA_MPS_LOG_DIRECTORY=DIR/log`,
+    /// the directories of the control daemon the operator starts
+    /// (`nvidia-cuda-mps-control -d` with the same variables). `None`:
+    /// co-located jobs time-slice.
+    pub mps: Option<PathBuf>,
 }
 
 impl Config {
@@ -66,6 +72,7 @@ impl Config {
             },
             params: gpuplan_solve::registry::default_params(planner),
             report_base: String::new(),
+            mps: None,
         }
     }
 }
@@ -331,6 +338,7 @@ impl Daemon {
             last_log: Vec::new(),
             finished_unix_s: None,
             slurm_job: queued,
+            sharing: Default::default(),
         };
         self.jobs.insert(id, job);
         self.save(&[id])
@@ -383,6 +391,7 @@ impl Daemon {
                 "report: step_time_s and local_bsz must be > 0".into(),
             ));
         }
+        let partners = self.partners(id);
         let job = self
             .jobs
             .get_mut(&id)
@@ -407,6 +416,21 @@ impl Daemon {
             accum_time_s: r.accum_time_s.unwrap_or(r.step_time_s),
             step_time_s: r.step_time_s,
         });
+        // Sharing: a step alone is the baseline; a step beside exactly one
+        // partner, at the same GPUs and batch, is its measured slowdown.
+        match &partners[..] {
+            [] => job.sharing.solo_step = Some((gpus, r.local_bsz, r.step_time_s)),
+            [p] => {
+                if let Some((g, b, solo)) = job.sharing.solo_step {
+                    if (g, b) == (gpus, r.local_bsz) {
+                        if let Some(f) = gpuplan_core::colocation::measured_slowdown(solo, r.step_time_s) {
+                            job.sharing.slowdowns.insert(p.clone(), f);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
         if let (Some(sqr), Some(var)) = (r.grad_sqr, r.grad_var) {
             job.agent.grad = Some(GradParams { sqr, var });
         }
@@ -421,6 +445,46 @@ impl Daemon {
         }
         self.dirty.insert(id);
         Ok(())
+    }
+
+    /// The model keys of the other jobs whose running attempts hold one of
+    /// `id`'s running GPUs, sorted and deduplicated.
+    pub(crate) fn partners(&self, id: JobId) -> Vec<String> {
+        let Some(me) = self.jobs.get(&id) else {
+            return Vec::new();
+        };
+        let mine = me.running_gpus();
+        let mut out: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|o| o.id != id && o.running_gpus().iter().any(|u| mine.contains(u)))
+            .map(|o| o.colocation_key())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The interference model the daemon has learnt: the shipped curve,
+    /// overridden by every pair its jobs were measured in (from the job
+    /// records, so it survives a restart with the journal).
+    pub fn colocation(&self) -> gpuplan_core::colocation::Colocation {
+        let obs: Vec<gpuplan_core::colocation::Observed> = self
+            .jobs
+            .values()
+            .flat_map(|j| {
+                let key = j.colocation_key();
+                j.sharing
+                    .slowdowns
+                    .iter()
+                    .map(move |(p, f)| gpuplan_core::colocation::Observed {
+                        key: key.clone(),
+                        partner: p.clone(),
+                        slowdown: *f,
+                    })
+            })
+            .collect();
+        gpuplan_core::colocation::Colocation::from_observed(gpuplan_core::colocation::GAVEL_CURVE, &obs)
     }
 
     pub fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
@@ -509,12 +573,20 @@ impl Daemon {
             }
             self.sup.send(order.into_iter().collect());
         }
-        // Launch: a job's GPUs must not be held by another job's live attempt.
+        // Launch: a job's GPUs must not be held by another job's live
+        // attempt, unless sharing is on and that attempt runs on and stays
+        // on the GPU (the plan put both jobs there; the pipeline validated it).
+        let sharing = self.cfg.params.sharing > 1;
         let busy: BTreeSet<String> = self
             .jobs
             .values()
-            .filter_map(|j| j.attempt.as_ref())
-            .flat_map(|a| a.gpus.iter().cloned())
+            .filter_map(|j| Some((j, j.attempt.as_ref()?)))
+            .flat_map(|(j, a)| {
+                a.gpus
+                    .iter()
+                    .filter(move |u| !(sharing && !a.is_stopping() && j.gpus.contains(u)))
+                    .cloned()
+            })
             .collect();
         let ready: Vec<JobId> = self
             .jobs
@@ -579,6 +651,17 @@ impl Daemon {
             ("GPUPLAN_ACCUM_STEPS".to_string(), j.accum_steps.to_string()),
             ("GPUPLAN_ATTEMPT".to_string(), (j.attempts + 1).to_string()),
         ];
+        let mut env = env;
+        if let Some(dir) = &self.cfg.mps {
+            env.push((
+                "CUDA_MPS_PIPE_DIRECTORY".into(),
+                dir.join("pipe").display().to_string(),
+            ));
+            env.push((
+                "CUDA_MPS_LOG_DIRECTORY".into(),
+                dir.join("log").display().to_string(),
+            ));
+        }
         self.sup.intend(j, per_node.into_iter().collect(), env, now)
     }
 
@@ -849,6 +932,125 @@ mod tests {
         clock.advance(101.0);
         assert_eq!(d.view(id).unwrap().phase, "queued");
         assert!(d.prepare().unwrap().is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Sharing on the fake engine and a manual clock (no sleeps): two jobs
+    /// planned onto one GPU both start with it; the first job's step beside
+    /// the second becomes a measured pair in the next round's model; the
+    /// fake GPU's utilization is recorded per job; and a restarted daemon
+    /// keeps all of it from the journal, with both attempts adopted on the
+    /// shared GPU.
+    #[test]
+    fn two_jobs_planned_onto_one_gpu_share_it_and_the_journal_keeps_what_was_measured() {
+        use crate::clock::ManualClock;
+        use crate::engine::FakeEngine;
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-share-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let clock = ManualClock::new(1_000_000.0);
+        let engine = FakeEngine::new(clock.clone());
+        let open = |util: u32| {
+            let mut cfg = Config::new(dir.clone(), "greedy");
+            cfg.params.sharing = 2;
+            cfg.mps = Some("/run/mps".into());
+            let mut dev = FakeDevices::new(1, 1);
+            dev.set_utilization("GPU-fake-0-0", util).unwrap();
+            Daemon::open_with_clock(
+                cfg,
+                Box::new(dev),
+                Box::new(engine.clone()),
+                Box::new(clock.clone()),
+            )
+            .unwrap()
+        };
+        let job = |name: &str, app: &str| {
+            JobSubmission::from_toml(
+                &format!("name = \"{name}\"\ncommand = \"run=100000\"\napp = \"{app}\"\nmin_gpus = 1\nmax_gpus = 1\nbatch_size = 8\n"),
+                "t",
+            )
+            .unwrap()
+        };
+        let report = |d: &mut Daemon, id: JobId, step_s: f64| {
+            let r: Report =
+                serde_json::from_str(&format!(r#"{{"step_time_s": {step_s}, "local_bsz": 8}}"#)).unwrap();
+            d.report(id, r).unwrap();
+        };
+        let gpu0 = Allocation::from_gpus(vec![gpuplan_core::GpuId::new(NodeId(0), 0)]);
+        let mut d = open(40);
+        let (a, _) = d.submit(job("a", "cifar10")).unwrap();
+        // Round 1: a alone on the GPU; it reports 1 s steps alone.
+        let prep = d.prepare().unwrap().unwrap();
+        let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
+        plan.allocations.insert(a, gpu0.clone());
+        d.apply(
+            prep,
+            Ok(Decision {
+                plan,
+                diff: Vec::new(),
+            }),
+        )
+        .unwrap();
+        d.tick().unwrap();
+        clock.advance(60.0);
+        d.tick().unwrap();
+        report(&mut d, a, 1.0);
+        // Round 2: b joins a on the same GPU; a keeps it (no restart).
+        let (b, _) = d.submit(job("b", "ncf")).unwrap();
+        let prep = d.prepare().unwrap().unwrap();
+        assert_eq!(
+            d.jobs[&a].sharing.util_solo,
+            Some(0.4),
+            "utilization recorded while alone"
+        );
+        let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
+        plan.allocations.insert(a, gpu0.clone());
+        plan.allocations.insert(b, gpu0.clone());
+        // The plan passes the one validator: k = 2, 4 + 2 GiB in 16 GB.
+        assert_eq!(gpuplan_core::validate(&prep.round, &plan), Ok(()));
+        d.apply(
+            prep,
+            Ok(Decision {
+                plan,
+                diff: Vec::new(),
+            }),
+        )
+        .unwrap();
+        d.tick().unwrap();
+        let started = engine.started();
+        assert_eq!(started.len(), 2, "{started:?}");
+        for s in &started {
+            assert_eq!(
+                s.nodes,
+                vec![("fake0".to_string(), vec!["GPU-fake-0-0".to_string()])]
+            );
+            assert!(s
+                .env
+                .contains(&("CUDA_MPS_PIPE_DIRECTORY".into(), "/run/mps/pipe".into())));
+        }
+        assert_eq!(d.jobs[&a].restarts, 0, "a kept its GPU");
+        // a runs 1.5× slower beside b: a measured pair, overriding the curve.
+        clock.advance(60.0);
+        d.tick().unwrap();
+        report(&mut d, a, 1.5);
+        assert_eq!(d.partners(a), vec!["ncf".to_string()]);
+        let prep = d.prepare().unwrap().unwrap();
+        let model = prep.round.colocation.clone().unwrap();
+        assert_eq!(model.lookup("cifar10", "ncf"), Some((1.5, 1.5)));
+        assert_eq!(d.jobs[&a].sharing.util_last, Some(0.4));
+        assert_eq!(d.jobs[&b].sharing.util_solo, None, "b never ran alone");
+        // A restart: the journal keeps the measurement and the shared GPU.
+        drop(prep);
+        drop(d);
+        let mut d = open(90);
+        assert_eq!(d.jobs[&a].sharing.slowdowns.get("ncf"), Some(&1.5));
+        assert_eq!(d.jobs[&a].sharing.util_solo, Some(0.4));
+        assert_eq!(d.colocation().lookup("ncf", "cifar10"), Some((1.5, 1.5)));
+        d.tick().unwrap();
+        for id in [a, b] {
+            assert_eq!(d.view(id).unwrap().phase, "running");
+            assert_eq!(d.jobs[&id].gpus, vec!["GPU-fake-0-0".to_string()]);
+        }
+        assert_eq!(engine.started().len(), 2, "adopted, not restarted");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -92,7 +92,7 @@ impl FakeDevices {
                         uuid: format!("GPU-fake-{n}-{g}"),
                         node: format!("fake{n}"),
                         index: g,
-                        name: "Fake GPU".into(),
+                        name: "Fake GPU 16GB".into(),
                         memory_total_bytes: 16 << 30,
                         memory_used_bytes: 0,
                         utilization_pct: Some(0),
@@ -105,6 +105,18 @@ impl FakeDevices {
             }
         }
         FakeDevices { gpus }
+    }
+
+    /// Report `pct` as the utilization of GPU `uuid` from now on (the fake
+    /// backend's stand-in for NVML's reading; 0 until set).
+    pub fn set_utilization(&mut self, uuid: &str, pct: u32) -> Result<(), ExecError> {
+        let slot = self
+            .gpus
+            .iter_mut()
+            .find(|(g, _)| g.uuid == uuid)
+            .ok_or_else(|| ExecError::Request(format!("no fake GPU with uuid {uuid}")))?;
+        slot.0.utilization_pct = Some(pct.min(100));
+        Ok(())
     }
 
     /// `2x4` = 2 nodes with 4 GPUs each.

@@ -4,6 +4,7 @@
 //! An attempt's life is one enum, not flags, so no impossible mix can be
 //! written down; its journaled form stays the previous release's.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use gpuplan_core::{BatchLimits, GoodputModel, JobId};
@@ -203,6 +204,36 @@ pub struct JobRecord {
     /// The job's id in the engine's queue (Slurm job id), while it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_job: Option<u64>,
+    /// What sharing has measured of the job (absent from older journals).
+    #[serde(default, skip_serializing_if = "SharingRecord::is_empty")]
+    pub sharing: SharingRecord,
+}
+
+/// A job's utilization and co-location measurements, journaled with it so
+/// a restarted daemon keeps what its interference model learnt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SharingRecord {
+    /// Mean utilization (0..1) of the job's GPUs at the last collection
+    /// while no other job held them: what the planner predicts with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_solo: Option<f64>,
+    /// The same at the last collection, shared or not (a shared GPU's
+    /// utilization is both jobs').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_last: Option<f64>,
+    /// The last step time reported alone: (GPUs, local batch, seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solo_step: Option<(u32, u32, f64)>,
+    /// Measured slowdown beside each partner (by the partner's model key):
+    /// step time shared over alone, at the same GPUs and local batch.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slowdowns: BTreeMap<String, f64>,
+}
+
+impl SharingRecord {
+    pub fn is_empty(&self) -> bool {
+        *self == SharingRecord::default()
+    }
 }
 
 /// What a job sends to its report endpoint (see docs/job-protocol.md).
@@ -253,6 +284,20 @@ pub fn batch_target(traits: &PlannerTraits, spec: &JobSubmission) -> BatchTarget
 }
 
 impl JobRecord {
+    /// The name the interference model knows the job's model by: its
+    /// application, else its name (jobs of one model share measurements).
+    pub fn colocation_key(&self) -> String {
+        self.spec.app.clone().unwrap_or_else(|| self.spec.name.clone())
+    }
+
+    /// The GPUs of its attempt while that attempt is not being stopped.
+    pub(crate) fn running_gpus(&self) -> &[String] {
+        match &self.attempt {
+            Some(a) if !a.is_stopping() => &a.gpus,
+            _ => &[],
+        }
+    }
+
     pub(crate) fn limits(&self) -> BatchLimits {
         let s = &self.spec;
         BatchLimits {

@@ -135,6 +135,7 @@ impl Daemon {
             term.extend(Supervisor::order_stop(j, now));
             lost.push(j.id);
         }
+        self.record_utilization();
         let dirty: Vec<JobId> = self.dirty.iter().copied().chain(lost).collect();
         self.save(&dirty)?;
         self.sup.send(term);
@@ -188,7 +189,10 @@ impl Daemon {
                 local_bsz: j.local_bsz,
                 accum_steps: j.accum_steps,
             };
-            round_jobs.push(round_job(facts, state, &mut j.agent, None, &self.memo));
+            let mut rj = round_job(facts, state, &mut j.agent, None, &self.memo);
+            rj.utilization = j.sharing.util_solo;
+            rj.colocation_key = Some(j.colocation_key());
+            round_jobs.push(rj);
         }
         self.models = round_jobs.iter().filter_map(|j| Some((j.id, j.model?))).collect();
         stats.active_jobs = round_jobs.len();
@@ -207,6 +211,7 @@ impl Daemon {
                     ..self.cfg.params
                 },
                 variability: None,
+                colocation: (self.cfg.params.sharing > 1).then(|| self.colocation()),
             },
             node_gpus,
             targets,
@@ -269,6 +274,27 @@ impl Daemon {
             .iter()
             .map(|gs| gs.iter().filter(|u| !held.contains(u)).cloned().collect())
             .collect();
+        // With sharing, a planned GPU that jobs already hold may be joined
+        // when the plan puts every one of them there too (the pipeline
+        // validated its occupancy and memory).
+        let per_gpu = round.params.sharing.max(1) as usize;
+        let mut planned_on: HashMap<&String, BTreeSet<JobId>> = HashMap::new();
+        for rj in &round.jobs {
+            for g in plan.get(rj.id).gpus() {
+                if let Some(u) = node_gpus
+                    .get(g.node.0 as usize)
+                    .and_then(|n| n.get(g.index as usize))
+                {
+                    planned_on.entry(u).or_default().insert(rj.id);
+                }
+            }
+        }
+        let mut holders: HashMap<String, Vec<JobId>> = HashMap::new();
+        for j in self.jobs.values().filter(|j| !moving.contains(&j.id)) {
+            for u in &j.gpus {
+                holders.entry(u.clone()).or_default().push(j.id);
+            }
+        }
         let mut term = Vec::new();
         for (id, alloc) in &changed {
             let j = self.jobs.get_mut(id).expect("changed job exists");
@@ -284,7 +310,18 @@ impl Daemon {
                     .filter(|g| g.node == n)
                     .filter_map(|g| node_gpus[n.0 as usize].get(g.index as usize))
                     .collect();
-                let mut mine: Vec<String> = free.iter().filter(|u| planned.contains(u)).cloned().collect();
+                let joinable = |u: &String| {
+                    per_gpu > 1
+                        && holders.get(u).is_some_and(|h| {
+                            h.len() < per_gpu
+                                && h.iter().all(|x| planned_on.get(u).is_some_and(|p| p.contains(x)))
+                        })
+                };
+                let mut mine: Vec<String> = planned
+                    .iter()
+                    .filter(|u| free.contains(u) || joinable(u))
+                    .map(|u| (*u).clone())
+                    .collect();
                 mine.truncate(k as usize);
                 for u in free.iter() {
                     if mine.len() as u32 >= k {
@@ -295,6 +332,9 @@ impl Daemon {
                     }
                 }
                 free.retain(|u| !mine.contains(u));
+                for u in &mine {
+                    holders.entry(u.clone()).or_default().push(*id);
+                }
                 picked.extend(mine);
             }
             let had = !j.gpus.is_empty() || j.live();
@@ -344,5 +384,46 @@ impl Daemon {
         let stats = self.apply(prep, plan)?;
         self.tick()?;
         Ok(stats)
+    }
+}
+
+impl Daemon {
+    /// Each running job's GPU utilization from the last device collection
+    /// (the mean over its GPUs; NVML's per-GPU figure, the fake backend's
+    /// too): always as `util_last`, and as `util_solo` while no other job's
+    /// running attempt holds one of its GPUs.
+    fn record_utilization(&mut self) {
+        let pct: HashMap<&str, u32> = self
+            .gpus
+            .iter()
+            .filter_map(|g| Some((g.uuid.as_str(), g.utilization_pct?)))
+            .collect();
+        let mut seen: Vec<(JobId, f64, bool)> = Vec::new();
+        for j in self.jobs.values() {
+            let gpus = j.running_gpus();
+            let vals: Vec<f64> = gpus
+                .iter()
+                .filter_map(|u| pct.get(u.as_str()))
+                .map(|p| f64::from(*p) / 100.0)
+                .collect();
+            if vals.is_empty() || vals.len() != gpus.len() {
+                continue;
+            }
+            let u = (vals.iter().sum::<f64>() / vals.len() as f64).clamp(0.0, 1.0);
+            seen.push((j.id, u, self.partners(j.id).is_empty()));
+        }
+        for (id, u, alone) in seen {
+            let j = self.jobs.get_mut(&id).expect("seen job exists");
+            // Journaled when it moves by 5 points or more, not every round.
+            let moved = |old: Option<f64>| old.is_none_or(|o| (o - u).abs() >= 0.05);
+            let journal = moved(j.sharing.util_last) || (alone && moved(j.sharing.util_solo));
+            j.sharing.util_last = Some(u);
+            if alone {
+                j.sharing.util_solo = Some(u);
+            }
+            if journal {
+                self.dirty.insert(id);
+            }
+        }
     }
 }

@@ -18,6 +18,7 @@ use gpuplan_solve::agent::{round_job, Agent, BatchTarget, FitMemo, JobFacts};
 use gpuplan_solve::pipeline::{batch_adapts, run_round};
 use gpuplan_solve::{Limits, PlanError, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 use crate::data::Profiles;
 use crate::error::SimError;
@@ -59,6 +60,12 @@ pub struct SimConfig {
     /// curve alone ([`gpuplan_core::colocation::GAVEL_CURVE`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub colocation: Option<Colocation>,
+    /// What sharing needs to know of a rigid job's model (by
+    /// [`WorkloadJob::model`]): its utilization and memory. Rigid jobs have
+    /// no profile, so without this they count as fully busy and of unknown
+    /// memory, and never share.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub colocation_jobs: BTreeMap<String, crate::colocation::KeyFacts>,
 }
 
 /// Rounds in which no job has arrived yet or all arrived jobs are done.
@@ -90,6 +97,11 @@ pub enum Work {
 pub struct WorkloadJob {
     pub spec: JobSpec,
     pub work: Work,
+    /// The trace's model name (a Gavel job type), where a rigid job names
+    /// one: what the co-location ground truth knows it by
+    /// ([`SimConfig::colocation_jobs`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl Default for SimConfig {
@@ -107,6 +119,7 @@ impl Default for SimConfig {
             idle_rounds: IdleRounds::Skip,
             variability: None,
             colocation: None,
+            colocation_jobs: BTreeMap::new(),
         }
     }
 }
@@ -149,6 +162,18 @@ struct SimJob<'a> {
     /// ([`gpuplan_core::gpu_speed`]); set with each allocation.
     gpu_type: Option<GpuType>,
     speed: TypeSpeed,
+    /// A rigid job's model key and its sharing facts, where known.
+    coloc: Option<(String, crate::colocation::KeyFacts)>,
+}
+
+/// A rigid job's co-location key and facts: its trace model where
+/// `cfg.colocation_jobs` knows it. Profiled jobs have their profile.
+fn coloc_of(cfg: &SimConfig, job: &WorkloadJob) -> Option<(String, crate::colocation::KeyFacts)> {
+    if job.work == Work::Profiled {
+        return None;
+    }
+    let m = job.model.as_ref()?;
+    Some((m.clone(), *cfg.colocation_jobs.get(m)?))
 }
 
 impl SimJob<'_> {
@@ -265,7 +290,7 @@ impl SimJob<'_> {
     /// counts as fully busy.
     fn utilization(&self) -> f64 {
         let Some(profile) = self.profile else {
-            return 1.0;
+            return self.coloc.as_ref().map_or(1.0, |c| c.1.utilization);
         };
         let st = profile.step_time(&self.shape, self.local_bsz as f64);
         let total = st.step_s + (st.step_s - st.sync_s).max(1e-9) * self.accum_steps as f64;
@@ -343,7 +368,7 @@ pub fn shrink_to_fit(cluster: &Cluster, jobs: &mut [WorkloadJob]) -> Vec<String>
     if cap == 0 {
         return notes;
     }
-    for WorkloadJob { spec, work } in jobs.iter_mut() {
+    for WorkloadJob { spec, work, .. } in jobs.iter_mut() {
         let need = match work {
             Work::Profiled => spec.min_gpus,
             Work::Rigid { .. } => spec.min_gpus.max(spec.requested_gpus),
@@ -384,6 +409,7 @@ pub fn simulate(
         .map(|s| WorkloadJob {
             spec: s.clone(),
             work: Work::Profiled,
+            model: None,
         })
         .collect();
     simulate_workload(cfg, profiles, &jobs, planner, observer)
@@ -407,7 +433,7 @@ pub fn simulate_workload(
     let total_gpus = largest_type_gpus(&cfg.cluster);
     let mut jobs: Vec<SimJob> = Vec::with_capacity(specs.len());
     let mut too_big = Vec::new();
-    for WorkloadJob { spec, work } in specs {
+    for job @ WorkloadJob { spec, work, .. } in specs {
         if !(spec.submit_s.is_finite() && spec.submit_s >= 0.0) {
             return Err(SimError::Invalid(format!(
                 "job {}: submit time must be finite and >= 0, got {}",
@@ -452,6 +478,7 @@ pub fn simulate_workload(
                 &WorkloadJob {
                     spec: spec.clone(),
                     work: *work,
+                    model: None,
                 },
             ),
             max_gpus: if ncf_pin { 1 } else { spec.max_gpus },
@@ -471,6 +498,7 @@ pub fn simulate_workload(
             oracle_steps: None,
             gpu_type: None,
             speed: TypeSpeed::T4,
+            coloc: coloc_of(cfg, job),
         });
     }
     if !too_big.is_empty() {
@@ -506,6 +534,15 @@ pub fn simulate_workload(
         jobs: Vec::new(),
         params: cfg.params,
         variability: speeds.as_ref().map(|s| s.gpus.clone()),
+        // Planners value pairs with the measurements the run knows, and
+        // the rest with the shipped curve (as before measurements existed).
+        colocation: (cfg.params.sharing > 1).then(|| {
+            let measured = cfg.colocation.as_ref().map(|c| c.measured().to_vec());
+            Colocation::new(
+                gpuplan_core::colocation::GAVEL_CURVE,
+                measured.unwrap_or_default(),
+            )
+        }),
     };
     let memo = FitMemo::default();
     let truth = cfg.colocation.clone().unwrap_or_default();
@@ -523,8 +560,10 @@ pub fn simulate_workload(
                 &allocs,
                 |k| {
                     let j = &jobs[active[k]];
-                    j.profile
-                        .and_then(|_| crate::colocation::gavel_key(&j.spec.app, j.local_bsz))
+                    match j.profile {
+                        Some(_) => crate::colocation::gavel_key(&j.spec.app, j.local_bsz),
+                        None => j.coloc.as_ref().map(|c| c.0.clone()),
+                    }
                 },
                 |k| jobs[active[k]].utilization(),
             );
@@ -649,6 +688,13 @@ pub fn simulate_workload(
             let mut rj = round_job(facts, state, &mut j.agent, oracle, &memo);
             if speeds.is_some() {
                 rj.class = Some(gpuplan_core::PerfClass::of_app(&rj.app));
+            }
+            if let Some((key, facts)) = &j.coloc {
+                // A rigid job's model is known: its pairs' measurements
+                // (by key), how busy it keeps a GPU, and its memory.
+                rj.colocation_key = Some(key.clone());
+                rj.utilization = Some(facts.utilization);
+                rj.mem_gib = facts.mem_gib;
             }
             round_jobs.push(rj);
         }
@@ -886,6 +932,7 @@ mod scale_tests {
                 preemptible: true,
             },
             work: Work::Rigid { duration_s },
+            model: None,
         }
     }
 
@@ -903,6 +950,7 @@ mod scale_tests {
                 preemptible: true,
             },
             work: Work::Profiled,
+            model: None,
         }
     }
 

@@ -161,6 +161,7 @@ pub fn generate_round(
             mem_gib: None,
             utilization: None,
             features: None,
+            colocation_key: None,
         });
     }
     Round {
@@ -169,6 +170,7 @@ pub fn generate_round(
         jobs: out,
         params: PolicyParams::default(),
         variability: None,
+        colocation: None,
     }
 }
 

@@ -435,6 +435,7 @@ pub fn round_job(
         mem_gib: None,
         utilization: None,
         features: facts.features,
+        colocation_key: None,
     }
 }
 

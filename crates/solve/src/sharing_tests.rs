@@ -65,6 +65,38 @@ fn light_jobs_share_and_busy_ones_do_not() {
     assert_eq!(holders(&plan(&off)), 1);
 }
 
+/// Under `sharing_pairs = measured` only a measured pair shares, and the
+/// planner values it at its measured slowdowns, not the curve's: a pair the
+/// curve calls too costly (utilization 1 each, 1.89×) shares when measured
+/// at 1.1× each, and not at all once the rule refuses unmeasured pairs.
+#[test]
+fn measured_pairs_override_the_curve_and_measured_only_refuses_the_rest() {
+    use gpuplan_core::colocation::{Colocation, MeasuredPair, GAVEL_CURVE};
+    let mut r = one_gpu(&["cifar10", "ncf"], 1.0);
+    assert_eq!(holders(&plan(&r)), 1);
+    r.jobs[0].colocation_key = Some("x".into());
+    r.jobs[1].colocation_key = Some("y".into());
+    r.colocation = Some(Colocation::new(
+        GAVEL_CURVE,
+        vec![MeasuredPair {
+            a: "x".into(),
+            b: "y".into(),
+            slowdown_a: 1.1,
+            slowdown_b: 1.1,
+        }],
+    ));
+    let measured = plan(&r);
+    assert_eq!(holders(&measured), 2, "{measured:?}");
+    r.params.sharing_pairs = gpuplan_core::SharingPairs::Measured;
+    assert_eq!(holders(&plan(&r)), 2);
+    // Light jobs the curve would pair (see above), but never measured together.
+    let mut light = one_gpu(&["cifar10", "ncf"], 0.2);
+    light.params.sharing_pairs = gpuplan_core::SharingPairs::Measured;
+    assert_eq!(holders(&plan(&light)), 1);
+    light.params.sharing_pairs = gpuplan_core::SharingPairs::All;
+    assert_eq!(holders(&plan(&light)), 2);
+}
+
 /// The round after `r` with `plan` applied, 60 s later.
 fn next(r: &Round, plan: &Plan) -> Round {
     let mut n = r.clone();

@@ -29,6 +29,7 @@ pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
         mem_gib: None,
         utilization: None,
         features: None,
+        colocation_key: None,
     }
 }
 
@@ -81,5 +82,6 @@ pub fn round(cluster: &str, jobs: Vec<RoundJob>, interference: Interference) -> 
             ..Default::default()
         },
         variability: None,
+        colocation: None,
     }
 }

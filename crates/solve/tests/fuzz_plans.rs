@@ -171,6 +171,7 @@ fn build(
             mem_gib: None,
             utilization: None,
             features: None,
+            colocation_key: None,
         });
     }
     let mut round = Round {
@@ -189,6 +190,7 @@ fn build(
             ..Default::default()
         },
         variability: None,
+        colocation: None,
     };
     gpuplan_core::bind_round(&mut round);
     if tidy {

@@ -39,6 +39,7 @@ fn job(id: u32, gpus: u32, submit_s: f64, attained_gpu_s: f64, alloc: &[(u32, u3
         mem_gib: None,
         utilization: None,
         features: None,
+        colocation_key: None,
     }
 }
 
@@ -53,6 +54,7 @@ fn round(cluster: &str, now_s: f64, jobs: Vec<RoundJob>) -> Round {
             ..PolicyParams::default()
         },
         variability: None,
+        colocation: None,
     }
 }
 

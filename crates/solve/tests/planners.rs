@@ -63,6 +63,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             mem_gib: None,
             utilization: None,
             features: None,
+            colocation_key: None,
         });
     }
     let mut round = Round {
@@ -75,6 +76,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
             ..Default::default()
         },
         variability: None,
+        colocation: None,
     };
     // Pinned multi-node jobs must not already share a node when the rule is on.
     if interference == Interference::Avoid {

@@ -212,6 +212,14 @@ pub struct Scenario {
     pub placement: String,
     /// Running jobs keep their GPUs under a placement, as `--sticky`.
     pub sticky: bool,
+    /// Most jobs per GPU, as `--sharing K` (1: none). Absent from links
+    /// made before sharing, which load as 1.
+    #[serde(skip_serializing_if = "is_one")]
+    pub sharing: u32,
+}
+
+fn is_one(k: &u32) -> bool {
+    *k == 1
 }
 
 impl Default for Scenario {
@@ -234,6 +242,7 @@ impl Default for Scenario {
             cross_node_factor: gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR,
             placement: Placement::Default.name().into(),
             sticky: false,
+            sharing: 1,
         }
     }
 }
@@ -340,6 +349,12 @@ impl Scenario {
         if self.sticky {
             cfg.params.sticky = Sticky::Keep;
         }
+        if self.sharing == 0 {
+            return Err(invalid(
+                "sharing: must be >= 1 (jobs per GPU; 1 = no sharing), got 0",
+            ));
+        }
+        cfg.params.sharing = self.sharing;
         Ok(cfg)
     }
 
@@ -730,6 +745,38 @@ pub struct InspectOut {
     /// Pollux's fair share (nodes, GPUs) that speedups are relative to.
     pub fair_share: (u32, u32),
     pub jobs: Vec<InspectJob>,
+    /// Who shares with whom: each GPU the plan gives two or more jobs,
+    /// with their names (empty without sharing).
+    pub shared_gpus: Vec<SharedGpu>,
+}
+
+/// One shared GPU in the inspector.
+#[derive(Debug, Serialize)]
+pub struct SharedGpu {
+    pub node: u32,
+    pub node_name: String,
+    pub gpu: u32,
+    pub jobs: Vec<String>,
+}
+
+/// Each GPU of `plan` that two or more jobs hold, with their names
+/// (`gpuplan_core::colocation::shared_gpus`, the grouping the planners
+/// and the simulator use).
+fn shared_gpus(round: &Round, plan: &Plan) -> Vec<SharedGpu> {
+    let allocs: Vec<&gpuplan_core::Allocation> = round.jobs.iter().map(|j| plan.gpus_of(j.id)).collect();
+    gpuplan_core::colocation::shared_gpus(&allocs)
+        .into_iter()
+        .map(|(g, holders)| SharedGpu {
+            node: g.node.0,
+            node_name: round
+                .cluster
+                .nodes
+                .get(g.node.0 as usize)
+                .map_or_else(String::new, |n| n.name.clone()),
+            gpu: g.index,
+            jobs: holders.iter().map(|&j| round.jobs[j].name.clone()).collect(),
+        })
+        .collect()
 }
 
 fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> InspectOut {
@@ -781,6 +828,7 @@ fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> Insp
         p: round.params.p,
         fair_share: fair,
         jobs,
+        shared_gpus: shared_gpus(round, plan),
     }
 }
 
@@ -1257,5 +1305,51 @@ mod tests {
         } else {
             assert!(r["gap"].is_null());
         }
+    }
+
+    /// The inspector lists each shared GPU with its jobs; scenarios take
+    /// `sharing` (old links load as 1, 0 is refused).
+    #[test]
+    fn the_inspector_shows_who_shares_with_whom() {
+        let job = |id: u32, app: &str| {
+            format!(
+                r#"{{"id": {id}, "name": "j{id}", "app": "{app}", "submit_s": 0, "requested_gpus": 1, "batch_size": 8,
+                "min_gpus": 1, "max_gpus": 1, "preemptible": true,
+                "state": {{"progress": 0, "epoch": 0, "attained_gpu_s": 0, "age_s": 600, "restarts": 0,
+                          "allocation": [], "max_gpus_used": 0, "batch_size": 8, "local_bsz": 8, "accum_steps": 0}}}}"#
+            )
+        };
+        let text = format!(
+            r#"{{"now_s": 0, "cluster": {{"nodes": [{{"name": "n0", "gpus": 2, "gpu_type": "t4"}}]}},
+            "params": {{"sharing": 2}}, "jobs": [{}, {}, {}]}}"#,
+            job(0, "cifar10"),
+            job(1, "ncf"),
+            job(2, "cifar10")
+        );
+        let round: Round = serde_json::from_str(&text).unwrap();
+        let mut plan = Plan::new("hand", gpuplan_core::PlanStatus::Feasible);
+        let on = |i: u32| {
+            gpuplan_core::Allocation::from_gpus(vec![gpuplan_core::GpuId::new(gpuplan_core::NodeId(0), i)])
+        };
+        plan.allocations.insert(gpuplan_core::JobId(0), on(1));
+        plan.allocations.insert(gpuplan_core::JobId(1), on(1));
+        plan.allocations.insert(gpuplan_core::JobId(2), on(0));
+        assert_eq!(gpuplan_core::validate(&round, &plan), Ok(()));
+        let out: serde_json::Value = serde_json::to_value(inspect_round(0, 1, &round, &plan)).unwrap();
+        assert_eq!(
+            out["shared_gpus"],
+            serde_json::json!([{"node": 0, "node_name": "n0", "gpu": 1, "jobs": ["j0", "j1"]}])
+        );
+        let old = parse_scenario(r#"{"policy": "pollux-mip"}"#).unwrap();
+        assert_eq!(old.sharing, 1);
+        assert!(!serde_json::to_string(&old).unwrap().contains("sharing"));
+        let two = parse_scenario(r#"{"policy": "pollux-mip", "sharing": 2}"#).unwrap();
+        assert_eq!(two.config().unwrap().params.sharing, 2);
+        let zero = parse_scenario(r#"{"policy": "pollux-mip", "sharing": 0}"#).unwrap();
+        assert!(zero
+            .config()
+            .unwrap_err()
+            .to_string()
+            .contains("sharing: must be >= 1"));
     }
 }

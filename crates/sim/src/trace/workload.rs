@@ -115,6 +115,7 @@ pub fn to_workload(
                         preemptible: true,
                     },
                     work: Work::Profiled,
+                    model: None,
                 }
             }
             (None, _, Some(d)) => WorkloadJob {
@@ -130,6 +131,7 @@ pub fn to_workload(
                     preemptible: true,
                 },
                 work: Work::Rigid { duration_s: d },
+                model: job.model.clone(),
             },
             _ => {
                 return Err(CoreError::Invalid(format!(

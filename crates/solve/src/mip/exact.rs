@@ -987,7 +987,7 @@ fn kept_pairs(round: &Round, node_type: &[usize], cands: &[JobCands]) -> Vec<Pai
     if round.params.sharing < 2 {
         return Vec::new();
     }
-    let curve = gpuplan_core::colocation::GAVEL_CURVE;
+    let model = gpuplan_core::colocation::round_model(round);
     let keep = |j: usize| {
         let c = &cands[j];
         (!c.pinned)
@@ -1003,13 +1003,8 @@ fn kept_pairs(round: &Round, node_type: &[usize], cands: &[JobCands]) -> Vec<Pai
             .iter()
             .any(|&(x, y)| (x == a || x == b || y == a || y == b) && (x, y) != (a, b));
         let ty = node_type[per.first().map_or(0, |x| x.0 .0 as usize)];
-        let fits = gpuplan_core::colocation::fits_memory(
-            round.cluster.types()[ty].as_str(),
-            &[
-                gpuplan_core::colocation::job_memory_gib(ja),
-                gpuplan_core::colocation::job_memory_gib(jb),
-            ],
-        );
+        let fits =
+            gpuplan_core::colocation::may_pair(round, &model, round.cluster.types()[ty].as_str(), ja, jb);
         if per.len() != 1 || !ja.current().same_gpus(jb.current()) || third || !fits {
             continue;
         }
@@ -1017,15 +1012,14 @@ fn kept_pairs(round: &Round, node_type: &[usize], cands: &[JobCands]) -> Vec<Pai
             continue;
         };
         let g = ja.current().num_gpus();
-        let u = |j: &gpuplan_core::RoundJob| gpuplan_core::colocation::predicted_utilization(j, 1, g);
-        let f = curve.slowdown(u(ja) + u(jb));
+        let (fa, fb) = gpuplan_core::colocation::predicted_pair(&model, ja, jb, g);
         out.push(PairOpt {
             a,
             b,
             ty,
             gpus: g,
-            va: va / f,
-            vb: vb / f,
+            va: va / fa,
+            vb: vb / fb,
             keep: true,
         });
     }
@@ -1046,7 +1040,9 @@ fn shares(round: &Round, plan: &Plan) -> bool {
 
 /// The pair options of a round with `params.sharing` ≥ 2: every two
 /// movable jobs that both may run on `k` GPUs of one node of a type, whose
-/// memories fit together in that type's GPU. Only pairs (k = 2 jobs per
+/// memories fit together in that type's GPU and, under `sharing_pairs =
+/// measured`, whose pair was measured; each valued by the round's model
+/// (measured pair, else curve). Only pairs (k = 2 jobs per
 /// GPU): a third job on a GPU is never planned.
 fn pair_options(
     round: &Round,
@@ -1057,7 +1053,7 @@ fn pair_options(
     if round.params.sharing < 2 {
         return Vec::new();
     }
-    let curve = gpuplan_core::colocation::GAVEL_CURVE;
+    let model = gpuplan_core::colocation::round_model(round);
     let names = round.cluster.types();
     // Per job: its single options (type, GPUs, value), utilization per size, memory.
     let singles: Vec<Vec<(usize, u32, f64)>> = cands
@@ -1090,6 +1086,12 @@ fn pair_options(
                 };
                 if k > types[ty].max_node
                     || !gpuplan_core::colocation::fits_memory(names[ty].as_str(), &[mem[a], mem[b]])
+                    || !gpuplan_core::colocation::measured_enough(
+                        round,
+                        &model,
+                        &round.jobs[a],
+                        &round.jobs[b],
+                    )
                 {
                     continue;
                 }
@@ -1104,14 +1106,15 @@ fn pair_options(
                         gpuplan_core::colocation::predicted_utilization(&round.jobs[j], 1, k)
                     })
                 };
-                let f = curve.slowdown(u(a) + u(b));
+                let (ka, kb) = (&round.jobs[a].colocation_key, &round.jobs[b].colocation_key);
+                let (fa, fb) = model.pair((ka.as_deref(), u(a)), (kb.as_deref(), u(b)));
                 out.push(PairOpt {
                     a,
                     b,
                     ty,
                     gpus: k,
-                    va: va / f,
-                    vb: vb / f,
+                    va: va / fa,
+                    vb: vb / fb,
                     keep: false,
                 });
             }

@@ -247,6 +247,7 @@ pub(crate) mod testutil {
             mem_gib: None,
             utilization: None,
             features: None,
+            colocation_key: None,
         }
     }
 
@@ -262,6 +263,7 @@ pub(crate) mod testutil {
                 ..PolicyParams::default()
             },
             variability: None,
+            colocation: None,
         }
     }
 

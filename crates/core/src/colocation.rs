@@ -459,6 +459,7 @@ mod tests {
             mem_gib: None,
             utilization: None,
             features: None,
+            colocation_key: None,
         };
         // No model, no features: fully busy, as before.
         assert_eq!(predicted_utilization(&j, 1, 4), 1.0);

@@ -102,6 +102,11 @@ pub struct SimOpts {
     /// co-located speed where their models were measured, else the fitted curve. See docs/colocation.md.
     #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
     pub sharing: Option<u32>,
+    /// Goodput-based policies plan without knowing GPU types, as Pollux does: every
+    /// type is valued by the job's model on the type it was first measured on. Jobs
+    /// still run at their true per-type speed. See docs/heterogeneity.md.
+    #[arg(long)]
+    pub type_blind: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -256,6 +261,7 @@ impl SimOpts {
                 cfg.colocation = Some(self.colocation_truth()?);
             }
         }
+        cfg.params.type_blind = self.type_blind;
         cfg.interference_slowdown = self.interference_slowdown;
         cfg.time_limit_s = self.time_limit;
         cfg.params.p = self.p;

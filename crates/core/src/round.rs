@@ -69,6 +69,14 @@ pub struct PolicyParams {
     /// ([`crate::colocation`]); the planners that share decide where.
     #[serde(default = "one_u32", skip_serializing_if = "is_one_u32")]
     pub sharing: u32,
+    /// Plan as Pollux does, not knowing GPU types: every job is valued on
+    /// every type by its one reference model (as if all GPUs were the type
+    /// it was fitted on). The pipeline hides the per-type models from the
+    /// planner ([`RoundJob::blind`]); jobs still never mix types, and the
+    /// simulator still runs them at their true speed. For comparisons with
+    /// type-aware planners (Sia's). Absent: off, types known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub type_blind: bool,
 }
 
 /// Tiresias's least-attained-service idea inside the power mean, so short
@@ -254,6 +262,7 @@ impl Default for PolicyParams {
             restart_weight: 1.0,
             priority: Priority::default(),
             sharing: 1,
+            type_blind: false,
         }
     }
 }
@@ -346,6 +355,13 @@ impl RoundJob {
             perf: crate::gpu_speed::perf_on(m.perf, &self.app, self.model_type.as_ref(), Some(t)),
             ..m
         })
+    }
+
+    /// The job as a type-blind planner sees it: only its reference model,
+    /// of no known type, so [`Self::model_on`] gives that model on every type.
+    pub fn blind(&mut self) {
+        self.model_type = None;
+        self.type_models.clear();
     }
 
     /// The job's variability class: its own, else its application's.

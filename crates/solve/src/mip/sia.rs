@@ -16,10 +16,10 @@
 //!   type), so every job's worst configuration is worth 1 and values are
 //!   "how many slowest-type GPUs this is worth". Values below 1e-4 count as
 //!   1e-4, as in Sia.
-//! - **Restarts**: every configuration but the current one (kept on the
-//!   same GPUs) is multiplied by Pollux's re-allocation factor
-//!   (age − δ·restarts)/(age + δ), which Sia uses; a job younger than δ is
-//!   not penalised.
+//! - **Restarts**: for a running job, every configuration but the current
+//!   one (kept on the same GPUs) is multiplied by Pollux's re-allocation
+//!   factor (age − δ·restarts)/(age + δ), which Sia uses; a waiting job
+//!   and a job younger than δ are not penalised.
 //! - **Fairness**: Sia minimises Σ value^p with p = [`SIA_P`] (−0.5), each
 //!   job that gets nothing costing [`SIA_LAMBDA_NO_ALLOC`] (1.1), above
 //!   any allocated job's term (values ≥ 1 give terms ≤ 1), so Sia runs as
@@ -109,12 +109,12 @@ fn revalue(round: &Round, prep: &mut Prep, caches: &mut [SpeedupCache]) {
     }
 }
 
-/// Pollux's re-allocation factor, except that a job younger than its
-/// restart penalty is not penalised (Sia's rule: it has not yet run long
-/// enough to lose anything).
+/// Pollux's re-allocation factor, charged as Sia charges it: only to a
+/// job that holds GPUs now (a waiting job has no configuration to leave),
+/// and not to one younger than its restart penalty.
 fn sia_restart_factor(j: &RoundJob, round: &Round) -> f64 {
     let d = j.restart_penalty_s.unwrap_or(round.params.restart_penalty_s);
-    if j.state.age_s < d {
+    if j.current().is_empty() || j.state.age_s < d {
         1.0
     } else {
         restart_factor(j, &round.params)
@@ -246,5 +246,10 @@ mod tests {
             "{keep} {same_elsewhere}"
         );
         assert_eq!(prep.none_term, vec![SIA_LAMBDA_NO_ALLOC; 2]);
+        // Waiting, the same job pays nothing to start anywhere.
+        let mut waiting = r.clone();
+        waiting.jobs[1].state.allocation = gpuplan_core::Allocation::default();
+        assert_eq!(sia_restart_factor(&waiting.jobs[1], &waiting), 1.0);
+        assert!((sia_restart_factor(&r.jobs[1], &r) - f).abs() < 1e-12);
     }
 }

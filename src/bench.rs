@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 use gpuplan_core::{PlanStatus, PolicyParams, Round};
-use gpuplan_sim::instances::{fitted_params, generate_round};
+use gpuplan_sim::instances::{fitted_params, generate_round, with_types};
 use gpuplan_solve::{registry, run_round, Limits};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// default): the same seeded rounds, so a run with and one without compare directly.
     #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
     pub sharing: Option<u32>,
+    /// GPU types, comma-separated (e.g. t4,rtx2080ti,a100): the nodes of every round
+    /// split into that many equal groups, the jobs' models fitted on t4 (default: one type).
+    #[arg(long, value_delimiter = ',')]
+    pub types: Vec<String>,
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
@@ -109,7 +113,7 @@ type Solved = (f64, f64, PlanStatus);
 fn solver_of(name: &str) -> &'static str {
     if name.ends_with("-microlp") {
         "microlp"
-    } else if name.starts_with("mip") || name.starts_with("pollux-mip") {
+    } else if name.starts_with("mip") || name.starts_with("pollux-mip") || name == "sia" {
         "highs"
     } else {
         "none"
@@ -143,6 +147,10 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     for p in &planners {
         registry::create(p)?;
     }
+    if a.types.iter().any(|t| t.trim().is_empty()) {
+        bail!("--types: an empty GPU type name in '{}'", a.types.join(","));
+    }
+    let types: Vec<gpuplan_core::GpuType> = a.types.iter().map(|t| t.trim().into()).collect();
     let profiles = gpuplan_sim::data::pollux_profiles()?;
     let fitted = fitted_params(&profiles);
     let total = sizes.len() * a.repeat as usize * planners.len();
@@ -157,7 +165,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         let mut fails: BTreeMap<String, u32> = BTreeMap::new();
         let instances: Vec<Round> = (0..a.repeat)
             .map(|s| {
-                let mut r = generate_round(&profiles, &fitted, gpus, jobs, s as u64);
+                let mut r = with_types(generate_round(&profiles, &fitted, gpus, jobs, s as u64), &types);
                 r.params = PolicyParams {
                     sharing,
                     ..PolicyParams::default()

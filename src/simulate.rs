@@ -107,6 +107,11 @@ pub struct SimOpts {
     /// measured (Lucid's rule).
     #[arg(long, value_enum, default_value = "all")]
     pub sharing_pairs: SharingPairsArg,
+    /// Goodput-based policies plan without knowing GPU types, as Pollux does: every
+    /// type is valued by the job's model on the type it was first measured on. Jobs
+    /// still run at their true per-type speed. See docs/heterogeneity.md.
+    #[arg(long)]
+    pub type_blind: bool,
 }
 
 /// `--sharing-pairs`: [`gpuplan_core::SharingPairs`] on the command line.
@@ -280,6 +285,7 @@ impl SimOpts {
             }
         }
         cfg.params.sharing_pairs = self.sharing_pairs.into();
+        cfg.params.type_blind = self.type_blind;
         cfg.interference_slowdown = self.interference_slowdown;
         cfg.time_limit_s = self.time_limit;
         cfg.params.p = self.p;

@@ -74,6 +74,14 @@ pub struct PolicyParams {
     /// ([`crate::colocation::may_pair`]). Absent: any, as before.
     #[serde(default, skip_serializing_if = "is_default")]
     pub sharing_pairs: SharingPairs,
+    /// Plan as Pollux does, not knowing GPU types: every job is valued on
+    /// every type by its one reference model (as if all GPUs were the type
+    /// it was fitted on). The pipeline hides the per-type models from the
+    /// planner ([`RoundJob::blind`]); jobs still never mix types, and the
+    /// simulator still runs them at their true speed. For comparisons with
+    /// type-aware planners (Sia's). Absent: off, types known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub type_blind: bool,
 }
 
 /// Which job pairs may share a GPU. Lucid shares only pairs it has
@@ -273,6 +281,7 @@ impl Default for PolicyParams {
             priority: Priority::default(),
             sharing: 1,
             sharing_pairs: SharingPairs::All,
+            type_blind: false,
         }
     }
 }
@@ -376,6 +385,13 @@ impl RoundJob {
             perf: crate::gpu_speed::perf_on(m.perf, &self.app, self.model_type.as_ref(), Some(t)),
             ..m
         })
+    }
+
+    /// The job as a type-blind planner sees it: only its reference model,
+    /// of no known type, so [`Self::model_on`] gives that model on every type.
+    pub fn blind(&mut self) {
+        self.model_type = None;
+        self.type_models.clear();
     }
 
     /// The job's variability class: its own, else its application's.

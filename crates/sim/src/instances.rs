@@ -174,9 +174,61 @@ pub fn generate_round(
     }
 }
 
+/// The round on a cluster of several GPU types: its nodes split into
+/// `types.len()` contiguous groups of (nearly) equal size, the first type
+/// first. The models were fitted on the Pollux (T4) profiles, so they are
+/// marked as `t4` fits and valued on other types through the speed table.
+/// A running job whose nodes now span two types is stopped (it has run, so
+/// it keeps its model). For solver-time benches on heterogeneous rounds.
+pub fn with_types(mut round: Round, types: &[gpuplan_core::GpuType]) -> Round {
+    if types.is_empty() {
+        return round;
+    }
+    let n = round.cluster.nodes.len();
+    for (i, node) in round.cluster.nodes.iter_mut().enumerate() {
+        node.gpu_type = types[(i * types.len() / n.max(1)).min(types.len() - 1)].clone();
+    }
+    let node_type = round.cluster.type_index();
+    for j in &mut round.jobs {
+        if j.model.is_some() {
+            j.model_type = Some("t4".into());
+        }
+        let mixed = {
+            let mut ty = j.state.allocation.nodes().map(|m| node_type[m.0 as usize]);
+            let first = ty.next();
+            ty.any(|t| Some(t) != first)
+        };
+        if mixed {
+            j.state.allocation = Allocation::default();
+        }
+    }
+    round
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_rounds_never_keep_a_job_across_types() {
+        let profiles = crate::data::pollux_profiles().unwrap();
+        let fitted = fitted_params(&profiles);
+        let types: Vec<gpuplan_core::GpuType> = ["t4", "rtx2080ti", "a100"].map(Into::into).to_vec();
+        let r = with_types(generate_round(&profiles, &fitted, 2048, 800, 1), &types);
+        r.check().unwrap();
+        assert_eq!(r.cluster.types().len(), 3);
+        let node_type = r.cluster.type_index();
+        assert_eq!(node_type.iter().filter(|&&t| t == node_type[0]).count(), 86);
+        for j in &r.jobs {
+            let t: std::collections::BTreeSet<usize> = j
+                .state
+                .allocation
+                .nodes()
+                .map(|m| node_type[m.0 as usize])
+                .collect();
+            assert!(t.len() <= 1, "{}", j.name);
+        }
+    }
 
     #[test]
     fn rounds_are_reproducible_and_consistent() {

@@ -142,6 +142,17 @@ pub fn even_out(round: &Round, plan: &mut Plan) {
     }
 }
 
+/// Under `params.type_blind`, the round as a planner that does not know
+/// GPU types sees it (Pollux): each job keeps only its reference model, so
+/// every planner values an allocation on any type as on that one. Here,
+/// not in a planner, so any goodput planner can be run blind and `gpuplan
+/// plan` on a dumped round plans as the simulator did.
+pub fn blind(round: &mut Round) {
+    for j in &mut round.jobs {
+        j.blind();
+    }
+}
+
 /// The change from `before` to `after`.
 pub fn change(before: &Allocation, after: &Allocation) -> Change {
     match (before.is_empty(), after.is_empty()) {
@@ -184,13 +195,16 @@ pub fn check_placement(planner: &dyn Planner, params: &PolicyParams) -> Result<(
 /// or the plan broke a rule the planner claims to honour (a planner bug,
 /// never applied); a solver failure is a valid fallback plan instead.
 pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> Result<Decision, PlanError> {
-    let round: Cow<Round> = if round.jobs.iter().all(|j| j.state.allocation.is_bound()) {
+    let mut round: Cow<Round> = if round.jobs.iter().all(|j| j.state.allocation.is_bound()) {
         Cow::Borrowed(round)
     } else {
         let mut r = round.clone();
         bind_round(&mut r);
         Cow::Owned(r)
     };
+    if round.params.type_blind {
+        blind(round.to_mut());
+    }
     round.check().map_err(|e| PlanError::Malformed(e.join("; ")))?;
     check_placement(planner, &round.params)?;
     let mut plan = crate::run_planner(planner, &round, limits)?;
@@ -275,6 +289,52 @@ mod tests {
         // Off by default: the same plan is valid without the rule.
         r.params.even_nodes = false;
         gpuplan_core::validate(&r, &plan).unwrap();
+    }
+
+    /// Type-blind planning (Pollux's): to the planner an a100 and a t4
+    /// allocation of one shape are worth the same, the t4's worth; type-aware,
+    /// the a100 is worth more, and pollux-ga takes it.
+    #[test]
+    fn a_type_blind_planner_values_every_type_alike() {
+        let mut j = crate::testutil::job(0, 2, 0.0);
+        j.model = Some(crate::testutil::model());
+        j.model_type = Some("t4".into());
+        j.max_gpus = 2;
+        let mut r = crate::testutil::round("1x4:t4+1x4:a100", vec![j], Interference::Avoid);
+        let value_on = |r: &Round, node: u32| {
+            let a = Allocation::from_counts(&[(NodeId(node), 2)]);
+            objective::job_value(&r.jobs[0], &r.cluster, &a, objective::fair_share(r), &r.params)
+        };
+        let (t4, a100) = (value_on(&r, 0), value_on(&r, 1));
+        assert!(a100 > 1.5 * t4, "aware: t4 {t4}, a100 {a100}");
+        let aware = run_round(
+            registry::create("pollux-ga").unwrap().as_mut(),
+            &r,
+            &Limits::default(),
+        )
+        .unwrap();
+        assert!(aware
+            .plan
+            .gpus_of(JobId(0))
+            .gpus()
+            .iter()
+            .all(|g| g.node == NodeId(1)));
+
+        r.params.type_blind = true;
+        let mut seen = r.clone();
+        blind(&mut seen);
+        assert_eq!(value_on(&seen, 0), value_on(&seen, 1));
+        assert_eq!(value_on(&seen, 0), t4);
+        // The driver's round keeps its per-type models; the plan is valid.
+        let d = run_round(
+            registry::create("pollux-ga").unwrap().as_mut(),
+            &r,
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(r.jobs[0].model_type.as_ref().map(|t| t.as_str()), Some("t4"));
+        assert!(!d.plan.gpus_of(JobId(0)).is_empty());
+        gpuplan_core::validate(&r, &d.plan).unwrap();
     }
 
     #[test]

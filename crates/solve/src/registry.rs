@@ -3,6 +3,7 @@
 use crate::mip::aggregate::MipAggregate;
 use crate::mip::exact::{MipExact, PolluxMip};
 use crate::mip::node::MipNode;
+use crate::mip::sia::Sia;
 use crate::planners::greedy::Greedy;
 use crate::planners::{
     fifo::Fifo, optimus::Optimus, pollux_ga::PolluxGa, srtf::Srtf, tiresias::Tiresias,
@@ -55,6 +56,7 @@ const PLANNERS: &[(&str, Ctor)] = &[
             name: "gpuplan-mip",
         })
     }),
+    ("sia", || Box::new(Sia::new(Solver::default_native()))),
     ("pollux-mip-aggregate", || {
         Box::new(MipAggregate::new(
             Solver::default_native(),

@@ -404,7 +404,7 @@ fn one_type_per_job(name: &str, round: &Round, plan: &Plan) {
     }
 }
 
-const GOODPUT_PLANNERS: [&str; 9] = [
+const GOODPUT_PLANNERS: [&str; 10] = [
     "greedy",
     "mip-exact",
     "mip-aggregate",
@@ -414,6 +414,7 @@ const GOODPUT_PLANNERS: [&str; 9] = [
     "pollux-mip",
     "pollux-mip-aggregate",
     "pollux-ga",
+    "sia",
 ];
 
 proptest! {

@@ -46,18 +46,20 @@ pub struct AggregateSolution {
 }
 
 /// (choice, GPU type, value) candidates of one job; "nothing" is implicit.
-type Cands = Vec<(Choice, Option<usize>, f64)>;
+pub(crate) type Cands = Vec<(Choice, Option<usize>, f64)>;
 
 /// Everything the model is built from: GPU types in `Cluster::types()`
 /// order with their capacity, each node's type, and per job its
 /// candidates, its "nothing" term and whether it is pinned.
-struct Prep {
+/// A planner that values shapes its own way (`sia`) rewrites `cands`'
+/// values, `none_term` and `sense` before solving ([`solve_prepared`]).
+pub(crate) struct Prep {
     types: Vec<TypeCapacity>,
     node_type: Vec<usize>,
-    cands: Vec<Cands>,
-    none_term: Vec<f64>,
+    pub(crate) cands: Vec<Cands>,
+    pub(crate) none_term: Vec<f64>,
     pinned: Vec<bool>,
-    sense: Sense,
+    pub(crate) sense: Sense,
 }
 
 /// How one job enters the model: fixed to one option (`None` = nothing),
@@ -69,7 +71,9 @@ enum Slot {
     Free(Vec<usize>, bool),
 }
 
-fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
+/// Each job's packable candidates valued as Pollux does, the per-job notes
+/// and the speedup tables the values came from.
+pub(crate) fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     let mut caches: Vec<SpeedupCache> = round
         .jobs
         .iter()
@@ -617,6 +621,20 @@ pub fn solve_aggregate_with(
     pricing: Pricing,
 ) -> Result<AggregateSolution, String> {
     let (prep, notes, caches) = prepare(round);
+    solve_prepared(round, prep, notes, caches, solver, limits, pricing)
+}
+
+/// Solve and decode the aggregate model built from `prep` ([`prepare`],
+/// perhaps revalued).
+pub(crate) fn solve_prepared(
+    round: &Round,
+    prep: Prep,
+    notes: Vec<String>,
+    caches: Vec<SpeedupCache>,
+    solver: Solver,
+    limits: &Limits,
+    pricing: Pricing,
+) -> Result<AggregateSolution, String> {
     let sense = prep.sense;
     let n = prep.cands.len();
     let full: Vec<Slot> = (0..n)

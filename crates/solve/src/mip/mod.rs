@@ -14,6 +14,7 @@
 pub mod aggregate;
 pub mod exact;
 pub mod node;
+pub mod sia;
 
 pub use crate::candidates::{
     bound_to_mean, charge, fair, job_options, node_counts, value_of, Candidate, Choice, JobOptions, Pick,

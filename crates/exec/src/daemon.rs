@@ -409,13 +409,20 @@ impl Daemon {
             .collect::<BTreeSet<_>>()
             .len()
             .max(1) as u32;
-        job.agent.observe(Observation {
-            nodes,
-            gpus,
-            local_bsz: r.local_bsz,
-            accum_time_s: r.accum_time_s.unwrap_or(r.step_time_s),
-            step_time_s: r.step_time_s,
-        });
+        let gpu_type = a
+            .gpus
+            .first()
+            .and_then(|u| crate::round::node_type(&self.gpus, u));
+        job.agent.observe_on(
+            gpu_type.as_ref(),
+            Observation {
+                nodes,
+                gpus,
+                local_bsz: r.local_bsz,
+                accum_time_s: r.accum_time_s.unwrap_or(r.step_time_s),
+                step_time_s: r.step_time_s,
+            },
+        );
         // Sharing: a step alone is the baseline; a step beside exactly one
         // partner, at the same GPUs and batch, is its measured slowdown.
         match &partners[..] {
@@ -672,7 +679,7 @@ impl Daemon {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::device::FakeDevices;
     use crate::engine::LocalEngine;
@@ -700,18 +707,49 @@ mod tests {
         .unwrap()
     }
 
-    fn plan_gpus(d: &mut Daemon, id: JobId, k: u32) {
+    pub(crate) fn plan_gpus(d: &mut Daemon, id: JobId, k: u32) {
         let prep = d.prepare().unwrap().unwrap();
         let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
         plan.allocations
             .insert(id, Allocation::from_counts(&[(NodeId(0), k)]));
         gpuplan_core::bind_plan(&prep.round, &mut plan);
-        let decision = Decision {
-            plan,
-            diff: Vec::new(),
-        };
-        d.apply(prep, Ok(decision)).unwrap();
+        apply_hand(d, prep, plan);
         d.tick().unwrap();
+    }
+
+    /// Apply a hand-made plan as if the planner had returned it.
+    fn apply_hand(d: &mut Daemon, prep: crate::round::Prepared, plan: gpuplan_core::Plan) {
+        d.apply(
+            prep,
+            Ok(Decision {
+                plan,
+                diff: Vec::new(),
+            }),
+        )
+        .unwrap();
+    }
+
+    /// A fresh state dir, a manual clock and a fake engine on that clock:
+    /// the setup of tests that drive time by hand.
+    fn manual_setup(
+        tag: &str,
+    ) -> (
+        std::path::PathBuf,
+        crate::clock::ManualClock,
+        crate::engine::FakeEngine,
+    ) {
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let clock = crate::clock::ManualClock::new(1_000_000.0);
+        let engine = crate::engine::FakeEngine::new(clock.clone());
+        (dir, clock, engine)
+    }
+
+    /// A job's step-time report of `step_s` seconds at local batch 8.
+    fn report_step(d: &mut Daemon, id: JobId, step_s: f64) {
+        let r: Report =
+            serde_json::from_str(&format!(r#"{{"step_time_s": {step_s}, "local_bsz": 8}}"#)).unwrap();
+        d.report(id, r).unwrap();
     }
 
     fn wait_stopped(d: &mut Daemon, id: JobId) {
@@ -943,12 +981,7 @@ mod tests {
     /// shared GPU.
     #[test]
     fn two_jobs_planned_onto_one_gpu_share_it_and_the_journal_keeps_what_was_measured() {
-        use crate::clock::ManualClock;
-        use crate::engine::FakeEngine;
-        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-share-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let clock = ManualClock::new(1_000_000.0);
-        let engine = FakeEngine::new(clock.clone());
+        let (dir, clock, engine) = manual_setup("share");
         let open = |util: u32| {
             let mut cfg = Config::new(dir.clone(), "greedy");
             cfg.params.sharing = 2;
@@ -970,11 +1003,6 @@ mod tests {
             )
             .unwrap()
         };
-        let report = |d: &mut Daemon, id: JobId, step_s: f64| {
-            let r: Report =
-                serde_json::from_str(&format!(r#"{{"step_time_s": {step_s}, "local_bsz": 8}}"#)).unwrap();
-            d.report(id, r).unwrap();
-        };
         let gpu0 = Allocation::from_gpus(vec![gpuplan_core::GpuId::new(NodeId(0), 0)]);
         let mut d = open(40);
         let (a, _) = d.submit(job("a", "cifar10")).unwrap();
@@ -982,18 +1010,11 @@ mod tests {
         let prep = d.prepare().unwrap().unwrap();
         let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
         plan.allocations.insert(a, gpu0.clone());
-        d.apply(
-            prep,
-            Ok(Decision {
-                plan,
-                diff: Vec::new(),
-            }),
-        )
-        .unwrap();
+        apply_hand(&mut d, prep, plan);
         d.tick().unwrap();
         clock.advance(60.0);
         d.tick().unwrap();
-        report(&mut d, a, 1.0);
+        report_step(&mut d, a, 1.0);
         // Round 2: b joins a on the same GPU; a keeps it (no restart).
         let (b, _) = d.submit(job("b", "ncf")).unwrap();
         let prep = d.prepare().unwrap().unwrap();
@@ -1007,14 +1028,7 @@ mod tests {
         plan.allocations.insert(b, gpu0.clone());
         // The plan passes the one validator: k = 2, 4 + 2 GiB in 16 GB.
         assert_eq!(gpuplan_core::validate(&prep.round, &plan), Ok(()));
-        d.apply(
-            prep,
-            Ok(Decision {
-                plan,
-                diff: Vec::new(),
-            }),
-        )
-        .unwrap();
+        apply_hand(&mut d, prep, plan);
         d.tick().unwrap();
         let started = engine.started();
         assert_eq!(started.len(), 2, "{started:?}");
@@ -1031,7 +1045,7 @@ mod tests {
         // a runs 1.5× slower beside b: a measured pair, overriding the curve.
         clock.advance(60.0);
         d.tick().unwrap();
-        report(&mut d, a, 1.5);
+        report_step(&mut d, a, 1.5);
         assert_eq!(d.partners(a), vec!["ncf".to_string()]);
         let prep = d.prepare().unwrap().unwrap();
         let model = prep.round.colocation.clone().unwrap();
@@ -1051,6 +1065,86 @@ mod tests {
             assert_eq!(d.jobs[&id].gpus, vec!["GPU-fake-0-0".to_string()]);
         }
         assert_eq!(engine.started().len(), 2, "adopted, not restarted");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 14: on a two-type cluster (fake engine, manual clock, no
+    /// sleeps) step-time reports are recorded under the type of the node the
+    /// job runs on, so the next round fits each type apart, the first-measured
+    /// type as the reference; a restarted daemon keeps the types from the
+    /// journal, and a journaled observation without a type still loads.
+    #[test]
+    fn reports_are_fitted_per_gpu_type_of_the_node_the_job_ran_on() {
+        let (dir, clock, engine) = manual_setup("types");
+        let open = || {
+            Daemon::open_with_clock(
+                Config::new(dir.clone(), "greedy"),
+                Box::new(FakeDevices::parse("1x1:t4+1x1:a100").unwrap()),
+                Box::new(engine.clone()),
+                Box::new(clock.clone()),
+            )
+            .unwrap()
+        };
+        let mut d = open();
+        let sub = JobSubmission::from_toml(
+            "name = \"a\"\ncommand = \"run=100000\"\napp = \"cifar10\"\nmin_gpus = 1\nmax_gpus = 1\nbatch_size = 8\n",
+            "t",
+        )
+        .unwrap();
+        let (a, _) = d.submit(sub).unwrap();
+        // Run `a` on node `n`'s GPU and let it report `step_s` steps there.
+        let run_on = |d: &mut Daemon, n: u32, step_s: f64| {
+            let prep = d.prepare().unwrap().unwrap();
+            let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
+            plan.allocations.insert(
+                a,
+                Allocation::from_gpus(vec![gpuplan_core::GpuId::new(NodeId(n), 0)]),
+            );
+            apply_hand(d, prep, plan);
+            for _ in 0..3 {
+                d.tick().unwrap();
+                clock.advance(10.0);
+            }
+            assert_eq!(d.jobs[&a].gpus, vec![format!("GPU-fake-{n}-0")]);
+            assert_eq!(d.view(a).unwrap().phase, "running");
+            report_step(d, a, step_s);
+        };
+        run_on(&mut d, 0, 1.0);
+        run_on(&mut d, 1, 0.25);
+        let typed = |d: &Daemon| {
+            d.jobs[&a]
+                .agent
+                .observations
+                .iter()
+                .map(|o| o.gpu_type.as_ref().map(|t| t.as_str().to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(typed(&d), vec![Some("t4".to_string()), Some("a100".to_string())]);
+        let check = |d: &mut Daemon| {
+            let prep = d.prepare().unwrap().unwrap();
+            let j = prep.round.jobs.iter().find(|j| j.id == a).unwrap();
+            assert_eq!(j.model_type.as_ref().map(|t| t.as_str()), Some("t4"));
+            assert_eq!(
+                j.type_models
+                    .iter()
+                    .map(|m| m.gpu_type.as_str())
+                    .collect::<Vec<_>>(),
+                vec!["a100"]
+            );
+            // Each fit is its type's own: 4× faster steps on the a100.
+            let (t4, a100) = (j.model.unwrap(), j.type_models[0].model);
+            assert!(a100.step_time(1, 1, 8.0, 0) < 0.5 * t4.step_time(1, 1, 8.0, 0));
+        };
+        check(&mut d);
+        drop(d);
+        let mut d = open();
+        assert_eq!(typed(&d), vec![Some("t4".to_string()), Some("a100".to_string())]);
+        check(&mut d);
+        drop(d);
+        let old =
+            r#"{"nodes":1,"gpus":1,"local_bsz":8,"accum_time_s_sum":1.0,"step_time_s_sum":1.0,"count":1}"#;
+        let o: gpuplan_solve::agent::ObsAgg = serde_json::from_str(old).unwrap();
+        assert_eq!(o.gpu_type, None, "an untyped journal line still loads");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
-use gpuplan_core::{Allocation, Cluster, GpuId, JobId, JobSpec, JobState, Node, NodeId, Round};
+use gpuplan_core::{Allocation, Cluster, GpuId, GpuType, JobId, JobSpec, JobState, Node, NodeId, Round};
 use gpuplan_solve::agent::{round_job, JobFacts};
 use gpuplan_solve::{run_round, Decision, Planner};
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,19 @@ pub fn device_cluster(gpus: &[Gpu]) -> DeviceCluster {
         node_gpus,
         slot_of,
     }
+}
+
+/// The GPU type a round gives the node of GPU `uuid`: the model name of the
+/// node's lowest-index healthy GPU, as [`device_cluster`] names nodes, so a
+/// job's step-time reports are fitted under the type the planner prices.
+pub fn node_type(gpus: &[Gpu], uuid: &str) -> Option<GpuType> {
+    let g = gpus.iter().find(|g| g.uuid == uuid)?;
+    let lead = gpus
+        .iter()
+        .filter(|h| h.node == g.node && h.health == Health::Ok)
+        .min_by_key(|h| h.index)
+        .unwrap_or(g);
+    Some(lead.name.as_str().into())
 }
 
 fn ms(t: Instant) -> f64 {

@@ -8,7 +8,7 @@
 //! crashed jobs with back-off) and launches jobs whose GPUs are free.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use gpuplan_core::fit::Observation;
 use gpuplan_core::{GoodputModel, GradParams, JobId, PolicyParams};
@@ -88,6 +88,31 @@ pub(crate) enum Entry {
         planner: String,
         allocations: Vec<(JobId, Vec<String>)>,
     },
+}
+
+/// The utilization predictor's training samples in a daemon's state dir
+/// (`gpuplan predict --fit OUT --state-dir DIR`): one per job whose
+/// submission gave features and that was measured alone, at the
+/// configuration it was measured at; the family is the job's `app`, else
+/// its name. Reads the journal without opening it for writing.
+pub fn utilization_samples(state_dir: &Path) -> Result<Vec<gpuplan_core::predict::Sample>, ExecError> {
+    let mut last: BTreeMap<JobId, JobRecord> = BTreeMap::new();
+    for e in crate::journal::read::<Entry>(&state_dir.join("journal.jsonl"))? {
+        if let Entry::Job(j) = e {
+            last.insert(j.id, *j);
+        }
+    }
+    Ok(last
+        .into_values()
+        .filter_map(|j| {
+            Some(gpuplan_core::predict::Sample {
+                family: j.spec.app.clone().unwrap_or_else(|| j.spec.name.clone()),
+                features: j.spec.features?,
+                at: j.sharing.util_at?,
+                utilization: j.sharing.util_solo?,
+            })
+        })
+        .collect())
 }
 
 /// The planner named `name`, if it can run on a live cluster: one that
@@ -401,14 +426,7 @@ impl Daemon {
             return Ok(());
         };
         let gpus = a.gpus.len() as u32;
-        let nodes = a
-            .gpus
-            .iter()
-            .filter_map(|u| self.gpus.iter().find(|g| &g.uuid == u))
-            .map(|g| g.node.as_str())
-            .collect::<BTreeSet<_>>()
-            .len()
-            .max(1) as u32;
+        let nodes = crate::round::node_count(&self.gpus, &a.gpus);
         let gpu_type = a
             .gpus
             .first()
@@ -1145,6 +1163,61 @@ pub(crate) mod tests {
             r#"{"nodes":1,"gpus":1,"local_bsz":8,"accum_time_s_sum":1.0,"step_time_s_sum":1.0,"count":1}"#;
         let o: gpuplan_solve::agent::ObsAgg = serde_json::from_str(old).unwrap();
         assert_eq!(o.gpu_type, None, "an untyped journal line still loads");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 15: utilization measured while a job runs alone is journaled
+    /// with the configuration it was measured at, and a journal reader
+    /// turns it and the job's features into a predictor training sample
+    /// (`gpuplan predict --fit OUT --state-dir DIR`), beside the live daemon.
+    #[test]
+    fn utilization_measured_alone_becomes_a_predictor_sample() {
+        let (dir, clock, engine) = manual_setup("util");
+        let mut dev = FakeDevices::parse("1x2:a100").unwrap();
+        dev.set_utilization("GPU-fake-0-0", 60).unwrap();
+        dev.set_utilization("GPU-fake-0-1", 80).unwrap();
+        let mut d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(dev),
+            Box::new(engine.clone()),
+            Box::new(clock.clone()),
+        )
+        .unwrap();
+        let sub = |name: &str, features: &str| {
+            JobSubmission::from_toml(
+                &format!("name = \"{name}\"\ncommand = \"run=100000\"\napp = \"bert\"\nmin_gpus = 1\nmax_gpus = 2\nbatch_size = 8\n{features}"),
+                "t",
+            )
+            .unwrap()
+        };
+        let (a, _) = d
+            .submit(sub("a", "[features]\nflops_per_sample = 1e9\nparams = 1e7\n"))
+            .unwrap();
+        plan_gpus(&mut d, a, 2);
+        clock.advance(10.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(a).unwrap().phase, "running");
+        assert!(utilization_samples(&dir).unwrap().is_empty(), "not measured yet");
+        d.prepare().unwrap().unwrap();
+        let s = utilization_samples(&dir).unwrap();
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(s[0].family, "bert");
+        assert_eq!(s[0].features.flops_per_sample, 1e9);
+        assert!((s[0].utilization - 0.7).abs() < 1e-9, "mean of 60 % and 80 %");
+        let at = &s[0].at;
+        assert_eq!((at.nodes, at.gpus, at.local_bsz), (1, 2, d.jobs[&a].local_bsz));
+        assert_eq!(at.gpu_type.as_ref().map(|t| t.as_str()), Some("a100"));
+        // A job with no features gives no sample.
+        d.cancel(a).unwrap();
+        let (b, _) = d.submit(sub("b", "")).unwrap();
+        plan_gpus(&mut d, b, 2);
+        clock.advance(10.0);
+        d.tick().unwrap();
+        d.prepare().unwrap();
+        assert!(d.jobs[&b].sharing.util_solo.is_some());
+        assert_eq!(utilization_samples(&dir).unwrap().len(), 1);
+        let e = utilization_samples(&dir.join("none")).unwrap_err().to_string();
+        assert!(e.contains("none/journal.jsonl"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -48,6 +48,11 @@ pub struct PredictArgs {
     /// bundled profiles' points.
     #[arg(long)]
     records: Option<PathBuf>,
+    /// A `gpuplan serve` state dir whose journal's utilization measurements
+    /// (jobs with features, measured alone) are added as samples; safe to
+    /// read beside the running daemon.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
     /// Which coefficients `--fit` and `--cross-validate` fit.
     #[arg(long, value_enum, default_value = "free")]
     form: FormArg,
@@ -76,7 +81,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
         .map_err(|e| anyhow::anyhow!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))
 }
 
-fn training_samples(records: Option<&Path>) -> Result<Vec<Sample>> {
+fn training_samples(records: Option<&Path>, state_dir: Option<&Path>) -> Result<Vec<Sample>> {
     let profiles = crate::models::load_profiles(None)?;
     let mut s = gpuplan_sim::data::utilization_samples(&profiles);
     if let Some(p) = records {
@@ -91,6 +96,9 @@ fn training_samples(records: Option<&Path>) -> Result<Vec<Sample>> {
             }
         }
         s.extend(extra);
+    }
+    if let Some(d) = state_dir {
+        s.extend(gpuplan_exec::daemon::utilization_samples(d)?);
     }
     Ok(s)
 }
@@ -108,7 +116,7 @@ struct Prediction<'a> {
 
 pub fn predict(a: PredictArgs) -> Result<ExitCode> {
     if a.cross_validate {
-        let s = training_samples(a.records.as_deref())?;
+        let s = training_samples(a.records.as_deref(), a.state_dir.as_deref())?;
         let cv = leave_one_family_out(&s, a.form.into());
         match a.format {
             Format::Json => println!("{}", serde_json::to_string_pretty(&cv)?),
@@ -143,7 +151,7 @@ pub fn predict(a: PredictArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(out) = &a.fit {
-        let s = training_samples(a.records.as_deref())?;
+        let s = training_samples(a.records.as_deref(), a.state_dir.as_deref())?;
         let Some(p) = UtilizationPredictor::fit(&s, a.form.into()) else {
             bail!("no usable training samples");
         };

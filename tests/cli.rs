@@ -870,6 +870,24 @@ fn predict_from_an_onnx_file_or_an_app_and_bad_input_exits_2() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("records.json:1:"), "{}", stderr(&o));
+    // A serve state dir whose journal is corrupt, or that has none.
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("journal.jsonl"), "{\"t\": \"job\"}\n").unwrap();
+    for (d, want) in [
+        (state.clone(), "state/journal.jsonl:1: corrupt record"),
+        (dir.join("nostate"), "nostate/journal.jsonl"),
+    ] {
+        let o = run(&[
+            "predict",
+            "--fit",
+            dir.join("p.json").to_str().unwrap(),
+            "--state-dir",
+            d.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

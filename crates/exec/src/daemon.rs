@@ -8,7 +8,7 @@
 //! crashed jobs with back-off) and launches jobs whose GPUs are free.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use gpuplan_core::fit::Observation;
 use gpuplan_core::{GoodputModel, GradParams, JobId, PolicyParams};
@@ -88,6 +88,31 @@ pub(crate) enum Entry {
         planner: String,
         allocations: Vec<(JobId, Vec<String>)>,
     },
+}
+
+/// The utilization predictor's training samples in a daemon's state dir
+/// (`gpuplan predict --fit OUT --state-dir DIR`): one per job whose
+/// submission gave features and that was measured alone, at the
+/// configuration it was measured at; the family is the job's `app`, else
+/// its name. Reads the journal without opening it for writing.
+pub fn utilization_samples(state_dir: &Path) -> Result<Vec<gpuplan_core::predict::Sample>, ExecError> {
+    let mut last: BTreeMap<JobId, JobRecord> = BTreeMap::new();
+    for e in crate::journal::read::<Entry>(&state_dir.join("journal.jsonl"))? {
+        if let Entry::Job(j) = e {
+            last.insert(j.id, *j);
+        }
+    }
+    Ok(last
+        .into_values()
+        .filter_map(|j| {
+            Some(gpuplan_core::predict::Sample {
+                family: j.spec.app.clone().unwrap_or_else(|| j.spec.name.clone()),
+                features: j.spec.features?,
+                at: j.sharing.util_at?,
+                utilization: j.sharing.util_solo?,
+            })
+        })
+        .collect())
 }
 
 /// The planner named `name`, if it can run on a live cluster: one that
@@ -401,21 +426,21 @@ impl Daemon {
             return Ok(());
         };
         let gpus = a.gpus.len() as u32;
-        let nodes = a
+        let nodes = crate::round::node_count(&self.gpus, &a.gpus);
+        let gpu_type = a
             .gpus
-            .iter()
-            .filter_map(|u| self.gpus.iter().find(|g| &g.uuid == u))
-            .map(|g| g.node.as_str())
-            .collect::<BTreeSet<_>>()
-            .len()
-            .max(1) as u32;
-        job.agent.observe(Observation {
-            nodes,
-            gpus,
-            local_bsz: r.local_bsz,
-            accum_time_s: r.accum_time_s.unwrap_or(r.step_time_s),
-            step_time_s: r.step_time_s,
-        });
+            .first()
+            .and_then(|u| crate::round::node_type(&self.gpus, u));
+        job.agent.observe_on(
+            gpu_type.as_ref(),
+            Observation {
+                nodes,
+                gpus,
+                local_bsz: r.local_bsz,
+                accum_time_s: r.accum_time_s.unwrap_or(r.step_time_s),
+                step_time_s: r.step_time_s,
+            },
+        );
         // Sharing: a step alone is the baseline; a step beside exactly one
         // partner, at the same GPUs and batch, is its measured slowdown.
         match &partners[..] {
@@ -672,7 +697,7 @@ impl Daemon {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::device::FakeDevices;
     use crate::engine::LocalEngine;
@@ -700,18 +725,49 @@ mod tests {
         .unwrap()
     }
 
-    fn plan_gpus(d: &mut Daemon, id: JobId, k: u32) {
+    pub(crate) fn plan_gpus(d: &mut Daemon, id: JobId, k: u32) {
         let prep = d.prepare().unwrap().unwrap();
         let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
         plan.allocations
             .insert(id, Allocation::from_counts(&[(NodeId(0), k)]));
         gpuplan_core::bind_plan(&prep.round, &mut plan);
-        let decision = Decision {
-            plan,
-            diff: Vec::new(),
-        };
-        d.apply(prep, Ok(decision)).unwrap();
+        apply_hand(d, prep, plan);
         d.tick().unwrap();
+    }
+
+    /// Apply a hand-made plan as if the planner had returned it.
+    fn apply_hand(d: &mut Daemon, prep: crate::round::Prepared, plan: gpuplan_core::Plan) {
+        d.apply(
+            prep,
+            Ok(Decision {
+                plan,
+                diff: Vec::new(),
+            }),
+        )
+        .unwrap();
+    }
+
+    /// A fresh state dir, a manual clock and a fake engine on that clock:
+    /// the setup of tests that drive time by hand.
+    fn manual_setup(
+        tag: &str,
+    ) -> (
+        std::path::PathBuf,
+        crate::clock::ManualClock,
+        crate::engine::FakeEngine,
+    ) {
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let clock = crate::clock::ManualClock::new(1_000_000.0);
+        let engine = crate::engine::FakeEngine::new(clock.clone());
+        (dir, clock, engine)
+    }
+
+    /// A job's step-time report of `step_s` seconds at local batch 8.
+    fn report_step(d: &mut Daemon, id: JobId, step_s: f64) {
+        let r: Report =
+            serde_json::from_str(&format!(r#"{{"step_time_s": {step_s}, "local_bsz": 8}}"#)).unwrap();
+        d.report(id, r).unwrap();
     }
 
     fn wait_stopped(d: &mut Daemon, id: JobId) {
@@ -943,12 +999,7 @@ mod tests {
     /// shared GPU.
     #[test]
     fn two_jobs_planned_onto_one_gpu_share_it_and_the_journal_keeps_what_was_measured() {
-        use crate::clock::ManualClock;
-        use crate::engine::FakeEngine;
-        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-share-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let clock = ManualClock::new(1_000_000.0);
-        let engine = FakeEngine::new(clock.clone());
+        let (dir, clock, engine) = manual_setup("share");
         let open = |util: u32| {
             let mut cfg = Config::new(dir.clone(), "greedy");
             cfg.params.sharing = 2;
@@ -970,11 +1021,6 @@ mod tests {
             )
             .unwrap()
         };
-        let report = |d: &mut Daemon, id: JobId, step_s: f64| {
-            let r: Report =
-                serde_json::from_str(&format!(r#"{{"step_time_s": {step_s}, "local_bsz": 8}}"#)).unwrap();
-            d.report(id, r).unwrap();
-        };
         let gpu0 = Allocation::from_gpus(vec![gpuplan_core::GpuId::new(NodeId(0), 0)]);
         let mut d = open(40);
         let (a, _) = d.submit(job("a", "cifar10")).unwrap();
@@ -982,18 +1028,11 @@ mod tests {
         let prep = d.prepare().unwrap().unwrap();
         let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
         plan.allocations.insert(a, gpu0.clone());
-        d.apply(
-            prep,
-            Ok(Decision {
-                plan,
-                diff: Vec::new(),
-            }),
-        )
-        .unwrap();
+        apply_hand(&mut d, prep, plan);
         d.tick().unwrap();
         clock.advance(60.0);
         d.tick().unwrap();
-        report(&mut d, a, 1.0);
+        report_step(&mut d, a, 1.0);
         // Round 2: b joins a on the same GPU; a keeps it (no restart).
         let (b, _) = d.submit(job("b", "ncf")).unwrap();
         let prep = d.prepare().unwrap().unwrap();
@@ -1007,14 +1046,7 @@ mod tests {
         plan.allocations.insert(b, gpu0.clone());
         // The plan passes the one validator: k = 2, 4 + 2 GiB in 16 GB.
         assert_eq!(gpuplan_core::validate(&prep.round, &plan), Ok(()));
-        d.apply(
-            prep,
-            Ok(Decision {
-                plan,
-                diff: Vec::new(),
-            }),
-        )
-        .unwrap();
+        apply_hand(&mut d, prep, plan);
         d.tick().unwrap();
         let started = engine.started();
         assert_eq!(started.len(), 2, "{started:?}");
@@ -1031,7 +1063,7 @@ mod tests {
         // a runs 1.5× slower beside b: a measured pair, overriding the curve.
         clock.advance(60.0);
         d.tick().unwrap();
-        report(&mut d, a, 1.5);
+        report_step(&mut d, a, 1.5);
         assert_eq!(d.partners(a), vec!["ncf".to_string()]);
         let prep = d.prepare().unwrap().unwrap();
         let model = prep.round.colocation.clone().unwrap();
@@ -1051,6 +1083,141 @@ mod tests {
             assert_eq!(d.jobs[&id].gpus, vec!["GPU-fake-0-0".to_string()]);
         }
         assert_eq!(engine.started().len(), 2, "adopted, not restarted");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 14: on a two-type cluster (fake engine, manual clock, no
+    /// sleeps) step-time reports are recorded under the type of the node the
+    /// job runs on, so the next round fits each type apart, the first-measured
+    /// type as the reference; a restarted daemon keeps the types from the
+    /// journal, and a journaled observation without a type still loads.
+    #[test]
+    fn reports_are_fitted_per_gpu_type_of_the_node_the_job_ran_on() {
+        let (dir, clock, engine) = manual_setup("types");
+        let open = || {
+            Daemon::open_with_clock(
+                Config::new(dir.clone(), "greedy"),
+                Box::new(FakeDevices::parse("1x1:t4+1x1:a100").unwrap()),
+                Box::new(engine.clone()),
+                Box::new(clock.clone()),
+            )
+            .unwrap()
+        };
+        let mut d = open();
+        let sub = JobSubmission::from_toml(
+            "name = \"a\"\ncommand = \"run=100000\"\napp = \"cifar10\"\nmin_gpus = 1\nmax_gpus = 1\nbatch_size = 8\n",
+            "t",
+        )
+        .unwrap();
+        let (a, _) = d.submit(sub).unwrap();
+        // Run `a` on node `n`'s GPU and let it report `step_s` steps there.
+        let run_on = |d: &mut Daemon, n: u32, step_s: f64| {
+            let prep = d.prepare().unwrap().unwrap();
+            let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
+            plan.allocations.insert(
+                a,
+                Allocation::from_gpus(vec![gpuplan_core::GpuId::new(NodeId(n), 0)]),
+            );
+            apply_hand(d, prep, plan);
+            for _ in 0..3 {
+                d.tick().unwrap();
+                clock.advance(10.0);
+            }
+            assert_eq!(d.jobs[&a].gpus, vec![format!("GPU-fake-{n}-0")]);
+            assert_eq!(d.view(a).unwrap().phase, "running");
+            report_step(d, a, step_s);
+        };
+        run_on(&mut d, 0, 1.0);
+        run_on(&mut d, 1, 0.25);
+        let typed = |d: &Daemon| {
+            d.jobs[&a]
+                .agent
+                .observations
+                .iter()
+                .map(|o| o.gpu_type.as_ref().map(|t| t.as_str().to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(typed(&d), vec![Some("t4".to_string()), Some("a100".to_string())]);
+        let check = |d: &mut Daemon| {
+            let prep = d.prepare().unwrap().unwrap();
+            let j = prep.round.jobs.iter().find(|j| j.id == a).unwrap();
+            assert_eq!(j.model_type.as_ref().map(|t| t.as_str()), Some("t4"));
+            assert_eq!(
+                j.type_models
+                    .iter()
+                    .map(|m| m.gpu_type.as_str())
+                    .collect::<Vec<_>>(),
+                vec!["a100"]
+            );
+            // Each fit is its type's own: 4× faster steps on the a100.
+            let (t4, a100) = (j.model.unwrap(), j.type_models[0].model);
+            assert!(a100.step_time(1, 1, 8.0, 0) < 0.5 * t4.step_time(1, 1, 8.0, 0));
+        };
+        check(&mut d);
+        drop(d);
+        let mut d = open();
+        assert_eq!(typed(&d), vec![Some("t4".to_string()), Some("a100".to_string())]);
+        check(&mut d);
+        drop(d);
+        let old =
+            r#"{"nodes":1,"gpus":1,"local_bsz":8,"accum_time_s_sum":1.0,"step_time_s_sum":1.0,"count":1}"#;
+        let o: gpuplan_solve::agent::ObsAgg = serde_json::from_str(old).unwrap();
+        assert_eq!(o.gpu_type, None, "an untyped journal line still loads");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 15: utilization measured while a job runs alone is journaled
+    /// with the configuration it was measured at, and a journal reader
+    /// turns it and the job's features into a predictor training sample
+    /// (`gpuplan predict --fit OUT --state-dir DIR`), beside the live daemon.
+    #[test]
+    fn utilization_measured_alone_becomes_a_predictor_sample() {
+        let (dir, clock, engine) = manual_setup("util");
+        let mut dev = FakeDevices::parse("1x2:a100").unwrap();
+        dev.set_utilization("GPU-fake-0-0", 60).unwrap();
+        dev.set_utilization("GPU-fake-0-1", 80).unwrap();
+        let mut d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(dev),
+            Box::new(engine.clone()),
+            Box::new(clock.clone()),
+        )
+        .unwrap();
+        let sub = |name: &str, features: &str| {
+            JobSubmission::from_toml(
+                &format!("name = \"{name}\"\ncommand = \"run=100000\"\napp = \"bert\"\nmin_gpus = 1\nmax_gpus = 2\nbatch_size = 8\n{features}"),
+                "t",
+            )
+            .unwrap()
+        };
+        let (a, _) = d
+            .submit(sub("a", "[features]\nflops_per_sample = 1e9\nparams = 1e7\n"))
+            .unwrap();
+        plan_gpus(&mut d, a, 2);
+        clock.advance(10.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(a).unwrap().phase, "running");
+        assert!(utilization_samples(&dir).unwrap().is_empty(), "not measured yet");
+        d.prepare().unwrap().unwrap();
+        let s = utilization_samples(&dir).unwrap();
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(s[0].family, "bert");
+        assert_eq!(s[0].features.flops_per_sample, 1e9);
+        assert!((s[0].utilization - 0.7).abs() < 1e-9, "mean of 60 % and 80 %");
+        let at = &s[0].at;
+        assert_eq!((at.nodes, at.gpus, at.local_bsz), (1, 2, d.jobs[&a].local_bsz));
+        assert_eq!(at.gpu_type.as_ref().map(|t| t.as_str()), Some("a100"));
+        // A job with no features gives no sample.
+        d.cancel(a).unwrap();
+        let (b, _) = d.submit(sub("b", "")).unwrap();
+        plan_gpus(&mut d, b, 2);
+        clock.advance(10.0);
+        d.tick().unwrap();
+        d.prepare().unwrap();
+        assert!(d.jobs[&b].sharing.util_solo.is_some());
+        assert_eq!(utilization_samples(&dir).unwrap().len(), 1);
+        let e = utilization_samples(&dir.join("none")).unwrap_err().to_string();
+        assert!(e.contains("none/journal.jsonl"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -63,7 +63,8 @@ pub trait Devices: Send {
     }
 }
 
-/// Open a backend from the `--devices` value: `nvml` or `fake:NODESxGPUS`.
+/// Open a backend from the `--devices` value: `nvml` or `fake:NODESxGPUS`
+/// (typed groups joined by `+`, as cluster shapes: `fake:1x4:t4+1x8:a100`).
 pub fn open(spec: &str) -> Result<Box<dyn Devices>, ExecError> {
     if spec == "nvml" {
         return Ok(Box::new(crate::nvml::NvmlDevices::open()?));
@@ -72,7 +73,7 @@ pub fn open(spec: &str) -> Result<Box<dyn Devices>, ExecError> {
         return Ok(Box::new(FakeDevices::parse(shape)?));
     }
     Err(ExecError::Config(format!(
-        "--devices {spec}: expected `nvml` or `fake:NODESxGPUS` (e.g. fake:2x4)"
+        "--devices {spec}: expected `nvml` or `fake:NODESxGPUS[:TYPE]+...` (e.g. fake:2x4)"
     )))
 }
 
@@ -84,15 +85,21 @@ pub struct FakeDevices {
 
 impl FakeDevices {
     pub fn new(nodes: u32, gpus_per_node: u32) -> Self {
+        Self::from_nodes((0..nodes).map(|_| (gpus_per_node, "Fake GPU 16GB")))
+    }
+
+    /// One fake node per `(gpus, model name)`; the model name is what a
+    /// round takes as the node's GPU type, as NVML's name is on real nodes.
+    fn from_nodes<'a>(nodes: impl Iterator<Item = (u32, &'a str)>) -> Self {
         let mut gpus = Vec::new();
-        for n in 0..nodes {
-            for g in 0..gpus_per_node {
+        for (n, (count, name)) in nodes.enumerate() {
+            for g in 0..count {
                 gpus.push((
                     Gpu {
                         uuid: format!("GPU-fake-{n}-{g}"),
                         node: format!("fake{n}"),
                         index: g,
-                        name: "Fake GPU 16GB".into(),
+                        name: name.into(),
                         memory_total_bytes: 16 << 30,
                         memory_used_bytes: 0,
                         utilization_pct: Some(0),
@@ -119,12 +126,19 @@ impl FakeDevices {
         Ok(())
     }
 
-    /// `2x4` = 2 nodes with 4 GPUs each.
+    /// `2x4` = 2 nodes with 4 GPUs each. A shape that names types
+    /// (`1x4:t4+1x8:a100`) gives a heterogeneous cluster whose GPUs carry
+    /// those names; without types the GPUs keep the fake model name.
     pub fn parse(shape: &str) -> Result<Self, ExecError> {
         let c: gpuplan_core::Cluster = shape
             .parse()
             .map_err(|e| ExecError::Config(format!("--devices fake:{shape}: {e}")))?;
-        Ok(FakeDevices::new(c.num_nodes() as u32, c.max_gpus_per_node()))
+        if !shape.contains(':') {
+            return Ok(FakeDevices::new(c.num_nodes() as u32, c.max_gpus_per_node()));
+        }
+        Ok(Self::from_nodes(
+            c.nodes.iter().map(|n| (n.gpus, n.gpu_type.as_str())),
+        ))
     }
 }
 

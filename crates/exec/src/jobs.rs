@@ -217,6 +217,10 @@ pub struct SharingRecord {
     /// while no other job held them: what the planner predicts with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub util_solo: Option<f64>,
+    /// The configuration `util_solo` was measured at: with the job's
+    /// features, one training sample for the utilization predictor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_at: Option<gpuplan_core::predict::PredictAt>,
     /// The same at the last collection, shared or not (a shared GPU's
     /// utilization is both jobs').
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -31,24 +31,37 @@ fn io(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> ExecError {
     move |source| ExecError::Io { context, source }
 }
 
+/// Every intact record of `text` and the length of its intact part. A
+/// record is complete only with its newline: a crash mid-write can leave a
+/// torn tail, which `open` cuts off before appending again.
+fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<(Vec<T>, usize), ExecError> {
+    let intact = text.rfind('\n').map_or(0, |i| i + 1);
+    let mut records = Vec::new();
+    for (i, line) in text[..intact].lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r = serde_json::from_str(line)
+            .map_err(|e| ExecError::Journal(format!("{}:{}: corrupt record: {e}", path.display(), i + 1)))?;
+        records.push(r);
+    }
+    Ok((records, intact))
+}
+
+/// The intact records of a journal, read only: safe beside a running daemon.
+pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, ExecError> {
+    let text = std::fs::read_to_string(path).map_err(io(path, "read journal"))?;
+    Ok(parse(path, &text)?.0)
+}
+
 impl Journal {
     /// Open (creating) the journal and return every intact record in order.
     pub fn open<T: DeserializeOwned>(path: &Path) -> Result<(Journal, Vec<T>), ExecError> {
         let mut records = Vec::new();
         if path.exists() {
             let text = std::fs::read_to_string(path).map_err(io(path, "read journal"))?;
-            // A record is complete only with its newline: a crash mid-write
-            // can leave a torn tail, which is cut off before appending again.
-            let intact = text.rfind('\n').map_or(0, |i| i + 1);
-            for (i, line) in text[..intact].lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let r = serde_json::from_str(line).map_err(|e| {
-                    ExecError::Journal(format!("{}:{}: corrupt record: {e}", path.display(), i + 1))
-                })?;
-                records.push(r);
-            }
+            let intact;
+            (records, intact) = parse(path, &text)?;
             if intact < text.len() {
                 let f = OpenOptions::new()
                     .write(true)

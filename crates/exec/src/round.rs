@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
-use gpuplan_core::{Allocation, Cluster, GpuId, JobId, JobSpec, JobState, Node, NodeId, Round};
+use gpuplan_core::predict::PredictAt;
+use gpuplan_core::{Allocation, Cluster, GpuId, GpuType, JobId, JobSpec, JobState, Node, NodeId, Round};
 use gpuplan_solve::agent::{round_job, JobFacts};
 use gpuplan_solve::{run_round, Decision, Planner};
 use serde::{Deserialize, Serialize};
@@ -88,6 +89,30 @@ pub fn device_cluster(gpus: &[Gpu]) -> DeviceCluster {
         node_gpus,
         slot_of,
     }
+}
+
+/// The GPU type a round gives the node of GPU `uuid`: the model name of the
+/// node's lowest-index healthy GPU, as [`device_cluster`] names nodes, so a
+/// job's step-time reports are fitted under the type the planner prices.
+pub fn node_type(gpus: &[Gpu], uuid: &str) -> Option<GpuType> {
+    let g = gpus.iter().find(|g| g.uuid == uuid)?;
+    let lead = gpus
+        .iter()
+        .filter(|h| h.node == g.node && h.health == Health::Ok)
+        .min_by_key(|h| h.index)
+        .unwrap_or(g);
+    Some(lead.name.as_str().into())
+}
+
+/// How many nodes the GPUs `uuids` span (at least 1).
+pub(crate) fn node_count(gpus: &[Gpu], uuids: &[String]) -> u32 {
+    uuids
+        .iter()
+        .filter_map(|u| gpus.iter().find(|g| &g.uuid == u))
+        .map(|g| g.node.as_str())
+        .collect::<BTreeSet<_>>()
+        .len()
+        .max(1) as u32
 }
 
 fn ms(t: Instant) -> f64 {
@@ -398,7 +423,7 @@ impl Daemon {
             .iter()
             .filter_map(|g| Some((g.uuid.as_str(), g.utilization_pct?)))
             .collect();
-        let mut seen: Vec<(JobId, f64, bool)> = Vec::new();
+        let mut seen: Vec<(JobId, f64, Option<PredictAt>)> = Vec::new();
         for j in self.jobs.values() {
             let gpus = j.running_gpus();
             let vals: Vec<f64> = gpus
@@ -410,16 +435,27 @@ impl Daemon {
                 continue;
             }
             let u = (vals.iter().sum::<f64>() / vals.len() as f64).clamp(0.0, 1.0);
-            seen.push((j.id, u, self.partners(j.id).is_empty()));
+            let alone = self.partners(j.id).is_empty().then(|| PredictAt {
+                nodes: node_count(&self.gpus, gpus),
+                gpus: gpus.len() as u32,
+                local_bsz: j.local_bsz,
+                gpu_type: node_type(&self.gpus, &gpus[0]),
+            });
+            seen.push((j.id, u, alone));
         }
-        for (id, u, alone) in seen {
+        for (id, u, at) in seen {
+            let alone = at.is_some();
             let j = self.jobs.get_mut(&id).expect("seen job exists");
             // Journaled when it moves by 5 points or more, not every round.
             let moved = |old: Option<f64>| old.is_none_or(|o| (o - u).abs() >= 0.05);
             let journal = moved(j.sharing.util_last) || (alone && moved(j.sharing.util_solo));
             j.sharing.util_last = Some(u);
-            if alone {
+            if let Some(at) = at {
                 j.sharing.util_solo = Some(u);
+                if j.sharing.util_at.as_ref() != Some(&at) {
+                    j.sharing.util_at = Some(at);
+                    self.dirty.insert(id);
+                }
             }
             if journal {
                 self.dirty.insert(id);

@@ -261,9 +261,6 @@ impl Supervisor {
 /// with no processes, on a manual clock. Nothing here sleeps.
 #[cfg(test)]
 mod tests {
-    use gpuplan_core::{Allocation, JobId, NodeId, Plan, PlanStatus};
-    use gpuplan_solve::Decision;
-
     use crate::clock::ManualClock;
     use crate::daemon::{Config, Daemon};
     use crate::device::FakeDevices;
@@ -315,22 +312,8 @@ mod tests {
         .unwrap()
     }
 
-    fn give(d: &mut Daemon, id: JobId, k: u32) {
-        let prep = d.prepare().unwrap().unwrap();
-        let mut plan = Plan::new("hand", PlanStatus::Feasible);
-        plan.allocations
-            .insert(id, Allocation::from_counts(&[(NodeId(0), k)]));
-        gpuplan_core::bind_plan(&prep.round, &mut plan);
-        d.apply(
-            prep,
-            Ok(Decision {
-                plan,
-                diff: Vec::new(),
-            }),
-        )
-        .unwrap();
-        d.tick().unwrap();
-    }
+    /// Plan `k` GPUs of node 0 for a job, as the daemon's tests do.
+    use crate::daemon::tests::plan_gpus as give;
 
     #[test]
     fn the_engine_gets_the_protocol_and_owns_the_rest() {

@@ -440,26 +440,12 @@ mod tests {
     #[test]
     fn a_job_with_features_and_no_model_gets_the_predictor() {
         let mut j = RoundJob {
-            id: crate::JobId(0),
             name: "j".into(),
             app: "bert".into(),
-            submit_s: 0.0,
             requested_gpus: 4,
-            batch_size: 32,
             min_gpus: 1,
             max_gpus: 4,
-            preemptible: true,
-            state: crate::JobState::default(),
-            model: None,
-            model_type: None,
-            type_models: Vec::new(),
-            oracle: None,
-            restart_penalty_s: None,
-            class: None,
-            mem_gib: None,
-            utilization: None,
-            features: None,
-            colocation_key: None,
+            ..crate::round::test_job(0)
         };
         // No model, no features: fully busy, as before.
         assert_eq!(predicted_utilization(&j, 1, 4), 1.0);

@@ -162,30 +162,17 @@ mod tests {
     #[test]
     fn restart_factor_by_hand() {
         let mut j = crate::round::RoundJob {
-            id: crate::JobId(0),
             name: "j".into(),
             app: "a".into(),
-            submit_s: 0.0,
-            requested_gpus: 1,
             batch_size: 1,
             min_gpus: 1,
             max_gpus: 4,
-            preemptible: true,
             state: crate::JobState {
                 age_s: 600.0,
                 restarts: 2,
                 ..Default::default()
             },
-            model: None,
-            model_type: None,
-            type_models: Vec::new(),
-            oracle: None,
-            restart_penalty_s: None,
-            class: None,
-            mem_gib: None,
-            utilization: None,
-            features: None,
-            colocation_key: None,
+            ..crate::round::test_job(0)
         };
         // (600 − 30·2)/(600 + 30) = 540/630
         assert!((restart_factor(&j, &PolicyParams::default()) - 540.0 / 630.0).abs() < 1e-12);

@@ -459,29 +459,13 @@ mod tests {
 
     fn job(id: u32, preemptible: bool, alloc: Allocation) -> RoundJob {
         RoundJob {
-            id: JobId(id),
-            name: format!("j{id}"),
-            app: "x".into(),
-            submit_s: 0.0,
             requested_gpus: 2,
-            batch_size: 32,
-            min_gpus: 0,
-            max_gpus: 8,
             preemptible,
             state: JobState {
                 allocation: alloc,
                 ..JobState::default()
             },
-            model: None,
-            model_type: None,
-            type_models: Vec::new(),
-            oracle: None,
-            restart_penalty_s: None,
-            class: None,
-            mem_gib: None,
-            utilization: None,
-            features: None,
-            colocation_key: None,
+            ..crate::round::test_job(id)
         }
     }
 

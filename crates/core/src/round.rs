@@ -713,6 +713,35 @@ impl Round {
     }
 }
 
+/// A job with every optional fact absent, for core's own tests: each test
+/// states only the fields it is about (`RoundJob { .., ..test_job(0) }`),
+/// so a new optional field is added here once, not in every test.
+#[cfg(test)]
+pub(crate) fn test_job(id: u32) -> RoundJob {
+    RoundJob {
+        id: JobId(id),
+        name: format!("j{id}"),
+        app: "x".into(),
+        submit_s: 0.0,
+        requested_gpus: 1,
+        batch_size: 32,
+        min_gpus: 0,
+        max_gpus: 8,
+        preemptible: true,
+        state: JobState::default(),
+        model: None,
+        model_type: None,
+        type_models: Vec::new(),
+        oracle: None,
+        restart_penalty_s: None,
+        class: None,
+        mem_gib: None,
+        utilization: None,
+        features: None,
+        colocation_key: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -249,7 +249,12 @@ pub fn gpu_memory_gib(gpu_type: &str) -> Option<f64> {
     if let Some(g) = named {
         return Some(f64::from(g));
     }
-    Some(match lower.as_str() {
+    // A short name as written, else NVML's product name by its table key.
+    let key = match lower.as_str() {
+        "v100-32g" | "a100-80g" | "h100" | "rtx5000" => lower.as_str(),
+        _ => crate::gpu_speed::table_key(&lower).unwrap_or(lower.as_str()),
+    };
+    Some(match key {
         "t4" | "p100" | "v100" | "rtx5000" => 16.0,
         "k80" => 12.0,
         "rtx2080ti" => 11.0,
@@ -595,6 +600,10 @@ mod tests {
         assert_eq!(gpu_memory_gib("NVIDIA H100 80GB HBM3"), Some(80.0));
         assert_eq!(gpu_memory_gib("Tesla V100-SXM2-16GB"), Some(16.0));
         assert_eq!(gpu_memory_gib("Fake GPU 16GB"), Some(16.0));
-        assert_eq!(gpu_memory_gib("Tesla T4"), None);
+        // NVML names without a size: by the type's table key.
+        assert_eq!(gpu_memory_gib("Tesla T4"), Some(16.0));
+        assert_eq!(gpu_memory_gib("NVIDIA GeForce RTX 2080 Ti"), Some(11.0));
+        assert_eq!(gpu_memory_gib("NVIDIA T400"), None);
+        assert_eq!(gpu_memory_gib("v100-32g"), Some(32.0));
     }
 }

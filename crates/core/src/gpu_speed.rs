@@ -21,6 +21,9 @@
 //!   time scales with the inverse bandwidth.
 //! - A type not in the table runs as a T4, so clusters with other names keep
 //!   their old results.
+//! - A type may be named by its table key (`a100`) or as NVML reports it
+//!   (`NVIDIA A100-SXM4-40GB`, `Tesla T4`, `NVIDIA GeForce RTX 2080 Ti`): the
+//!   executor's rounds use NVML's names ([`table_key`]).
 
 use crate::model::PerfParams;
 use crate::profile::StepTime;
@@ -127,11 +130,40 @@ const GAVEL: [(&str, [f64; 5]); 2] = [
 /// Intra-node all-reduce multipliers (PCIe 3.0 x16 = 1).
 const SYNC: [(&str, f64); 2] = [("v100", 15.75 / 300.0), ("a100", 15.75 / 600.0)];
 
+/// Every type the tables know.
+const KEYS: [&str; 6] = ["t4", "rtx2080ti", "v100", "a100", "k80", "p100"];
+
+/// Vendor and brand words NVML puts before the model.
+const BRANDS: [&str; 4] = ["nvidia", "tesla", "geforce", "quadro"];
+
+/// The table key of a GPU type named by its key (any case) or by NVML's
+/// product name, so a real cluster's types get their speeds. The model must
+/// end at a word boundary: `T400` is not a T4 and `V100S` not a V100 (both
+/// stay unknown, as T4s), while `A100-SXM4-40GB` is an A100.
+pub fn table_key(name: &str) -> Option<&'static str> {
+    let lower = name.to_ascii_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .skip_while(|w| BRANDS.contains(w))
+        .collect();
+    // The model may be split over words ("RTX 2080 Ti"): join word by word.
+    let mut joined = String::new();
+    for w in words {
+        joined.push_str(w);
+        if let Some(k) = KEYS.iter().find(|k| **k == joined) {
+            return Some(k);
+        }
+        if !KEYS.iter().any(|k| k.starts_with(joined.as_str())) {
+            return None;
+        }
+    }
+    None
+}
+
 fn lookup<T: Copy>(table: &[(&str, T)], t: &str) -> Option<T> {
-    table
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(t))
-        .map(|&(_, v)| v)
+    let key = table_key(t)?;
+    table.iter().find(|(name, _)| *name == key).map(|&(_, v)| v)
 }
 
 /// How fast `app` runs on `gpu_type`, relative to the T4.
@@ -168,6 +200,35 @@ mod tests {
             sync_s: 0.1,
         };
         assert_eq!(TypeSpeed::T4.step(st, 1), st);
+    }
+
+    #[test]
+    fn nvml_names_reach_the_table_and_lookalikes_do_not() {
+        for (name, key) in [
+            ("a100", Some("a100")),
+            ("A100", Some("a100")),
+            ("NVIDIA A100-SXM4-40GB", Some("a100")),
+            ("NVIDIA A100 80GB PCIe", Some("a100")),
+            ("Tesla T4", Some("t4")),
+            ("Tesla V100-SXM2-16GB", Some("v100")),
+            ("NVIDIA GeForce RTX 2080 Ti", Some("rtx2080ti")),
+            ("Tesla K80", Some("k80")),
+            ("Tesla P100-PCIE-16GB", Some("p100")),
+            ("NVIDIA T400", None),
+            ("Tesla V100S-PCIE-32GB", None),
+            ("NVIDIA GeForce RTX 2080", None),
+            ("NVIDIA H100 80GB HBM3", None),
+            ("gpu", None),
+            ("", None),
+        ] {
+            assert_eq!(table_key(name), key, "{name}");
+        }
+        assert_eq!(
+            type_speed("NVIDIA A100-SXM4-40GB", "bert"),
+            type_speed("a100", "bert")
+        );
+        assert_eq!(type_speed("Tesla K80", "ncf"), type_speed("k80", "ncf"));
+        assert_eq!(type_speed("NVIDIA T400", "ncf"), TypeSpeed::T4);
     }
 
     #[test]

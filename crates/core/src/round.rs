@@ -366,6 +366,37 @@ pub struct TypedModel {
 }
 
 impl RoundJob {
+    /// A queued one-GPU job with its identity only: submitted at 0, batch
+    /// size 1, preemptible, and every optional fact (model, types, oracle,
+    /// class, memory, utilization, features, co-location key) absent.
+    /// Builders state what they know with struct update syntax
+    /// (`RoundJob { batch_size: 64, ..RoundJob::new(id, name, app) }`), so a
+    /// new optional fact is added here once, not at every builder.
+    pub fn new(id: JobId, name: impl Into<String>, app: impl Into<String>) -> Self {
+        RoundJob {
+            id,
+            name: name.into(),
+            app: app.into(),
+            submit_s: 0.0,
+            requested_gpus: 1,
+            batch_size: 1,
+            min_gpus: 1,
+            max_gpus: 1,
+            preemptible: true,
+            state: JobState::default(),
+            model: None,
+            model_type: None,
+            type_models: Vec::new(),
+            oracle: None,
+            restart_penalty_s: None,
+            class: None,
+            mem_gib: None,
+            utilization: None,
+            features: None,
+            colocation_key: None,
+        }
+    }
+
     pub fn current(&self) -> &Allocation {
         &self.state.allocation
     }
@@ -713,32 +744,15 @@ impl Round {
     }
 }
 
-/// A job with every optional fact absent, for core's own tests: each test
-/// states only the fields it is about (`RoundJob { .., ..test_job(0) }`),
-/// so a new optional field is added here once, not in every test.
+/// Core's tests' job: `RoundJob::new` as `j{id}` of app `x`, batch 32,
+/// between 0 and 8 GPUs; each test states only the fields it is about.
 #[cfg(test)]
 pub(crate) fn test_job(id: u32) -> RoundJob {
     RoundJob {
-        id: JobId(id),
-        name: format!("j{id}"),
-        app: "x".into(),
-        submit_s: 0.0,
-        requested_gpus: 1,
         batch_size: 32,
         min_gpus: 0,
         max_gpus: 8,
-        preemptible: true,
-        state: JobState::default(),
-        model: None,
-        model_type: None,
-        type_models: Vec::new(),
-        oracle: None,
-        restart_penalty_s: None,
-        class: None,
-        mem_gib: None,
-        utilization: None,
-        features: None,
-        colocation_key: None,
+        ..RoundJob::new(JobId(id), format!("j{id}"), "x")
     }
 }
 

@@ -142,26 +142,11 @@ pub fn generate_round(
             }
         }
         out.push(RoundJob {
-            id: JobId(i as u32),
-            name: format!("{app}-{i}"),
-            app: app.to_string(),
-            submit_s: 0.0,
-            requested_gpus: 1,
             batch_size: profile.limits.init_batch,
-            min_gpus: 1,
             max_gpus,
-            preemptible: true,
             state,
             model: if has_run { Some(model) } else { None },
-            model_type: None,
-            type_models: Vec::new(),
-            oracle: None,
-            restart_penalty_s: None,
-            class: None,
-            mem_gib: None,
-            utilization: None,
-            features: None,
-            colocation_key: None,
+            ..RoundJob::new(JobId(i as u32), format!("{app}-{i}"), app)
         });
     }
     Round {

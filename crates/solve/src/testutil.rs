@@ -7,29 +7,15 @@ use gpuplan_core::{
 
 pub fn job(id: u32, gpus: u32, submit_s: f64) -> RoundJob {
     RoundJob {
-        id: JobId(id),
-        name: format!("j{id}"),
-        app: "cifar10".into(),
         submit_s,
         requested_gpus: gpus,
         batch_size: 128 * gpus,
-        min_gpus: 1,
         max_gpus: 16,
-        preemptible: true,
         state: JobState {
             age_s: 600.0,
             ..Default::default()
         },
-        model: None,
-        model_type: None,
-        type_models: Vec::new(),
-        oracle: None,
-        restart_penalty_s: None,
-        class: None,
-        mem_gib: None,
-        utilization: None,
-        features: None,
-        colocation_key: None,
+        ..RoundJob::new(JobId(id), format!("j{id}"), "cifar10")
     }
 }
 

@@ -142,9 +142,6 @@ fn build(
             alloc = Allocation::default();
         }
         out.push(RoundJob {
-            id: JobId(i as u32),
-            name: format!("j{i}"),
-            app: "synthetic".into(),
             submit_s: i as f64,
             requested_gpus: req,
             batch_size: 64,
@@ -160,18 +157,11 @@ fn build(
                 ..Default::default()
             },
             model: m.map(|(a, sync, var)| model(a, sync, var)),
-            model_type: None,
-            type_models: Vec::new(),
             oracle: oracle.then(|| Oracle {
                 remaining_iters: 1000.0 * (i + 1) as f64,
                 step_time_s: (1..=8).map(|k| 1.0 / f64::from(k).sqrt()).collect(),
             }),
-            restart_penalty_s: None,
-            class: None,
-            mem_gib: None,
-            utilization: None,
-            features: None,
-            colocation_key: None,
+            ..RoundJob::new(JobId(i as u32), format!("j{i}"), "synthetic")
         });
     }
     let mut round = Round {

@@ -37,9 +37,6 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
         }
         let alloc = Allocation::from_counts(&counts);
         out.push(RoundJob {
-            id: JobId(i as u32),
-            name: format!("j{i}"),
-            app: "synthetic".into(),
             submit_s: i as f64,
             requested_gpus: 1 + (i as u32 % gpn.max(1)),
             batch_size: 64,
@@ -55,15 +52,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
                 ..Default::default()
             },
             model: if has { Some(model(a, sync, var)) } else { None },
-            model_type: None,
-            type_models: Vec::new(),
-            oracle: None,
-            restart_penalty_s: None,
-            class: None,
-            mem_gib: None,
-            utilization: None,
-            features: None,
-            colocation_key: None,
+            ..RoundJob::new(JobId(i as u32), format!("j{i}"), "synthetic")
         });
     }
     let mut round = Round {

@@ -224,30 +224,16 @@ pub(crate) mod testutil {
     pub fn job(id: u32, gpus: u32, submit_s: f64, attained_gpu_s: f64, alloc: &[(u32, u32)]) -> RoundJob {
         let counts: Vec<(NodeId, u32)> = alloc.iter().map(|&(n, k)| (NodeId(n), k)).collect();
         RoundJob {
-            id: JobId(id),
-            name: format!("j{id}"),
-            app: "test".into(),
             submit_s,
             requested_gpus: gpus,
             batch_size: 32,
-            min_gpus: 1,
             max_gpus: 64,
-            preemptible: true,
             state: JobState {
                 attained_gpu_s,
                 allocation: Allocation::from_counts(&counts),
                 ..JobState::default()
             },
-            model: None,
-            model_type: None,
-            type_models: Vec::new(),
-            oracle: None,
-            restart_penalty_s: None,
-            class: None,
-            mem_gib: None,
-            utilization: None,
-            features: None,
-            colocation_key: None,
+            ..RoundJob::new(JobId(id), format!("j{id}"), "test")
         }
     }
 

@@ -14,7 +14,7 @@ use gpuplan_core::colocation::{
 };
 use gpuplan_core::{Allocation, GpuId, NodeId, Round};
 
-use crate::candidates::TypeCapacity;
+use crate::candidates::{Sense, TypeCapacity};
 
 /// Two jobs sharing `gpus` GPUs of one node of type `ty` (params.sharing
 /// ≥ 2): one joint option, so the objective stays linear. Each job's value
@@ -36,6 +36,13 @@ pub struct PairOpt {
 /// Most pair options one model gets; past it the rest are dropped (with a
 /// note), so sharing cannot blow up the solve.
 pub const PAIR_BUDGET: usize = 20_000;
+
+/// Partners kept per job and (GPU type, GPUs) ([`prune`]): with n jobs
+/// that may all pair, the pair options grow like n², and so does the
+/// solve (256 GPUs × 100 jobs took ~4 s with all 4,950 pairs against
+/// 0.15 s without sharing); a job rarely gains from more than its few best
+/// partners.
+pub const PARTNERS: usize = 8;
 
 /// One job as the pair rules see it, in a formulation's own values.
 #[derive(Debug, Clone, Default)]
@@ -106,7 +113,8 @@ pub fn kept_pairs(round: &Round, node_type: &[usize], sharers: &[Sharer]) -> Vec
 /// memories fit together in that type's GPU and, under `sharing_pairs =
 /// measured`, whose pair was measured; each valued by the round's model
 /// (measured pair, else curve). Only pairs (k = 2 jobs per
-/// GPU): a third job on a GPU is never planned. At most [`PAIR_BUDGET`].
+/// GPU): a third job on a GPU is never planned. At most [`PAIR_BUDGET`],
+/// then pruned to each job's best [`PARTNERS`] per (type, GPUs).
 pub fn pair_options(
     round: &Round,
     types: &[TypeCapacity],
@@ -138,7 +146,7 @@ pub fn pair_options(
                     notes.push(format!(
                         "sharing: more than {PAIR_BUDGET} pair options; the rest dropped"
                     ));
-                    return out;
+                    return prune(round, sharers, out);
                 }
                 let mut u = |j: usize| {
                     *util
@@ -159,7 +167,55 @@ pub fn pair_options(
             }
         }
     }
-    out
+    prune(round, sharers, out)
+}
+
+/// Keep a pair only if it is among the best [`PARTNERS`] pairs, by gain,
+/// of one of its two jobs at its (type, GPUs). A pair's gain is what its
+/// two objective terms win over the better use of the same GPUs by one of
+/// the two jobs alone, the other waiting. A heuristic, not a dominance
+/// argument: the optimum may use a pruned pair (measured in
+/// docs/colocation.md); rounds where no job has more than [`PARTNERS`]
+/// partners at a (type, GPUs) keep every pair.
+fn prune(round: &Round, sharers: &[Sharer], pairs: Vec<PairOpt>) -> Vec<PairOpt> {
+    let sense = Sense::of(round.params.p);
+    // In maximisation form, so a larger gain is better for every p.
+    let score = |v: f64| match sense {
+        Sense::MinPower(_) => -sense.term(v),
+        _ => sense.term(v),
+    };
+    let none: Vec<f64> = round
+        .jobs
+        .iter()
+        .map(|j| score(gpuplan_core::objective::prioritise(j, &round.params, 0.0)))
+        .collect();
+    let solo = |j: usize, ty: usize, k: u32| {
+        sharers[j]
+            .singles
+            .iter()
+            .find(|&&(t, g, _)| t == ty && g == k)
+            .map_or(f64::NEG_INFINITY, |x| score(x.2))
+    };
+    let mut by: HashMap<(usize, usize, u32), Vec<(f64, usize)>> = HashMap::new();
+    for (i, p) in pairs.iter().enumerate() {
+        let alone = (solo(p.a, p.ty, p.gpus) + none[p.b]).max(none[p.a] + solo(p.b, p.ty, p.gpus));
+        let gain = score(p.va) + score(p.vb) - alone;
+        for j in [p.a, p.b] {
+            by.entry((j, p.ty, p.gpus)).or_default().push((gain, i));
+        }
+    }
+    let mut kept = vec![false; pairs.len()];
+    for list in by.values_mut() {
+        list.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        for &(_, i) in list.iter().take(PARTNERS) {
+            kept[i] = true;
+        }
+    }
+    pairs
+        .into_iter()
+        .zip(kept)
+        .filter_map(|(p, k)| k.then_some(p))
+        .collect()
 }
 
 /// Name the GPUs of a pair placed on `node`: both jobs get the same ones,
@@ -208,4 +264,56 @@ pub fn named_gpus<'a>(allocs: impl IntoIterator<Item = &'a Allocation>) -> BTree
                 .map(|g| (g.node.0, g.index))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::candidates::type_capacity;
+    use crate::testutil::{job, round};
+
+    /// `n` light one-GPU jobs on one 4-GPU T4 node, sharing on; job i
+    /// alone is worth `1 − i/100` on one GPU.
+    fn light(n: u32) -> (Round, Vec<Sharer>) {
+        let jobs = (0..n)
+            .map(|i| {
+                let mut j = job(i, 1, 0.0);
+                j.utilization = Some(0.1);
+                j.mem_gib = Some(1.0);
+                j
+            })
+            .collect();
+        let mut r = round("1x4", jobs, gpuplan_core::Interference::Avoid);
+        r.params.sharing = 2;
+        let sharers = (0..n)
+            .map(|i| Sharer {
+                singles: vec![(0, 1, 1.0 - i as f64 / 100.0)],
+                keep: None,
+            })
+            .collect();
+        (r, sharers)
+    }
+
+    /// With at most PARTNERS partners per job nothing is pruned; with
+    /// more, each job keeps its PARTNERS best partners (here the most
+    /// valuable jobs, as every pair slows alike), and a pair that neither
+    /// job ranks among its best is dropped.
+    #[test]
+    fn pruning_keeps_each_jobs_best_partners() {
+        let n = PARTNERS as u32 + 1;
+        let (r, s) = light(n);
+        let all = pair_options(&r, &type_capacity(&r.cluster), &s, &mut Vec::new());
+        assert_eq!(all.len(), (n * (n - 1) / 2) as usize);
+        let (r, s) = light(20);
+        let kept = pair_options(&r, &type_capacity(&r.cluster), &s, &mut Vec::new());
+        // The 28 pairs among jobs 0..8 and the 12 × 8 of every other job with them.
+        assert_eq!(kept.len(), 28 + 12 * 8);
+        // Job 19 (the least valuable) keeps jobs 0..8.
+        for b in 0..PARTNERS {
+            assert!(kept.iter().any(|p| (p.a, p.b) == (b, 19)), "0..8 with 19");
+        }
+        for p in &kept {
+            assert!(p.a < PARTNERS || p.b < PARTNERS, "{p:?}: neither ranks the other");
+        }
+    }
 }

@@ -96,8 +96,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 30.0)]
     pub restart_penalty: f64,
     /// Let up to K jobs share a GPU (K = 2 when given alone; off by default). Planners that share
-    /// (mip-exact, pollux-mip) decide which; co-located jobs get the same GPU and time-slice
-    /// unless --mps is given. See docs/colocation.md.
+    /// (mip-exact, mip-aggregate, pollux-mip, pollux-mip-aggregate) decide which;
+    /// co-located jobs get the same GPU and time-slice unless --mps is given. See docs/colocation.md.
     #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
     pub sharing: Option<u32>,
     /// With --sharing: which pairs may share: all (memory permitting) or only pairs this daemon

@@ -98,8 +98,9 @@ pub struct SimOpts {
     #[arg(long)]
     pub sticky: bool,
     /// Let up to K jobs share a GPU (K = 2 when given alone; off by default). Planners that
-    /// share (mip-exact, pollux-mip) decide which; shared jobs run at Gavel's measured
-    /// co-located speed where their models were measured, else the fitted curve. See docs/colocation.md.
+    /// share (mip-exact, mip-aggregate, pollux-mip, pollux-mip-aggregate) decide which;
+    /// shared jobs run at Gavel's measured co-located speed where their models were measured,
+    /// else the fitted curve. See docs/colocation.md.
     #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
     pub sharing: Option<u32>,
     /// With --sharing: which pairs may share a GPU. `all`: any two whose memories fit (unmeasured

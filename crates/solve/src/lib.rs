@@ -18,6 +18,7 @@ pub mod bins;
 pub mod candidates;
 pub mod fallback;
 pub mod mip;
+pub mod pairs;
 pub mod pipeline;
 pub mod placement;
 pub mod placements;

@@ -4,6 +4,7 @@
 use gpuplan_core::{Allocation, Cluster, NodeId};
 
 use crate::candidates::{charge, Choice, Pick};
+use crate::pairs::{name_pair_gpus, named_gpus, PairOpt};
 
 /// Free GPUs per node, tracked while a plan is built.
 #[derive(Debug, Clone)]
@@ -120,6 +121,25 @@ mod tests {
 /// GPUs are always of one type: a multi-node job takes whole nodes of the
 /// first type (in `Cluster::types()` order) with enough of them.
 pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
+    pack_with_pairs(round, choices, &[])
+}
+
+/// What the packer places: one job, or a pair (index into the pairs) that
+/// takes one set of GPUs on one node for both its jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Job(usize),
+    Pair(usize),
+}
+
+/// [`pack`] with pairs that share GPUs (`mip-aggregate` under
+/// `params.sharing` ≥ 2; their jobs are in no choice). A kept pair keeps
+/// its GPUs after the kept jobs; a moving pair is one single-node unit of
+/// its GPU count, placed with the single-node jobs (preferring a node either
+/// job runs on), and both jobs get the same named GPUs. A pair that does not
+/// fit shrinks as a job does (never below either job's minimum), else
+/// both jobs are left unallocated.
+pub fn pack_with_pairs(round: &gpuplan_core::Round, choices: &[Pick], pairs: &[PairOpt]) -> Packed {
     let node_type = round.cluster.type_index();
     let n_types = round.cluster.types().len();
     let n_nodes = round.cluster.num_nodes();
@@ -128,7 +148,7 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
     let mut free = cap.clone();
     let mut multi = vec![false; n_nodes];
     let mut out = Packed::default();
-    let mut rest: Vec<(usize, u32, u32, Option<usize>)> = Vec::new();
+    let mut rest: Vec<(Unit, u32, u32, Option<usize>)> = Vec::new();
     let avoid = round.params.interference == gpuplan_core::Interference::Avoid;
     // Pinned (non-preemptible) jobs first: they cannot go anywhere else.
     let mut ordered: Vec<Pick> = choices.to_vec();
@@ -159,17 +179,65 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
                     out.notes.push(format!("{}: could not keep its GPUs", j.name));
                 }
             }
-            Choice::Config { nodes, gpus } => rest.push((i, nodes, gpus, ty)),
+            Choice::Config { nodes, gpus } => rest.push((Unit::Job(i), nodes, gpus, ty)),
         }
     }
+    for (x, p) in pairs.iter().enumerate() {
+        let per = round.jobs[p.a].current().per_node();
+        if p.keep {
+            if let [(n, k)] = per[..] {
+                if free.get(n.0 as usize).is_some_and(|&f| f >= k) {
+                    free[n.0 as usize] -= k;
+                    for j in [p.a, p.b] {
+                        out.allocations.push((j, round.jobs[j].current().clone()));
+                    }
+                    continue;
+                }
+            }
+            out.notes.push(format!(
+                "{}+{}: could not keep their shared GPUs",
+                round.jobs[p.a].name, round.jobs[p.b].name
+            ));
+        }
+        rest.push((Unit::Pair(x), 1, p.gpus, Some(p.ty)));
+    }
+    // Named GPUs so far (kept jobs and pairs): a moving pair's GPUs avoid them.
+    let mut named = named_gpus(out.allocations.iter().map(|(_, a)| a));
+    let lead = |u: &Unit| match *u {
+        Unit::Job(i) => i,
+        Unit::Pair(x) => pairs[x].a,
+    };
     // Larger first (by what a shape takes: whole nodes for an unpackable
     // size); ties by job index for determinism.
-    let taken = |r: &(usize, u32, u32, Option<usize>)| charge(r.1, r.2, g).0;
-    rest.sort_by(|a, b| taken(b).cmp(&taken(a)).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
-    for (i, nodes, gpus, want) in rest {
+    let taken = |r: &(Unit, u32, u32, Option<usize>)| charge(r.1, r.2, g).0;
+    rest.sort_by(|a, b| {
+        taken(b)
+            .cmp(&taken(a))
+            .then(b.2.cmp(&a.2))
+            .then(lead(&a.0).cmp(&lead(&b.0)))
+    });
+    for (unit, nodes, gpus, want) in rest {
         let type_ok = |m: usize| want.is_none_or(|t| node_type[m] == t);
+        let i = lead(&unit);
         let j = &round.jobs[i];
+        let members: Vec<usize> = match unit {
+            Unit::Job(i) => vec![i],
+            Unit::Pair(x) => vec![pairs[x].a, pairs[x].b],
+        };
+        let name = members
+            .iter()
+            .map(|&m| round.jobs[m].name.as_str())
+            .collect::<Vec<_>>()
+            .join("+");
+        let min_gpus = members.iter().map(|&m| round.jobs[m].min_gpus).max().unwrap_or(0);
         let current: Vec<usize> = j.current().per_node().iter().map(|(n, _)| n.0 as usize).collect();
+        // A node a one-node member runs on now is preferred.
+        let home = |m: usize| {
+            members.iter().any(|&x| {
+                let per = round.jobs[x].current().per_node();
+                per.len() == 1 && per[0].0 .0 as usize == m
+            })
+        };
         let mut k = gpus;
         let mut n = nodes;
         loop {
@@ -208,7 +276,7 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
             } else {
                 let best = (0..n_nodes)
                     .filter(|&m| free[m] >= k && type_ok(m))
-                    .min_by_key(|&m| (!(current.len() == 1 && current[0] == m), free[m], m));
+                    .min_by_key(|&m| (!home(m), free[m], m));
                 best.map(|m| {
                     free[m] -= k;
                     Allocation::from_counts(&[(NodeId(m as u32), k)])
@@ -217,9 +285,22 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
             if let Some(a) = placed {
                 if k != gpus {
                     out.notes
-                        .push(format!("{}: shrunk from {gpus} to {k} GPUs to fit", j.name));
+                        .push(format!("{name}: shrunk from {gpus} to {k} GPUs to fit",));
                 }
-                out.allocations.push((i, a));
+                match unit {
+                    Unit::Job(i) => out.allocations.push((i, a)),
+                    Unit::Pair(x) => {
+                        let node = a.per_node()[0].0 .0 as usize;
+                        match name_pair_gpus(round, &mut named, &pairs[x], k, node) {
+                            Ok(shared) => {
+                                for &m in &members {
+                                    out.allocations.push((m, shared.clone()));
+                                }
+                            }
+                            Err(why) => out.notes.push(format!("{name}: {why}; left unallocated")),
+                        }
+                    }
+                }
                 break;
             }
             // Next smaller packable size.
@@ -237,9 +318,9 @@ pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
             } else {
                 k = 0;
             }
-            if k == 0 || k < j.min_gpus.max(1) {
+            if k == 0 || k < min_gpus.max(1) {
                 out.notes
-                    .push(format!("{}: no room for {gpus} GPUs; left unallocated", j.name));
+                    .push(format!("{name}: no room for {gpus} GPUs; left unallocated"));
                 break;
             }
         }

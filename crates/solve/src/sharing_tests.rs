@@ -1,5 +1,5 @@
-//! Sharing through the whole round pipeline (`mip-exact`'s pair options,
-//! the validator, the diff). A module of its own because the pipeline and the
+//! Sharing through the whole round pipeline (both MIP formulations' pair
+//! options, the validator, the diff). A module of its own because the pipeline and the
 //! registry sit above the formulations in solve's layers (scripts/check-deps.sh).
 
 use gpuplan_core::{GpuId, JobId, Plan, Round};
@@ -11,35 +11,58 @@ use crate::Limits;
 /// One T4; j0 runs on it, the others wait. p = 1 (total goodput), age
 /// 300 s and δ = 30 s: a change costs each job the factor 300/330.
 fn one_gpu(apps: &[&str], util: f64) -> Round {
+    rigid_on("1x1", 1, apps, util)
+}
+
+/// Rigid `gpus`-GPU jobs of these apps on `cluster`, j0 running on the
+/// first `gpus` GPUs of node 0, the others waiting; as [`one_gpu`] else.
+fn rigid_on(cluster: &str, gpus: u32, apps: &[&str], util: f64) -> Round {
     let jobs = apps
         .iter()
         .enumerate()
         .map(|(i, app)| {
-            let mut j = job(i as u32, 1, 0.0);
+            let mut j = job(i as u32, gpus, 0.0);
             j.app = (*app).into();
-            j.max_gpus = 1;
+            j.min_gpus = gpus;
+            j.max_gpus = gpus;
             j.state.age_s = 300.0;
             j.utilization = Some(util);
             if i == 0 {
-                j = running(j, &[(0, 1)]);
+                j = running(j, &[(0, gpus)]);
             }
             j
         })
         .collect();
-    let mut r = round("1x1", jobs, gpuplan_core::Interference::Avoid);
+    let mut r = round(cluster, jobs, gpuplan_core::Interference::Avoid);
     r.params.p = 1.0;
     r.params.restart_penalty_s = 30.0;
     r.params.sharing = 2;
     r
 }
 
+/// The planners that share: the exact formulation (through `pollux-mip`,
+/// exact at these sizes) and the aggregate one.
+const SHARING: [&str; 2] = ["pollux-mip", "mip-aggregate"];
+
 fn plan(r: &Round) -> Plan {
-    let mut p = crate::registry::create("pollux-mip").unwrap();
+    plan_by("pollux-mip", r)
+}
+
+/// `name`'s plan for `r` through the pipeline, checked against the
+/// validator and never a fallback.
+fn plan_by(name: &str, r: &Round) -> Plan {
+    let mut p = crate::registry::create(name).unwrap();
     let limits = Limits {
         time_limit_s: 30.0,
         ..Limits::default()
     };
-    run_round(p.as_mut(), r, &limits).unwrap().plan
+    let plan = run_round(p.as_mut(), r, &limits).unwrap().plan;
+    assert!(
+        !matches!(plan.status, gpuplan_core::PlanStatus::Fallback),
+        "{name}: {plan:?}"
+    );
+    assert!(gpuplan_core::validate(r, &plan).is_ok(), "{name}: {plan:?}");
+    plan
 }
 
 fn holders(p: &Plan) -> usize {
@@ -71,7 +94,14 @@ fn light_jobs_share_and_busy_ones_do_not() {
 /// at 1.1× each, and not at all once the rule refuses unmeasured pairs.
 #[test]
 fn measured_pairs_override_the_curve_and_measured_only_refuses_the_rest() {
+    for name in SHARING {
+        measured_pairs(name);
+    }
+}
+
+fn measured_pairs(name: &str) {
     use gpuplan_core::colocation::{Colocation, MeasuredPair, GAVEL_CURVE};
+    let plan = |r: &Round| plan_by(name, r);
     let mut r = one_gpu(&["cifar10", "ncf"], 1.0);
     assert_eq!(holders(&plan(&r)), 1);
     r.jobs[0].colocation_key = Some("x".into());
@@ -118,11 +148,17 @@ fn next(r: &Round, plan: &Plan) -> Round {
 /// keeps its GPU alone.
 #[test]
 fn a_shared_pair_keeps_its_gpu_and_a_sharer_can_keep_alone() {
+    for name in SHARING {
+        kept_pair(name);
+    }
+}
+
+fn kept_pair(name: &str) {
     use crate::pipeline::Change;
     let mut r1 = one_gpu(&["cifar10", "ncf"], 0.2);
     r1.jobs[0].state.allocation = Default::default();
     r1.params.restart_penalty_s = 150.0;
-    let mut p = crate::registry::create("pollux-mip").unwrap();
+    let mut p = crate::registry::create(name).unwrap();
     let limits = Limits {
         time_limit_s: 30.0,
         ..Limits::default()
@@ -153,6 +189,13 @@ fn a_shared_pair_keeps_its_gpu_and_a_sharer_can_keep_alone() {
 
 #[test]
 fn never_past_memory_or_k() {
+    for name in SHARING {
+        within_memory_and_k(name);
+    }
+}
+
+fn within_memory_and_k(name: &str) {
+    let plan = |r: &Round| plan_by(name, r);
     // cifar10 (4 GiB) + imagenet (14 GiB) exceed a T4's 16 GiB.
     let heavy = plan(&one_gpu(&["cifar10", "imagenet"], 0.2));
     assert_eq!(holders(&heavy), 1, "{heavy:?}");
@@ -163,4 +206,56 @@ fn never_past_memory_or_k() {
     let p = plan(&three);
     assert_eq!(holders(&p), 2, "{p:?}");
     assert!(gpuplan_core::validate(&three, &p).is_ok());
+}
+
+/// The aggregate formulation shares where the exact one does, on the
+/// hand-made rounds above, and reaches the same objective: light jobs
+/// share, busy ones do not, and nothing shares with sharing off.
+#[test]
+fn aggregate_shares_as_exact_does() {
+    let mut off = one_gpu(&["cifar10", "ncf"], 0.2);
+    off.params.sharing = 1;
+    let cases = [
+        (one_gpu(&["cifar10", "ncf"], 0.2), 2),
+        (one_gpu(&["cifar10", "ncf"], 1.0), 1),
+        (off, 1),
+    ];
+    for (r, want) in cases {
+        let exact = plan_by("mip-exact", &r);
+        let agg = plan_by("mip-aggregate", &r);
+        assert_eq!(holders(&exact), want, "{exact:?}");
+        assert_eq!(holders(&agg), want, "{agg:?}");
+        let (e, a) = (
+            gpuplan_core::objective::evaluate(&r, &exact),
+            gpuplan_core::objective::evaluate(&r, &agg),
+        );
+        assert!(
+            (e - a).abs() <= 1e-9 * e.abs().max(1.0),
+            "exact {e} vs aggregate {a}"
+        );
+    }
+}
+
+/// A pair on more than one GPU: three light rigid 2-GPU jobs on one
+/// 2-GPU node, j0 running. Both formulations put one pair on both GPUs
+/// (the same two named GPUs for its two jobs) and leave the third job
+/// waiting, at the same objective. The aggregate model charges the pair's
+/// two GPUs once: charged per job, the pair would need four.
+#[test]
+fn a_pair_takes_its_gpus_once_and_both_jobs_get_the_same_ones() {
+    let r = rigid_on("1x2", 2, &["cifar10", "ncf", "cifar10"], 0.2);
+    let mut objectives = Vec::new();
+    for name in ["mip-exact", "mip-aggregate"] {
+        let p = plan_by(name, &r);
+        let placed: Vec<&gpuplan_core::Allocation> =
+            p.allocations.values().filter(|a| !a.is_empty()).collect();
+        assert_eq!(placed.len(), 2, "{name}: {p:?}");
+        assert_eq!(placed[0], placed[1], "{name}: {p:?}");
+        assert!(placed[0].is_bound() && placed[0].num_gpus() == 2, "{name}: {p:?}");
+        objectives.push(gpuplan_core::objective::evaluate(&r, &p));
+    }
+    assert!(
+        (objectives[0] - objectives[1]).abs() <= 1e-9 * objectives[0].abs().max(1.0),
+        "{objectives:?}"
+    );
 }

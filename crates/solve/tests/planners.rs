@@ -174,6 +174,41 @@ proptest! {
 }
 
 /// Every per-node allocation of every job, checked by the validator, scored by the common objective.
+/// `round` with sharing on (k = 2) and every job light enough that
+/// pairs can pay (utilization `util`, 2 GiB, so any two fit a T4).
+fn shared(mut round: Round, util: f64) -> Round {
+    round.params.sharing = 2;
+    for j in &mut round.jobs {
+        j.utilization = Some(util);
+        j.mem_gib = Some(2.0);
+    }
+    round
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    /// The planners that share, on generated rounds with sharing on:
+    /// valid plans (the validator checks k and memory), the same plan
+    /// twice, and never worse than greedy (which never shares).
+    #[test]
+    fn sharing_planners_are_valid_and_deterministic(
+        round in (1u32..3, 1u32..5).prop_flat_map(|(n, g)| check_round(n, g, 7)),
+        util in prop::sample::select(vec![0.05, 0.2, 0.5, 1.0]),
+    ) {
+        let round = shared(round, util);
+        let greedy = evaluate(&round, &plan("greedy", &round, 0));
+        for name in ["mip-exact", "mip-aggregate", "pollux-mip", "pollux-mip-aggregate"] {
+            let a = plan(name, &round, 3);
+            validates(name, &round, &a);
+            let b = plan(name, &round, 3);
+            prop_assert_eq!(&a.allocations, &b.allocations, "{} not deterministic", name);
+            let v = evaluate(&round, &a);
+            prop_assert!(v >= greedy - 1e-6 * greedy.abs().max(1.0), "{}: {} < greedy {}", name, v, greedy);
+        }
+    }
+}
+
 fn brute_force(round: &Round) -> f64 {
     let nodes = round.cluster.num_nodes();
     let cap = round.cluster.nodes[0].gpus;

@@ -3,6 +3,11 @@
 //! beyond; whole nodes for a job with no such size) plus "keep", with aggregate capacity rows; the shared packer
 //! then places the choices, keeping jobs on their current nodes where it
 //! can. No node-level variables, so its size is linear in jobs.
+//!
+//! With `params.sharing` ≥ 2 it also offers one binary per admissible
+//! pair of jobs on `k` GPUs of one node (a packable single-node shape),
+//! valued and enumerated as `mip-exact` does ([`crate::pairs`]); the pair
+//! takes its `k` GPUs once, and the packer places it as one unit.
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
@@ -11,7 +16,8 @@ use crate::candidates::{
     bound_to_mean, charge, job_options, type_capacity, Choice, Pick, Sense, Shapes, TypeCapacity,
 };
 use crate::fallback::{fallback, set_gap_cached};
-use crate::placement::pack;
+use crate::pairs::{kept_pairs, overlapping_now, pair_options, PairOpt, Sharer};
+use crate::placement::pack_with_pairs;
 use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
 use crate::solver::{solve, Model, Solver};
 use crate::speedup::evaluate_cached;
@@ -33,8 +39,11 @@ impl MipAggregate {
 /// What the aggregate model decided, before the packer places it.
 #[derive(Debug, Clone)]
 pub struct AggregateSolution {
-    /// Per job that runs, its choice and GPU type.
+    /// Per job that runs alone, its choice and GPU type.
     pub choices: Vec<Pick>,
+    /// The chosen pairs (params.sharing ≥ 2; its two jobs are in no
+    /// choice): the packer places each as one unit.
+    pub pairs: Vec<PairOpt>,
     /// The model's status.
     pub status: PlanStatus,
     /// The model's bound on the generalized mean.
@@ -60,6 +69,9 @@ pub(crate) struct Prep {
     pub(crate) none_term: Vec<f64>,
     pinned: Vec<bool>,
     pub(crate) sense: Sense,
+    /// Pair options ([`add_pairs`]); empty unless the planner shares, so
+    /// a planner that revalues `cands` (`sia`) never shares.
+    pairs: Vec<PairOpt>,
 }
 
 /// How one job enters the model: fixed to one option (`None` = nothing),
@@ -162,18 +174,60 @@ pub(crate) fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
         pinned: opts.iter().map(|o| o.pinned).collect(),
         cands: all,
         sense,
+        pairs: Vec::new(),
     };
     (prep, notes, caches)
 }
 
-/// Build the model over the slots; `start` is a starting choice per job
+/// With `params.sharing` ≥ 2, the pair options over this model's
+/// candidates: packable single-node shapes (a power of two within a node)
+/// at their values, and the pairs that share now and may stay at their keep
+/// values, enumerated and valued by the rules `mip-exact` uses.
+fn add_pairs(round: &Round, prep: &mut Prep, notes: &mut Vec<String>) {
+    if round.params.sharing < 2 {
+        return;
+    }
+    let sharers: Vec<Sharer> = prep
+        .cands
+        .iter()
+        .zip(&prep.pinned)
+        .map(|(c, &pinned)| {
+            if pinned {
+                return Sharer::default();
+            }
+            Sharer {
+                singles: c
+                    .iter()
+                    .filter_map(|&(ch, ty, v)| match (ch, ty) {
+                        (Choice::Config { nodes: 1, gpus }, Some(ty))
+                            if gpus.is_power_of_two() && gpus <= prep.types[ty].max_node =>
+                        {
+                            Some((ty, gpus, v))
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+                keep: c.iter().find(|o| o.0 == Choice::Keep).map(|o| o.2),
+            }
+        })
+        .collect();
+    let mut pairs = kept_pairs(round, &prep.node_type, &sharers);
+    pairs.extend(pair_options(round, &prep.types, &sharers, notes));
+    prep.pairs = pairs;
+}
+
+/// Per job, its option binaries and the candidate each one picks.
+type JobVars = Vec<Vec<(good_lp::Variable, usize)>>;
+
+/// Build the model over the slots; the pair binaries come back in
+/// `Prep::pairs` order; `start` is a starting choice per job
 /// (`None` = nothing), else keep where possible.
 fn build(
     round: &Round,
     prep: &Prep,
     slots: &[Slot],
     start: Option<&[Option<usize>]>,
-) -> (Model, Vec<Vec<(good_lp::Variable, usize)>>) {
+) -> (Model, JobVars, Vec<good_lp::Variable>) {
     let Prep {
         types,
         node_type,
@@ -181,10 +235,27 @@ fn build(
         none_term,
         pinned,
         sense,
+        pairs,
     } = prep;
     let sense = *sense;
     let n_nodes = round.cluster.num_nodes();
     let (mut m, t) = Model::for_sense(sense);
+    // Pair options: one binary each, in both jobs' choice rows and values.
+    // Without a given start, a pair that shares now starts kept, and its
+    // jobs start in no option of their own.
+    let mut joint: Vec<Vec<(good_lp::Variable, f64)>> = vec![Vec::new(); slots.len()];
+    let mut paired = vec![false; slots.len()];
+    let y: Vec<good_lp::Variable> = pairs.iter().map(|_| m.binary()).collect();
+    for (p, &v) in pairs.iter().zip(&y) {
+        joint[p.a].push((v, p.va));
+        joint[p.b].push((v, p.vb));
+        let on = start.is_none() && p.keep && !paired[p.a] && !paired[p.b];
+        if on {
+            paired[p.a] = true;
+            paired[p.b] = true;
+        }
+        m.initial.push((v, if on { 1.0 } else { 0.0 }));
+    }
     let mut z: Vec<Vec<(good_lp::Variable, usize)>> = Vec::with_capacity(slots.len());
     let mut gpu_sum: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); types.len()];
     let mut whole_nodes: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); types.len()];
@@ -230,7 +301,7 @@ fn build(
                     value += sense.term(c[i].2) * v;
                     let on = match first {
                         Some(f) => f == Some(i),
-                        None => c[i].0 == Choice::Keep,
+                        None => c[i].0 == Choice::Keep && !paired[j],
                     };
                     m.initial.push((v, if on { 1.0 } else { 0.0 }));
                     match (c[i].0, c[i].1) {
@@ -260,10 +331,14 @@ fn build(
                     value += none_term[j] * none;
                     let on = match first {
                         Some(f) => f.is_none(),
-                        None => !c.iter().any(|o| o.0 == Choice::Keep),
+                        None => !paired[j] && !c.iter().any(|o| o.0 == Choice::Keep),
                     };
                     m.initial.push((none, if on { 1.0 } else { 0.0 }));
                     pick += none;
+                }
+                for &(v, val) in &joint[j] {
+                    pick += v;
+                    value += sense.term(val) * v;
                 }
                 m.constraints.push(pick.eq(1.0));
             }
@@ -273,6 +348,38 @@ fn build(
             None => objective += value,
         }
         z.push(vars);
+    }
+    // A pair takes its GPUs once: a moving one `k` GPUs of its type (a
+    // packable size), a kept one its own GPUs, which also keep its node from
+    // multi-node jobs, as a kept job's do.
+    for (p, &v) in pairs.iter().zip(&y) {
+        if p.keep {
+            for (n, k) in round.jobs[p.a].current().per_node() {
+                if let Some(list) = node_kept.get_mut(n.0 as usize) {
+                    list.push(v);
+                    gpu_sum[node_type[n.0 as usize]] += k as f64 * v;
+                }
+            }
+        } else {
+            gpu_sum[p.ty] += p.gpus as f64 * v;
+        }
+    }
+    // Two jobs that share GPUs now cannot both keep them alone: one keeps
+    // (the other moves or stops), or both keep them as a pair.
+    let overlaps = if round.params.sharing >= 2 {
+        overlapping_now(round)
+    } else {
+        Vec::new()
+    };
+    for (a, b) in overlaps {
+        let keep_var = |j: usize| {
+            z[j].iter()
+                .find(|&&(_, i)| cands[j][i].0 == Choice::Keep)
+                .map(|&(v, _)| v)
+        };
+        if let (Some(ka), Some(kb)) = (keep_var(a), keep_var(b)) {
+            m.constraints.push((good_lp::Expression::from(ka) + kb).leq(1.0));
+        }
     }
     // Multi-node jobs need whole nodes of their type that hold no kept job.
     for node in 0..n_nodes {
@@ -314,8 +421,11 @@ fn build(
         }
         None => m.objective = objective,
     }
-    (m, z)
+    (m, z, y)
 }
+
+/// (score, GPUs, node charge, kept nodes, GPU type) of one option.
+type RelaxOpt = (f64, f64, f64, bool, usize);
 
 /// The Lagrangian relaxation of the aggregate model, solved by its own
 /// greedy rule: prices λ per GPU and μ per whole node, per GPU type, make
@@ -325,9 +435,11 @@ fn build(
 /// the gap to a feasible incumbent cannot be in a better solution: only
 /// the few jobs that keep a real choice go to the solver. Scores are in
 /// maximisation form (−term for p < 0).
-/// (score, GPUs, node charge, kept nodes, GPU type) of one option.
-type RelaxOpt = (f64, f64, f64, bool, usize);
-
+///
+/// It prices single options only: a pair option takes one job's row and
+/// another's at once, and jobs that share now exclude each other's keeps,
+/// so with either ([`add_pairs`], `params.sharing` ≥ 2) the reduction is
+/// skipped and the whole model goes to the solver.
 struct Relax {
     /// Per job: (score, GPUs, node charge, kept nodes, GPU type) per
     /// candidate, then "nothing".
@@ -620,7 +732,8 @@ pub fn solve_aggregate_with(
     limits: &Limits,
     pricing: Pricing,
 ) -> Result<AggregateSolution, String> {
-    let (prep, notes, caches) = prepare(round);
+    let (mut prep, mut notes, caches) = prepare(round);
+    add_pairs(round, &mut prep, &mut notes);
     solve_prepared(round, prep, notes, caches, solver, limits, pricing)
 }
 
@@ -643,14 +756,18 @@ pub(crate) fn solve_prepared(
     let mut slots = full;
     let mut start: Option<Vec<Option<usize>>> = None;
     let mut lagrange: Option<f64> = None;
-    if pricing == Pricing::Lagrangian && sense != Sense::MaxMin && n > 0 {
+    // The pricing step knows single options only: with pair options, or
+    // with jobs that share GPUs now (whose keeps exclude each other), the
+    // whole model goes to the solver.
+    let shared = !prep.pairs.is_empty() || (round.params.sharing >= 2 && !overlapping_now(round).is_empty());
+    if pricing == Pricing::Lagrangian && sense != Sense::MaxMin && n > 0 && !shared {
         if let Some((s, st, l)) = reduce(round, &prep) {
             slots = s;
             start = Some(st);
             lagrange = Some(l);
         }
     }
-    let (m, z) = build(round, &prep, &slots, start.as_deref());
+    let (m, z, y) = build(round, &prep, &slots, start.as_deref());
     let watched = m.watched.clone();
     // The reduced model is small: solve it (nearly) exactly, so the
     // requested gap is spent only where the pricing left real choices.
@@ -681,6 +798,13 @@ pub(crate) fn solve_prepared(
             });
         }
     }
+    let pairs: Vec<PairOpt> = prep
+        .pairs
+        .iter()
+        .zip(&y)
+        .filter(|&(_, &v)| value(v) > 0.5)
+        .map(|(p, _)| *p)
+        .collect();
     let status = match solved.status {
         // GapLimit: optimal within the requested relative gap.
         good_lp::SolutionStatus::Optimal | good_lp::SolutionStatus::GapLimit => PlanStatus::Optimal,
@@ -699,6 +823,7 @@ pub(crate) fn solve_prepared(
     let bound = bound.and_then(|b| bound_to_mean(sense, b, round.jobs.len()));
     Ok(AggregateSolution {
         choices,
+        pairs,
         status,
         bound,
         notes,
@@ -783,12 +908,13 @@ impl Planner for MipAggregate {
         match solve_aggregate(round, self.solver, limits) {
             Ok(AggregateSolution {
                 choices,
+                pairs,
                 status,
                 bound,
                 notes,
                 mut caches,
             }) => {
-                let packed = pack(round, &choices);
+                let packed = pack_with_pairs(round, &choices, &pairs);
                 let mut plan = Plan::new(self.name, status);
                 for (i, a) in packed.allocations {
                     plan.allocations.insert(round.jobs[i].id, a);

@@ -20,6 +20,7 @@ use gpuplan_core::{Allocation, Interference, NodeId, Plan, PlanStatus, Round};
 use super::MIP_TRAITS;
 use crate::candidates::{bound_to_mean, job_options, type_capacity, Choice, Sense, Shapes, TypeCapacity};
 use crate::fallback::{finish, SolvedPlan};
+use crate::pairs::{kept_pairs, name_pair_gpus, named_gpus, overlapping_now, pair_options, PairOpt, Sharer};
 use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
 use crate::solver::{solve, Model, Solver};
 use crate::speedup::{evaluate_cached, max_gpus, SpeedupCache};
@@ -41,27 +42,6 @@ struct JobCands {
     none_value: f64,
     pinned: bool,
 }
-
-/// Two jobs sharing `gpus` GPUs of one node of type `ty` (params.sharing
-/// ≥ 2): one joint option, so the objective stays linear. Each job's value
-/// is its single-node value there divided by the pair's predicted slowdown.
-/// A kept pair (`keep`: both already share exactly these GPUs and stay)
-/// is valued at their keep values, without the restart factor, and takes
-/// no slot: it is an occupant of its node, as a kept job is.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct PairOpt {
-    a: usize,
-    b: usize,
-    ty: usize,
-    gpus: u32,
-    va: f64,
-    vb: f64,
-    keep: bool,
-}
-
-/// Most pair options one model gets; past it the rest are dropped (with a
-/// note), so sharing cannot blow up the solve.
-const PAIR_BUDGET: usize = 20_000;
 
 /// A node's content: the multi-node piece slot (0 = none) and single-job slots (descending).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -328,8 +308,9 @@ impl<'a> Ctx<'a> {
             })
             .collect();
         let (cands, mut notes, caches) = candidates(round, &types, &keep_ok);
-        let mut pairs = kept_pairs(round, &node_type, &cands);
-        pairs.extend(pair_options(round, &types, &cands, &mut notes));
+        let sharers = sharers(&cands);
+        let mut pairs = kept_pairs(round, &node_type, &sharers);
+        pairs.extend(pair_options(round, &types, &sharers, &mut notes));
         let mut occ: Vec<Vec<Occupant>> = vec![Vec::new(); n_nodes];
         for (j, job) in round.jobs.iter().enumerate() {
             if cands[j].pinned || !cands[j].opts.iter().any(|(o, _)| *o == Opt::Keep) {
@@ -927,103 +908,16 @@ impl Ctx<'_> {
     /// in the plan. Unnamed slots are bound later and avoid named GPUs;
     /// the slot counts leave room for both.
     fn name_pairs(&self, plan: &mut Plan, pair_nodes: &[(usize, usize)]) -> Result<(), String> {
-        let round = self.round;
-        let mut taken: BTreeSet<(u32, u32)> = BTreeSet::new();
-        for a in plan.allocations.values() {
-            for g in a.gpus().iter().filter(|g| g.is_bound()) {
-                taken.insert((g.node.0, g.index));
-            }
-        }
+        let mut taken = named_gpus(plan.allocations.values());
         for &(i, node) in pair_nodes {
             let p = self.pairs[i];
-            let n = node as u32;
-            let mut want: Vec<u32> = [p.a, p.b]
-                .iter()
-                .flat_map(|&j| round.jobs[j].current().gpus().to_vec())
-                .filter(|g| g.is_bound() && g.node.0 == n)
-                .map(|g| g.index)
-                .collect();
-            want.extend(0..round.cluster.nodes[node].gpus);
-            let mut got = Vec::new();
-            for ix in want {
-                if got.len() as u32 == p.gpus {
-                    break;
-                }
-                if taken.insert((n, ix)) {
-                    got.push(gpuplan_core::GpuId::new(NodeId(n), ix));
-                }
-            }
-            if got.len() as u32 != p.gpus {
-                return Err(format!("no {} free GPUs on node {n} for a shared pair", p.gpus));
-            }
+            let got = name_pair_gpus(self.round, &mut taken, &p, p.gpus, node)?;
             for j in [p.a, p.b] {
-                plan.allocations
-                    .insert(round.jobs[j].id, Allocation::from_gpus(got.clone()));
+                plan.allocations.insert(self.round.jobs[j].id, got.clone());
             }
         }
         Ok(())
     }
-}
-
-/// Pairs of jobs (a < b) whose current allocations share a named GPU.
-fn overlapping_now(round: &Round) -> Vec<(usize, usize)> {
-    let allocs: Vec<&Allocation> = round.jobs.iter().map(|j| j.current()).collect();
-    let mut out: BTreeSet<(usize, usize)> = BTreeSet::new();
-    for holders in gpuplan_core::colocation::shared_gpus(&allocs).values() {
-        for (i, &a) in holders.iter().enumerate() {
-            for &b in &holders[i + 1..] {
-                out.insert((a.min(b), a.max(b)));
-            }
-        }
-    }
-    out.into_iter().collect()
-}
-
-/// With `params.sharing` ≥ 2, the pairs that share exactly the same GPUs
-/// of one node now, with no third job on them, and may both keep them: the
-/// option to stay as they are, at each job's keep value (no restart) over
-/// the pair's predicted slowdown.
-fn kept_pairs(round: &Round, node_type: &[usize], cands: &[JobCands]) -> Vec<PairOpt> {
-    if round.params.sharing < 2 {
-        return Vec::new();
-    }
-    let model = gpuplan_core::colocation::round_model(round);
-    let keep = |j: usize| {
-        let c = &cands[j];
-        (!c.pinned)
-            .then(|| c.opts.iter().find(|(o, _)| *o == Opt::Keep).map(|x| x.1))
-            .flatten()
-    };
-    let pairs = overlapping_now(round);
-    let mut out = Vec::new();
-    for &(a, b) in &pairs {
-        let (ja, jb) = (&round.jobs[a], &round.jobs[b]);
-        let per = ja.current().per_node();
-        let third = pairs
-            .iter()
-            .any(|&(x, y)| (x == a || x == b || y == a || y == b) && (x, y) != (a, b));
-        let ty = node_type[per.first().map_or(0, |x| x.0 .0 as usize)];
-        let fits =
-            gpuplan_core::colocation::may_pair(round, &model, round.cluster.types()[ty].as_str(), ja, jb);
-        if per.len() != 1 || !ja.current().same_gpus(jb.current()) || third || !fits {
-            continue;
-        }
-        let (Some(va), Some(vb)) = (keep(a), keep(b)) else {
-            continue;
-        };
-        let g = ja.current().num_gpus();
-        let (fa, fb) = gpuplan_core::colocation::predicted_pair(&model, ja, jb, g);
-        out.push(PairOpt {
-            a,
-            b,
-            ty,
-            gpus: g,
-            va: va / fa,
-            vb: vb / fb,
-            keep: true,
-        });
-    }
-    out
 }
 
 /// Whether any named GPU of `plan` holds two jobs.
@@ -1038,89 +932,28 @@ fn shares(round: &Round, plan: &Plan) -> bool {
     })
 }
 
-/// The pair options of a round with `params.sharing` ≥ 2: every two
-/// movable jobs that both may run on `k` GPUs of one node of a type, whose
-/// memories fit together in that type's GPU and, under `sharing_pairs =
-/// measured`, whose pair was measured; each valued by the round's model
-/// (measured pair, else curve). Only pairs (k = 2 jobs per
-/// GPU): a third job on a GPU is never planned.
-fn pair_options(
-    round: &Round,
-    types: &[TypeCapacity],
-    cands: &[JobCands],
-    notes: &mut Vec<String>,
-) -> Vec<PairOpt> {
-    if round.params.sharing < 2 {
-        return Vec::new();
-    }
-    let model = gpuplan_core::colocation::round_model(round);
-    let names = round.cluster.types();
-    // Per job: its single options (type, GPUs, value), utilization per size, memory.
-    let singles: Vec<Vec<(usize, u32, f64)>> = cands
+/// Each job as the pair rules see it: its single-node options and keep
+/// value in this model's terms (none for a pinned job).
+fn sharers(cands: &[JobCands]) -> Vec<Sharer> {
+    cands
         .iter()
         .map(|c| {
             if c.pinned {
-                return Vec::new();
+                return Sharer::default();
             }
-            c.opts
-                .iter()
-                .filter_map(|&(o, v)| match o {
-                    Opt::Single { ty, gpus } => Some((ty, gpus, v)),
-                    _ => None,
-                })
-                .collect()
-        })
-        .collect();
-    let mut util: HashMap<(usize, u32), f64> = HashMap::new();
-    let mem: Vec<Option<f64>> = round
-        .jobs
-        .iter()
-        .map(gpuplan_core::colocation::job_memory_gib)
-        .collect();
-    let mut out = Vec::new();
-    for a in 0..cands.len() {
-        for b in a + 1..cands.len() {
-            for &(ty, k, va) in &singles[a] {
-                let Some(&(_, _, vb)) = singles[b].iter().find(|&&(t, g, _)| t == ty && g == k) else {
-                    continue;
-                };
-                if k > types[ty].max_node
-                    || !gpuplan_core::colocation::fits_memory(names[ty].as_str(), &[mem[a], mem[b]])
-                    || !gpuplan_core::colocation::measured_enough(
-                        round,
-                        &model,
-                        &round.jobs[a],
-                        &round.jobs[b],
-                    )
-                {
-                    continue;
-                }
-                if out.len() >= PAIR_BUDGET {
-                    notes.push(format!(
-                        "sharing: more than {PAIR_BUDGET} pair options; the rest dropped"
-                    ));
-                    return out;
-                }
-                let mut u = |j: usize| {
-                    *util.entry((j, k)).or_insert_with(|| {
-                        gpuplan_core::colocation::predicted_utilization(&round.jobs[j], 1, k)
+            Sharer {
+                singles: c
+                    .opts
+                    .iter()
+                    .filter_map(|&(o, v)| match o {
+                        Opt::Single { ty, gpus } => Some((ty, gpus, v)),
+                        _ => None,
                     })
-                };
-                let (ka, kb) = (&round.jobs[a].colocation_key, &round.jobs[b].colocation_key);
-                let (fa, fb) = model.pair((ka.as_deref(), u(a)), (kb.as_deref(), u(b)));
-                out.push(PairOpt {
-                    a,
-                    b,
-                    ty,
-                    gpus: k,
-                    va: va / fa,
-                    vb: vb / fb,
-                    keep: false,
-                });
+                    .collect(),
+                keep: c.opts.iter().find(|(o, _)| *o == Opt::Keep).map(|x| x.1),
             }
-        }
-    }
-    out
+        })
+        .collect()
 }
 
 /// The plan "every running job keeps its GPUs": the previous round's plan as

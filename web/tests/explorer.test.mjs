@@ -915,3 +915,25 @@ test('sharing: two jobs on one GPU are listed together in the round inspector', 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 14: Pollux as it is, blind to GPU types, beside the type-aware planners.
+test('type-blind: the checkbox reaches the run and names the what-if', async () => {
+  const tiny = 'name,submit_s,gpus,app,batch_size,duration_s,model,group\na,0,1,cifar10,128,,,\n';
+  const { page, context, errors } = await openPage();
+  await page.click('#add-scenario');
+  for (const i of [0, 1]) {
+    const sc = page.locator('#scenarios .scenario').nth(i);
+    await sc.locator('[name=upload]').setInputFiles({ name: 'blind.csv', mimeType: 'text/csv', buffer: Buffer.from(tiny) });
+    await page.waitForFunction((k) => document.querySelectorAll('[name=workload]')[k].value === 'upload', i);
+    await setField(page, i, 'policy', 'greedy');
+    await setField(page, i, 'cluster', '1x1:t4+1x1:a100');
+  }
+  await page.locator('#scenarios .scenario').nth(1).locator('[name=type_blind]').check();
+  assert.match(await runAndWait(page), /^Done/);
+  const runs = await exportedJson(page);
+  assert.equal(runs[0].scenario.type_blind ?? false, false);
+  assert.equal(runs[1].scenario.type_blind, true);
+  assert.match(await page.textContent('#summary'), /type-blind true/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -216,6 +216,10 @@ pub struct Scenario {
     /// made before sharing, which load as 1.
     #[serde(skip_serializing_if = "is_one")]
     pub sharing: u32,
+    /// Goodput planners value every GPU type with the job's one model, as
+    /// Pollux does (`--type-blind`). Absent from links made before it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub type_blind: bool,
 }
 
 fn is_one(k: &u32) -> bool {
@@ -243,6 +247,7 @@ impl Default for Scenario {
             placement: Placement::Default.name().into(),
             sticky: false,
             sharing: 1,
+            type_blind: false,
         }
     }
 }
@@ -355,6 +360,7 @@ impl Scenario {
             ));
         }
         cfg.params.sharing = self.sharing;
+        cfg.params.type_blind = self.type_blind;
         Ok(cfg)
     }
 
@@ -1351,5 +1357,15 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("sharing: must be >= 1"));
+    }
+
+    #[test]
+    fn type_blind_reaches_the_simulator_and_old_links_stay_aware() {
+        let old = parse_scenario(r#"{"policy": "pollux-ga"}"#).unwrap();
+        assert!(!old.type_blind && !old.config().unwrap().params.type_blind);
+        assert!(!serde_json::to_string(&old).unwrap().contains("type_blind"));
+        let blind = parse_scenario(r#"{"policy": "pollux-ga", "type_blind": true}"#).unwrap();
+        assert!(blind.config().unwrap().params.type_blind);
+        assert!(serde_json::to_string(&blind).unwrap().contains(r#""type_blind":true"#));
     }
 }

@@ -1366,6 +1366,8 @@ mod tests {
         assert!(!serde_json::to_string(&old).unwrap().contains("type_blind"));
         let blind = parse_scenario(r#"{"policy": "pollux-ga", "type_blind": true}"#).unwrap();
         assert!(blind.config().unwrap().params.type_blind);
-        assert!(serde_json::to_string(&blind).unwrap().contains(r#""type_blind":true"#));
+        assert!(serde_json::to_string(&blind)
+            .unwrap()
+            .contains(r#""type_blind":true"#));
     }
 }

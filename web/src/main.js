@@ -136,7 +136,7 @@ const FIELD_HELP = {
   seed: 'Seeds the planners\' and the simulator\'s randomness (e.g. pollux-ga\'s search); a whole number >= 0. Same seed, same result.',
   variability: 'GPUs of one model differ in speed (PAL, SC\'24): slowdowns measured per GPU on TACC Longhorn (V100), Frontera (RTX 5000) or Lonestar6 (A100), drawn per node by the seed. A job runs at its slowest GPU\'s pace. none = every GPU at median speed.',
   cross_node_factor: 'With variability: how many times slower a rigid (trace) job runs when it spans nodes (PAL\'s L, 1.7 by default).',
-  placement: 'How fixed-size policies (fifo, srtf, optimus, tiresias, tiresias-gittins) pick GPUs, as gpuplan simulate --placement: default = the policy\'s own (running jobs kept); packed = fewest nodes; random; pm-first = fastest GPUs for the job\'s class; pal = PAL\'s least expected slowdown (pm-first and pal need GPU variability). Other policies place jobs themselves.',
+  placement: 'How fixed-size policies (fifo, srtf, optimus, tiresias, tiresias-gittins) pick GPUs, as gpuplan simulate --placement: default = the policy\'s own (running jobs kept); packed = fewest nodes; random; pm-first = fastest GPUs for the job\'s class; pal = PAL\'s least expected slowdown; mip = PAL\'s cost minimised over all jobs of the round at once (pm-first, pal and mip need GPU variability). Other policies place jobs themselves.',
   sticky: 'With a placement: running jobs keep their GPUs instead of being placed afresh every round (--sticky).',
   sharing: 'Most jobs one GPU may hold (--sharing K; 1 = none). mip-exact and pollux-mip decide who shares; shared jobs run slower by Gavel\'s fitted co-location curve. The round inspector lists who shares with whom.',
 };

@@ -78,10 +78,14 @@ impl Place for Mip {
         let wait = wait_cost(ctx, &charges);
         let objective = |c: &[Option<Vec<GpuId>>]| total_cost(ctx, jobs, &charges, wait, c);
         let greedy_cost = objective(&greedy);
-        if greedy_cost <= lower_bound(round, ctx, free, jobs, wait) + 1e-9 {
+        let lb = lower_bound(round, ctx, free, jobs, wait);
+        let slack = greedy_cost - lb.iter().sum::<f64>();
+        if slack <= 1e-9 {
             return Some(greedy);
         }
-        let solved = solve_round(round, ctx, limits, free, jobs, &charges, wait, &greedy);
+        // A better answer gives no job more than its bound plus the slack.
+        let ceiling: Vec<f64> = lb.iter().map(|b| b + slack + 1e-9).collect();
+        let solved = solve_round(round, ctx, limits, free, jobs, &charges, wait, &greedy, &ceiling);
         match solved {
             Some(c) if objective(&c) < greedy_cost - 1e-9 => Some(c),
             _ => Some(greedy),
@@ -145,10 +149,10 @@ pub fn total_cost(
         .sum()
 }
 
-/// Σ_j job j's least expected factor alone on the free GPUs (best one-node
-/// set, or the k fastest anywhere × L), `wait` where it fits nowhere: no
-/// joint answer costs less.
-fn lower_bound(round: &Round, ctx: &Ctx, free: &FreeSet, jobs: &[(&RoundJob, u32)], wait: f64) -> f64 {
+/// Per job, its least expected factor alone on the free GPUs (best
+/// one-node set, or the k fastest anywhere × L), `wait` where it fits
+/// nowhere: their sum bounds every joint answer from below.
+fn lower_bound(round: &Round, ctx: &Ctx, free: &FreeSet, jobs: &[(&RoundJob, u32)], wait: f64) -> Vec<f64> {
     let views: Vec<FreeView> = (0..free.n_types()).map(|t| free.view(t)).collect();
     jobs.iter()
         .map(|&(j, k)| {
@@ -172,7 +176,7 @@ fn lower_bound(round: &Round, ctx: &Ctx, free: &FreeSet, jobs: &[(&RoundJob, u32
             }
             best
         })
-        .sum()
+        .collect()
 }
 
 /// GPUs of one node alike for every class present: one integer column
@@ -282,6 +286,7 @@ fn solve_round(
     charges: &[f64],
     wait: f64,
     start: &[Option<Vec<GpuId>>],
+    ceiling: &[f64],
 ) -> Option<Vec<Option<Vec<GpuId>>>> {
     let mut classes: Vec<usize> = jobs.iter().map(|(j, _)| j.perf_class().index()).collect();
     classes.sort_unstable();
@@ -313,9 +318,12 @@ fn solve_round(
     for e in &ents {
         let (class, k) = (e.class, e.k);
         let n = e.members.len() as f64;
+        // Only GPUs that can be in an answer better than pal's.
+        let top = ceiling[e.members[0]];
         let usable: Vec<usize> = (0..groups.len())
-            .filter(|&gi| per_type[groups[gi].ty] >= k)
+            .filter(|&gi| per_type[groups[gi].ty] >= k && groups[gi].speed[class] <= top)
             .collect();
+        let gpus_in = |on: &[usize]| on.iter().map(|&gi| groups[gi].idx.len() as u32).sum::<u32>();
         let mut v = Vars {
             x: Vec::new(),
             span_at: 0,
@@ -353,15 +361,15 @@ fn solve_round(
             let mut chosen = Expression::from(0.0);
             // On one node: per node, per speed of its GPUs, a binary; the
             // node then gives exactly k GPUs at or under that speed.
-            for (&node, &f) in &node_free {
-                if f < k {
-                    continue;
-                }
+            for &node in node_free.keys() {
                 let on: Vec<usize> = usable
                     .iter()
                     .copied()
                     .filter(|&gi| groups[gi].node.0 == node)
                     .collect();
+                if gpus_in(&on) < k {
+                    continue;
+                }
                 let (z, xs) = levels(&mut m, &groups, &on, class, k);
                 for &(s, zv) in &z {
                     objective += zv * s;
@@ -374,9 +382,14 @@ fn solve_round(
                 v.x.extend(xs);
             }
             v.span_at = v.x.len();
-            if most_nodes >= 2 {
+            let across: Vec<usize> = usable
+                .iter()
+                .copied()
+                .filter(|&gi| groups[gi].speed[class] * l <= top)
+                .collect();
+            if most_nodes >= 2 && gpus_in(&across) >= k {
                 // Across nodes: one level for the job, L × its speed.
-                let (z, xs) = levels(&mut m, &groups, &usable, class, k);
+                let (z, xs) = levels(&mut m, &groups, &across, class, k);
                 for &(s, zv) in &z {
                     objective += zv * (s * l);
                     chosen += zv;
@@ -481,6 +494,11 @@ fn solve_round(
     decode(jobs, &groups, &ents, &counts)
 }
 
+/// (speed, chosen) per level.
+type Levels = Vec<(f64, Variable)>;
+/// (group, GPUs taken there).
+type Columns = Vec<(usize, Variable)>;
+
 /// A multi-GPU job's choice among `on` (groups): one binary per speed
 /// level present, exactly `k` GPUs at or under the chosen level (none
 /// without one). Returns the levels' binaries and the groups' columns.
@@ -492,7 +510,7 @@ fn levels(
     on: &[usize],
     class: usize,
     k: u32,
-) -> (Vec<(f64, Variable)>, Vec<(usize, Variable)>) {
+) -> (Levels, Columns) {
     let mut speeds: Vec<f64> = on.iter().map(|&gi| groups[gi].speed[class]).collect();
     speeds.sort_by(f64::total_cmp);
     speeds.dedup();

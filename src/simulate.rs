@@ -261,7 +261,11 @@ impl SimOpts {
             .placement
             .parse()
             .map_err(|e| anyhow::anyhow!("--placement: {e}"))?;
-        if matches!(cfg.params.placement, Placement::PmFirst | Placement::Pal | Placement::Mip) && cfg.variability.is_none() {
+        if matches!(
+            cfg.params.placement,
+            Placement::PmFirst | Placement::Pal | Placement::Mip
+        ) && cfg.variability.is_none()
+        {
             bail!(
                 "--placement {} needs --variability: without per-GPU speeds every GPU is alike (use packed)",
                 self.placement

@@ -340,7 +340,11 @@ impl Scenario {
             .placement
             .parse()
             .map_err(|e| invalid(format!("placement: {e}")))?;
-        if matches!(cfg.params.placement, Placement::PmFirst | Placement::Pal | Placement::Mip) && cfg.variability.is_none() {
+        if matches!(
+            cfg.params.placement,
+            Placement::PmFirst | Placement::Pal | Placement::Mip
+        ) && cfg.variability.is_none()
+        {
             return Err(invalid(format!(
                 "placement {} needs GPU variability: without per-GPU speeds every GPU is alike (use packed)",
                 self.placement

@@ -504,13 +504,7 @@ type Columns = Vec<(usize, Variable)>;
 /// without one). Returns the levels' binaries and the groups' columns.
 /// Besides each group's own row, at most `k` GPUs slower than a level are
 /// taken unless a higher level is: a tighter LP, the rounds solve faster.
-fn levels(
-    m: &mut Model,
-    groups: &[Group],
-    on: &[usize],
-    class: usize,
-    k: u32,
-) -> (Levels, Columns) {
+fn levels(m: &mut Model, groups: &[Group], on: &[usize], class: usize, k: u32) -> (Levels, Columns) {
     let mut speeds: Vec<f64> = on.iter().map(|&gi| groups[gi].speed[class]).collect();
     speeds.sort_by(f64::total_cmp);
     speeds.dedup();

@@ -90,8 +90,9 @@ pub struct SimOpts {
     #[arg(long, default_value = "node")]
     pub variability_draw: String,
     /// How fixed-size policies (fifo, srtf, tiresias, ...) pick GPUs: default (the
-    /// policy's own, running jobs kept), packed, random, pm-first or pal (PAL's;
-    /// pm-first and pal need --variability). See docs/heterogeneity.md.
+    /// policy's own, running jobs kept), packed, random, pm-first or pal (PAL's), or
+    /// mip (PAL's cost minimised over all the round's jobs at once; pm-first, pal and
+    /// mip need --variability). See docs/heterogeneity.md.
     #[arg(long, default_value = "default")]
     pub placement: String,
     /// With --placement: running jobs keep their GPUs instead of being placed afresh every round.
@@ -261,7 +262,11 @@ impl SimOpts {
             .placement
             .parse()
             .map_err(|e| anyhow::anyhow!("--placement: {e}"))?;
-        if matches!(cfg.params.placement, Placement::PmFirst | Placement::Pal) && cfg.variability.is_none() {
+        if matches!(
+            cfg.params.placement,
+            Placement::PmFirst | Placement::Pal | Placement::Mip
+        ) && cfg.variability.is_none()
+        {
             bail!(
                 "--placement {} needs --variability: without per-GPU speeds every GPU is alike (use packed)",
                 self.placement

@@ -167,15 +167,19 @@ pub enum Placement {
     PmFirst,
     /// PAL: the least expected slowdown, locality × variability.
     Pal,
+    /// PAL's expected slowdowns, summed over the round's jobs and
+    /// minimised jointly by a MIP (gpuplan's).
+    Mip,
 }
 
 impl Placement {
-    pub const ALL: [Placement; 5] = [
+    pub const ALL: [Placement; 6] = [
         Placement::Default,
         Placement::Packed,
         Placement::Random,
         Placement::PmFirst,
         Placement::Pal,
+        Placement::Mip,
     ];
 
     /// The kebab-case name used in the CLI and round files.
@@ -186,6 +190,7 @@ impl Placement {
             Placement::Random => "random",
             Placement::PmFirst => "pm-first",
             Placement::Pal => "pal",
+            Placement::Mip => "mip",
         }
     }
 }

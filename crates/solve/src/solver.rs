@@ -57,6 +57,10 @@ pub struct Model {
     /// Whether any variable is integer: HiGHS's MIP dual bound means
     /// nothing for a pure LP (it reads 0), whose optimum is its own bound.
     pub integral: bool,
+    /// Whether HiGHS presolves. Off by default: the planners' allocation
+    /// models gain nothing from it (see [`solve`]); placement models with
+    /// many big-M rows do.
+    pub presolve: bool,
 }
 
 impl Model {
@@ -70,6 +74,7 @@ impl Model {
             initial: Vec::new(),
             offset: 0.0,
             integral: false,
+            presolve: false,
         }
     }
 
@@ -156,10 +161,11 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
         initial,
         offset,
         integral,
+        presolve,
     } = model;
     // Only HiGHS reports a MIP bound; microlp builds (wasm) do not read it.
     #[cfg(not(feature = "highs"))]
-    let _ = integral;
+    let _ = (integral, presolve);
     if watched.is_empty() {
         // Nothing to decide (every job pinned or unservable): HiGHS calls this
         // ModelEmpty; the optimum is the constant.
@@ -178,7 +184,16 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
     let gap = limits.gap.max(0.0);
     match solver {
         #[cfg(feature = "highs")]
-        Solver::Highs => solve_highs(problem, constraints, initial, &watched, offset, integral, limits),
+        Solver::Highs => solve_highs(
+            problem,
+            constraints,
+            initial,
+            &watched,
+            offset,
+            integral,
+            presolve,
+            limits,
+        ),
         Solver::Microlp => {
             let mut m = problem
                 .using(good_lp::solvers::microlp::microlp)
@@ -199,6 +214,7 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
 /// the model itself exposes the MIP dual bound (`mip_dual_bound`). Columns
 /// are created in the order of `watched`, so a column index is a position there.
 #[cfg(feature = "highs")]
+#[allow(clippy::too_many_arguments)]
 fn solve_highs(
     problem: good_lp::variable::UnsolvedProblem,
     constraints: Vec<Constraint>,
@@ -206,6 +222,7 @@ fn solve_highs(
     watched: &[Variable],
     offset: f64,
     integral: bool,
+    presolve: bool,
     limits: &Limits,
 ) -> Result<Solved, ResolutionError> {
     use highs::{HighsModelStatus, HighsSolutionStatus};
@@ -218,7 +235,8 @@ fn solve_highs(
     let opt = |e| ResolutionError::Str(format!("HiGHS option: {e:?}"));
     // Measured: at 2048 GPUs presolve took 1.9 s of 2.6 s and removed 3% of
     // the rows; the root LP of this model is integral, so presolve buys nothing.
-    model.try_set_option("presolve", "off").map_err(opt)?;
+    let presolve = if presolve { "on" } else { "off" };
+    model.try_set_option("presolve", presolve).map_err(opt)?;
     model
         .try_set_option("time_limit", limits.time_limit_s.max(0.001))
         .map_err(opt)?;

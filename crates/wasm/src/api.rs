@@ -208,7 +208,7 @@ pub struct Scenario {
     /// PAL's cross-node factor L, as `--cross-node-factor`.
     pub cross_node_factor: f64,
     /// The placement stage of fixed-size policies, as `--placement`:
-    /// `default` (the policy's own), `packed`, `random`, `pm-first`, `pal`.
+    /// `default` (the policy's own), `packed`, `random`, `pm-first`, `pal`, `mip`.
     pub placement: String,
     /// Running jobs keep their GPUs under a placement, as `--sticky`.
     pub sticky: bool,
@@ -345,7 +345,11 @@ impl Scenario {
             .placement
             .parse()
             .map_err(|e| invalid(format!("placement: {e}")))?;
-        if matches!(cfg.params.placement, Placement::PmFirst | Placement::Pal) && cfg.variability.is_none() {
+        if matches!(
+            cfg.params.placement,
+            Placement::PmFirst | Placement::Pal | Placement::Mip
+        ) && cfg.variability.is_none()
+        {
             return Err(invalid(format!(
                 "placement {} needs GPU variability: without per-GPU speeds every GPU is alike (use packed)",
                 self.placement

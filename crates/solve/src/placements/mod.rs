@@ -9,13 +9,16 @@
 //! - `packed` ([`packed`]): fewest nodes, variability ignored;
 //! - `random` ([`random`]): free GPUs drawn at random, seeded per round;
 //! - `pm-first` ([`pm_first`]): the fastest free GPUs for the job's class;
-//! - `pal` ([`pal`]): the least expected slowdown, locality × variability.
+//! - `pal` ([`pal`]): the least expected slowdown, locality × variability;
+//! - `mip` ([`mip`]): PAL's cost, minimised over all the round's jobs at
+//!   once by a MIP ([`Place::place_jointly`]).
 //!
 //! A new placement is one file implementing [`Place`] plus one arm in
 //! [`stage`]. The stage, not the placement, keeps every job on one GPU type
 //! and within `max_nodes_per_job` (falling back to packing, as the
 //! policies' own placements do), so no placement can break those rules.
 
+pub mod mip;
 pub mod packed;
 pub mod pal;
 pub mod pm_first;
@@ -24,6 +27,7 @@ pub mod random;
 use gpuplan_core::{Allocation, GpuId, NodeId, Placement, Plan, Round, RoundJob};
 
 use crate::bins::{Bins, DEFAULT_TOLERANCE};
+use crate::Limits;
 
 /// What a placement may read besides the job and the free GPUs.
 pub struct Ctx<'a> {
@@ -72,6 +76,21 @@ pub trait Place {
     fn class_first(&self) -> bool {
         false
     }
+
+    /// Place all of `jobs` at once, for a placement that decides jointly:
+    /// per job (in `jobs`' order) its GPUs, or `None` if it waits. `None`,
+    /// the default, places the jobs one at a time with [`Place::choose`].
+    /// The stage checks a joint answer as it checks single choices.
+    fn place_jointly(
+        &self,
+        _round: &Round,
+        _ctx: &Ctx,
+        _limits: &Limits,
+        _free: &FreeSet,
+        _jobs: &[(&RoundJob, u32)],
+    ) -> Option<Vec<Option<Vec<GpuId>>>> {
+        None
+    }
 }
 
 /// The placement `params.placement` names; `None` for `default`, the
@@ -83,6 +102,7 @@ pub fn stage(p: Placement) -> Option<Box<dyn Place>> {
         Placement::Random => Some(Box::new(random::Random)),
         Placement::PmFirst => Some(Box::new(pm_first::PmFirst)),
         Placement::Pal => Some(Box::new(pal::Pal)),
+        Placement::Mip => Some(Box::new(mip::Mip)),
     }
 }
 
@@ -132,7 +152,8 @@ pub fn pick_on_node(
 }
 
 /// Which GPUs are free while the stage places, one flag per GPU.
-struct FreeSet {
+#[derive(Debug, Clone)]
+pub struct FreeSet {
     free: Vec<Vec<bool>>,
     types: Vec<usize>,
 }
@@ -152,6 +173,22 @@ impl FreeSet {
 
     /// Mark `alloc` taken: named GPUs as named, unnamed slots as their
     /// node's lowest free GPUs (the binder names them later, count-exact).
+    /// How many GPU types the cluster has.
+    pub fn n_types(&self) -> usize {
+        self.types.iter().max().map_or(0, |m| m + 1)
+    }
+
+    /// Whether GPU `g` is free.
+    pub fn is_free(&self, g: GpuId) -> bool {
+        g.is_bound()
+            && self
+                .free
+                .get(g.node.0 as usize)
+                .and_then(|n| n.get(g.index as usize))
+                .copied()
+                .unwrap_or(false)
+    }
+
     fn take(&mut self, alloc: &Allocation) {
         for g in alloc.gpus() {
             let Some(node) = self.free.get_mut(g.node.0 as usize) else {
@@ -168,7 +205,8 @@ impl FreeSet {
         }
     }
 
-    fn view(&self, ty: usize) -> FreeView {
+    /// The free GPUs of type `ty` (the cluster's [`gpuplan_core::Cluster::type_index`]).
+    pub fn view(&self, ty: usize) -> FreeView {
         let nodes = self
             .free
             .iter()
@@ -186,8 +224,16 @@ impl FreeSet {
 
 /// Place `rest` (job, GPU count), in order, with `place`, on the GPUs the
 /// plan so far (pinned and kept jobs) leaves free; each job on one type and
-/// at most `max_nodes_per_job` nodes, else packed, else it waits.
-pub fn place_all(round: &Round, seed: u64, place: &dyn Place, plan: &mut Plan, jobs: Vec<(&RoundJob, u32)>) {
+/// at most `max_nodes_per_job` nodes, else packed, else it waits. A
+/// placement that decides jointly ([`Place::place_jointly`]) places them all
+/// at once; an answer breaking those rules is replaced by the one-by-one one.
+pub fn place_all(
+    round: &Round,
+    limits: &Limits,
+    place: &dyn Place,
+    plan: &mut Plan,
+    jobs: Vec<(&RoundJob, u32)>,
+) {
     if jobs.is_empty() {
         return;
     }
@@ -202,14 +248,62 @@ pub fn place_all(round: &Round, seed: u64, place: &dyn Place, plan: &mut Plan, j
     let ctx = Ctx {
         bins: bins.as_ref(),
         cross_node_factor: round.variability.as_ref().map_or(1.0, |v| v.cross_node_factor),
-        seed,
+        seed: limits.seed,
     };
+    let chosen = place
+        .place_jointly(round, &ctx, limits, &free, &jobs)
+        .filter(|c| joint_ok(round, &free, &jobs, c))
+        .unwrap_or_else(|| place_in_order(round, &ctx, place, &mut free, &jobs));
+    for ((job, _), g) in jobs.iter().zip(chosen) {
+        if let Some(g) = g {
+            plan.allocations.insert(job.id, Allocation::from_gpus(g));
+        }
+    }
+}
+
+/// Whether a joint answer keeps the stage's rules: one entry per job, each
+/// placed job on exactly its count of free GPUs of one type, on at most
+/// `max_nodes_per_job` nodes, no GPU given twice.
+fn joint_ok(round: &Round, free: &FreeSet, jobs: &[(&RoundJob, u32)], chosen: &[Option<Vec<GpuId>>]) -> bool {
+    if chosen.len() != jobs.len() {
+        return false;
+    }
+    let mut left = free.clone();
+    jobs.iter().zip(chosen).all(|((_, k), g)| {
+        let Some(g) = g else { return true };
+        let one_type = g
+            .iter()
+            .all(|x| left.types.get(x.node.0 as usize) == left.types.get(g[0].node.0 as usize));
+        let ok = g.len() == *k as usize
+            && nodes_of(g) <= round.params.max_nodes_per_job
+            && one_type
+            && g.iter().all(|x| left.is_free(*x));
+        // Taking them one by one also catches a GPU named twice.
+        ok && g.iter().all(|x| {
+            let was = left.is_free(*x);
+            left.free[x.node.0 as usize][x.index as usize] = false;
+            was
+        })
+    })
+}
+
+/// Place `jobs` one at a time with `place` (class A first where it asks),
+/// taking their GPUs from `free`: per job, in `jobs`' order, its GPUs or
+/// `None` if it waits.
+pub fn place_in_order(
+    round: &Round,
+    ctx: &Ctx,
+    place: &dyn Place,
+    free: &mut FreeSet,
+    jobs: &[(&RoundJob, u32)],
+) -> Vec<Option<Vec<GpuId>>> {
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     if place.class_first() {
         order.sort_by_key(|&i| jobs[i].0.perf_class());
     }
-    let n_types = free.types.iter().max().map_or(0, |m| m + 1);
+    let n_types = free.n_types();
     let max_nodes = round.params.max_nodes_per_job;
+    let mut out = vec![None; jobs.len()];
     for i in order {
         let (job, k) = jobs[i];
         let mut best: Option<((f64, u32, usize), Vec<GpuId>)> = None;
@@ -220,13 +314,13 @@ pub fn place_all(round: &Round, seed: u64, place: &dyn Place, plan: &mut Plan, j
             }
             let ok = |g: &Vec<GpuId>| g.len() == k as usize && nodes_of(g) <= max_nodes;
             let Some(g) = place
-                .choose(&ctx, job, &view, k)
+                .choose(ctx, job, &view, k)
                 .filter(ok)
-                .or_else(|| packed::Packed.choose(&ctx, job, &view, k).filter(ok))
+                .or_else(|| packed::Packed.choose(ctx, job, &view, k).filter(ok))
             else {
                 continue;
             };
-            let rank = (place.cost(&ctx, job, &g), nodes_of(&g), t);
+            let rank = (place.cost(ctx, job, &g), nodes_of(&g), t);
             let better = best.as_ref().is_none_or(|(r, _)| {
                 rank.0
                     .total_cmp(&r.0)
@@ -239,9 +333,9 @@ pub fn place_all(round: &Round, seed: u64, place: &dyn Place, plan: &mut Plan, j
             }
         }
         if let Some((_, g)) = best {
-            let a = Allocation::from_gpus(g);
-            free.take(&a);
-            plan.allocations.insert(job.id, a);
+            free.take(&Allocation::from_gpus(g.clone()));
+            out[i] = Some(g);
         }
     }
+    out
 }

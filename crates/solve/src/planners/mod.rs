@@ -50,7 +50,7 @@ pub fn place_counts_with(
     let sticky = stage.is_none() || round.params.sticky == Sticky::Keep;
     let (mut plan, mut free, rest) = keep_and_admit(name, round, decisions, sticky);
     if let Some(stage) = stage {
-        placements::place_all(round, limits.seed, stage.as_ref(), &mut plan, rest);
+        placements::place_all(round, limits, stage.as_ref(), &mut plan, rest);
         return plan;
     }
     let types = round.cluster.type_index();

@@ -9,8 +9,10 @@
 //! how many nodes of each residual class (GPU type, free GPUs, multi-node slot
 //! free) use each pattern. Running jobs may keep their exact GPUs (full
 //! speedup) or move (restart factor); nodes that host them change residual
-//! class with those keep decisions. Every variable and row is listed in
-//! docs/formulation.md, section `mip-exact`.
+//! class with those keep decisions. With per-GPU variability, nodes are
+//! grouped by speed too ([`Groups`]) so a job is valued at the pace of its
+//! slowest GPU. Every variable and row is listed in docs/formulation.md,
+//! section `mip-exact`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

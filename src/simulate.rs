@@ -114,6 +114,10 @@ pub struct SimOpts {
     /// still run at their true per-type speed. See docs/heterogeneity.md.
     #[arg(long)]
     pub type_blind: bool,
+    /// With --variability: planners plan without seeing per-GPU speeds (every GPU of a
+    /// type alike); jobs still run at their true slowdowns. See docs/heterogeneity.md.
+    #[arg(long)]
+    pub variability_blind: bool,
 }
 
 /// `--sharing-pairs`: [`gpuplan_core::SharingPairs`] on the command line.
@@ -292,6 +296,7 @@ impl SimOpts {
         }
         cfg.params.sharing_pairs = self.sharing_pairs.into();
         cfg.params.type_blind = self.type_blind;
+        cfg.params.variability_blind = self.variability_blind;
         cfg.interference_slowdown = self.interference_slowdown;
         cfg.time_limit_s = self.time_limit;
         cfg.params.p = self.p;

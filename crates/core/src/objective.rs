@@ -130,7 +130,21 @@ pub fn evaluate(round: &Round, plan: &Plan) -> f64 {
         .map(|j| job_value(j, &round.cluster, plan.gpus_of(j.id), fair, &round.params))
         .collect();
     shared_values(round, plan, &mut values);
+    variability_values(round, plan, &mut values);
     power_mean(&values, round.params.p)
+}
+
+/// Divide each job's value by how much slower its GPUs run it
+/// ([`Round::variability_factor`]), so a planner that sees per-GPU
+/// variability is judged by the speed the job will really get; nothing
+/// without variability.
+pub fn variability_values(round: &Round, plan: &Plan, values: &mut [f64]) {
+    if round.variability.is_none() {
+        return;
+    }
+    for (v, j) in values.iter_mut().zip(&round.jobs) {
+        *v /= round.variability_factor(j, plan.gpus_of(j.id));
+    }
 }
 
 /// Divide the values of jobs that share GPUs by their predicted slowdown

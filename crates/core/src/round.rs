@@ -82,6 +82,13 @@ pub struct PolicyParams {
     /// type-aware planners (Sia's). Absent: off, types known.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub type_blind: bool,
+    /// Plan without knowing per-GPU variability: the pipeline hides the
+    /// round's `variability` from the planner (and its placement stage), so
+    /// every GPU of a type is valued alike; the simulator still runs jobs at
+    /// their true slowdowns. For measuring what seeing variability is worth.
+    /// Absent: off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub variability_blind: bool,
 }
 
 /// Which job pairs may share a GPU. Lucid shares only pairs it has
@@ -287,6 +294,7 @@ impl Default for PolicyParams {
             sharing: 1,
             sharing_pairs: SharingPairs::All,
             type_blind: false,
+            variability_blind: false,
         }
     }
 }
@@ -434,6 +442,13 @@ impl RoundJob {
     pub fn perf_class(&self) -> PerfClass {
         self.class.unwrap_or_else(|| PerfClass::of_app(&self.app))
     }
+
+    /// Whether PAL's cross-node factor L applies to the job: a rigid job
+    /// (no goodput model, a fixed size), as the simulator charges its trace
+    /// jobs. A fitted model already prices the job's cross-node sync.
+    pub fn pays_cross_node(&self) -> bool {
+        self.model.is_none() && self.min_gpus == self.max_gpus
+    }
 }
 
 /// Largest node accepted (GPUs on one node). Far above any real machine;
@@ -506,6 +521,16 @@ impl From<RoundRepr> for Round {
 }
 
 impl Round {
+    /// How many times slower `job` runs on `alloc` than on median GPUs, by
+    /// the simulator's rule ([`RoundVariability::job_factor`]: its slowest
+    /// GPU for its class, an unnamed slot counting as its node's slowest, ×
+    /// L when a rigid job spans nodes). 1 without variability.
+    pub fn variability_factor(&self, job: &RoundJob, alloc: &Allocation) -> f64 {
+        self.variability.as_ref().map_or(1.0, |v| {
+            v.job_factor(job.perf_class().index(), alloc, job.pays_cross_node())
+        })
+    }
+
     /// Semantic checks a JSON schema cannot express. Returns every problem,
     /// each naming the job or node, so a user can fix a round file at once.
     pub fn check(&self) -> Result<(), Vec<String>> {

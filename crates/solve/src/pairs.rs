@@ -71,8 +71,15 @@ pub fn overlapping_now(round: &Round) -> Vec<(usize, usize)> {
 /// With `params.sharing` ≥ 2, the pairs that share exactly the same GPUs
 /// of one node now, with no third job on them, and may both keep them: the
 /// option to stay as they are, at each job's keep value (no restart) over
-/// the pair's predicted slowdown.
-pub fn kept_pairs(round: &Round, node_type: &[usize], sharers: &[Sharer]) -> Vec<PairOpt> {
+/// the pair's predicted slowdown. A model's node kinds (GPU types, or
+/// mip-exact's type × speed groups) are `node_kind` per node and
+/// `kind_type` per kind; [`PairOpt::ty`] is the kind.
+pub fn kept_pairs(
+    round: &Round,
+    node_kind: &[usize],
+    kind_type: &[usize],
+    sharers: &[Sharer],
+) -> Vec<PairOpt> {
     if round.params.sharing < 2 {
         return Vec::new();
     }
@@ -85,8 +92,14 @@ pub fn kept_pairs(round: &Round, node_type: &[usize], sharers: &[Sharer]) -> Vec
         let third = pairs
             .iter()
             .any(|&(x, y)| (x == a || x == b || y == a || y == b) && (x, y) != (a, b));
-        let ty = node_type[per.first().map_or(0, |x| x.0 .0 as usize)];
-        let fits = may_pair(round, &model, round.cluster.types()[ty].as_str(), ja, jb);
+        let ty = node_kind[per.first().map_or(0, |x| x.0 .0 as usize)];
+        let fits = may_pair(
+            round,
+            &model,
+            round.cluster.types()[kind_type[ty]].as_str(),
+            ja,
+            jb,
+        );
         if per.len() != 1 || !ja.current().same_gpus(jb.current()) || third || !fits {
             continue;
         }
@@ -114,10 +127,12 @@ pub fn kept_pairs(round: &Round, node_type: &[usize], sharers: &[Sharer]) -> Vec
 /// measured`, whose pair was measured; each valued by the round's model
 /// (measured pair, else curve). Only pairs (k = 2 jobs per
 /// GPU): a third job on a GPU is never planned. At most [`PAIR_BUDGET`],
-/// then pruned to each job's best [`PARTNERS`] per (type, GPUs).
+/// then pruned to each job's best [`PARTNERS`] per (type, GPUs). `kinds`
+/// and `kind_type`: each node kind's capacity and GPU type ([`kept_pairs`]).
 pub fn pair_options(
     round: &Round,
-    types: &[TypeCapacity],
+    kinds: &[TypeCapacity],
+    kind_type: &[usize],
     sharers: &[Sharer],
     notes: &mut Vec<String>,
 ) -> Vec<PairOpt> {
@@ -136,8 +151,8 @@ pub fn pair_options(
                 else {
                     continue;
                 };
-                if k > types[ty].max_node
-                    || !fits_memory(names[ty].as_str(), &[mem[a], mem[b]])
+                if k > kinds[ty].max_node
+                    || !fits_memory(names[kind_type[ty]].as_str(), &[mem[a], mem[b]])
                     || !measured_enough(round, &model, &round.jobs[a], &round.jobs[b])
                 {
                     continue;
@@ -302,10 +317,10 @@ mod tests {
     fn pruning_keeps_each_jobs_best_partners() {
         let n = PARTNERS as u32 + 1;
         let (r, s) = light(n);
-        let all = pair_options(&r, &type_capacity(&r.cluster), &s, &mut Vec::new());
+        let all = pair_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
         assert_eq!(all.len(), (n * (n - 1) / 2) as usize);
         let (r, s) = light(20);
-        let kept = pair_options(&r, &type_capacity(&r.cluster), &s, &mut Vec::new());
+        let kept = pair_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
         // The 28 pairs among jobs 0..8 and the 12 × 8 of every other job with them.
         assert_eq!(kept.len(), 28 + 12 * 8);
         // Job 19 (the least valuable) keeps jobs 0..8.

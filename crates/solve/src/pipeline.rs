@@ -205,6 +205,9 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     if round.params.type_blind {
         blind(round.to_mut());
     }
+    if round.params.variability_blind {
+        round.to_mut().variability = None;
+    }
     round.check().map_err(|e| PlanError::Malformed(e.join("; ")))?;
     check_placement(planner, &round.params)?;
     let mut plan = crate::run_planner(planner, &round, limits)?;

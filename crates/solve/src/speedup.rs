@@ -127,6 +127,7 @@ pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) 
         })
         .collect();
     objective::shared_values(round, plan, &mut values);
+    objective::variability_values(round, plan, &mut values);
     objective::power_mean(&values, round.params.p)
 }
 

@@ -653,3 +653,126 @@ proptest! {
         }
     }
 }
+
+/// Every GPU of `round` at `speeds[n][g]` for every class (cycled), L 1.7.
+fn with_variability(mut round: Round, speeds: &[f64], classes: &[u8]) -> Round {
+    let mut i = 0usize;
+    let per_node = round
+        .cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            (0..n.gpus)
+                .map(|_| {
+                    i += 1;
+                    let s = speeds[i % speeds.len()];
+                    [s, 1.0 + (s - 1.0) / 2.0, s, 1.0]
+                })
+                .collect()
+        })
+        .collect();
+    round.variability = Some(gpuplan_core::RoundVariability {
+        per_node,
+        cross_node_factor: 1.7,
+    });
+    for (j, &c) in round.jobs.iter_mut().zip(classes.iter().cycle()) {
+        j.class = Some(gpuplan_core::PerfClass::ALL[c as usize % 4]);
+    }
+    round
+}
+
+/// Two 4-GPU nodes, node 0 2.5× slower for the job's class. The job could
+/// take all 8 GPUs, but across nodes it steps at the slow node's pace:
+/// 8/8 × f / 2.5 = 0.4 f < 4/8 × f = 0.5 f on the fast node alone (f the
+/// restart factor of a first start, fair share 8 GPUs). Blind to
+/// variability the job takes all 8 GPUs and gets the 0.4 f.
+#[test]
+fn hand_solved_variable_cluster() {
+    let mut round = build(2, 4, vec![simple()], Interference::Avoid, -1.0);
+    round.jobs[0].state.max_gpus_used = 8;
+    round.variability = Some(gpuplan_core::RoundVariability {
+        per_node: vec![vec![[2.5, 1.0, 1.0, 1.0]; 4], vec![[1.0; 4]; 4]],
+        cross_node_factor: 1.7,
+    });
+    let f = 1000.0 / 1030.0;
+    let eps = gpuplan_core::objective::EPSILON;
+    let p = plan("mip-exact", &round, 0);
+    validates("mip-exact", &round, &p);
+    assert_eq!(p.get(JobId(0)).per_node(), vec![(NodeId(1), 4)]);
+    assert_eq!(p.status, gpuplan_core::PlanStatus::Optimal);
+    assert!((evaluate(&round, &p) - (0.5 * f + eps)).abs() < 1e-9);
+    // The model's own optimum is the same by-hand value.
+    assert!((p.bound.unwrap() - (0.5 * f + eps)).abs() < 1e-6, "{:?}", p.bound);
+    round.params.variability_blind = true;
+    let blind = plan("mip-exact", &round, 0);
+    assert_eq!(blind.get(JobId(0)).num_gpus(), 8);
+    round.params.variability_blind = false;
+    assert!((evaluate(&round, &blind) - (0.4 * f + eps)).abs() < 1e-9);
+}
+
+/// A node with one slow GPU is valued at that GPU's speed whatever GPUs
+/// the job gets (the rule for an unnamed slot), so the model's value is
+/// never above what the simulator's rule gives the bound plan.
+#[test]
+fn a_mixed_node_is_valued_at_its_slowest_gpu() {
+    let mut round = build(1, 4, vec![simple()], Interference::Avoid, -1.0);
+    round.jobs[0].max_gpus = 1;
+    round.variability = Some(gpuplan_core::RoundVariability {
+        per_node: vec![vec![[1.0; 4], [1.0; 4], [1.0; 4], [1.5, 1.0, 1.0, 1.0]]],
+        cross_node_factor: 1.7,
+    });
+    let p = plan("mip-exact", &round, 0);
+    let f = 1000.0 / 1030.0;
+    let eps = gpuplan_core::objective::EPSILON;
+    // Fair share 4 GPUs; the job gets one GPU, bound to GPU 0 (speed 1).
+    assert_eq!(p.get(JobId(0)).gpus()[0], gpuplan_core::GpuId::new(NodeId(0), 0));
+    assert!((evaluate(&round, &p) - (0.25 * f + eps)).abs() < 1e-9);
+    assert!(
+        (p.bound.unwrap() - (0.25 * f / 1.5 + eps)).abs() < 1e-6,
+        "{:?}",
+        p.bound
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    /// Generated heterogeneous rounds with per-GPU variability: every
+    /// goodput planner's plan is valid and keeps a job on one type;
+    /// mip-exact's pattern model never values its plan above the
+    /// simulator's rule (its bound at the optimum ≤ the objective of the
+    /// bound plan); and all-median GPUs with L = 1 plan exactly as no
+    /// variability.
+    #[test]
+    fn variable_rounds_are_planned_validly_and_never_optimistically(
+        round in (2u32..5, 1u32..5).prop_flat_map(|(n, g)| check_round(n, g, 7)),
+        types in prop::collection::vec(any::<bool>(), 4),
+        gpus_b in 1u32..6,
+        speeds in prop::collection::vec(0.95f64..1.6, 1..9),
+        classes in prop::collection::vec(0u8..4, 1..4),
+    ) {
+        let plain = with_named_types(round, &types, gpus_b, "a100");
+        let round = with_variability(plain.clone(), &speeds, &classes);
+        for name in GOODPUT_PLANNERS {
+            let p = plan(name, &round, 0);
+            validates(name, &round, &p);
+            one_type_per_job(name, &round, &p);
+        }
+        let p = plan("mip-exact", &round, 0);
+        // The pattern model sees variability; the node-level one (interference
+        // allowed, or a model too large) does not, and says so.
+        let pattern = !p.reason.as_deref().unwrap_or("").contains("node-level model");
+        prop_assert_eq!(pattern, round.params.interference == Interference::Avoid);
+        if p.status == gpuplan_core::PlanStatus::Optimal && pattern {
+            let obj = evaluate(&round, &p);
+            let bound = p.bound.expect("an optimal HiGHS solve reports its bound");
+            prop_assert!(bound <= obj + 1e-6 * obj.abs().max(1.0), "model {} above the true {}", bound, obj);
+        }
+        // (L = 1: a rigid job across nodes pays L under any variability.)
+        let mut median = with_variability(plain.clone(), &[1.0], &classes);
+        median.variability.as_mut().unwrap().cross_node_factor = 1.0;
+        let a = plan("mip-exact", &median, 0);
+        let b = plan("mip-exact", &plain, 0);
+        prop_assert_eq!(&a.allocations, &b.allocations);
+    }
+}

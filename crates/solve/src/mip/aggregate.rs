@@ -211,8 +211,9 @@ fn add_pairs(round: &Round, prep: &mut Prep, notes: &mut Vec<String>) {
             }
         })
         .collect();
-    let mut pairs = kept_pairs(round, &prep.node_type, &sharers);
-    pairs.extend(pair_options(round, &prep.types, &sharers, notes));
+    let kind_type: Vec<usize> = (0..prep.types.len()).collect();
+    let mut pairs = kept_pairs(round, &prep.node_type, &kind_type, &sharers);
+    pairs.extend(pair_options(round, &prep.types, &kind_type, &sharers, notes));
     prep.pairs = pairs;
 }
 

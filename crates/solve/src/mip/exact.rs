@@ -9,8 +9,10 @@
 //! how many nodes of each residual class (GPU type, free GPUs, multi-node slot
 //! free) use each pattern. Running jobs may keep their exact GPUs (full
 //! speedup) or move (restart factor); nodes that host them change residual
-//! class with those keep decisions. Every variable and row is listed in
-//! docs/formulation.md, section `mip-exact`.
+//! class with those keep decisions. With per-GPU variability, nodes are
+//! grouped by speed too ([`Groups`]) so a job is valued at the pace of its
+//! slowest GPU. Every variable and row is listed in docs/formulation.md,
+//! section `mip-exact`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -31,10 +33,13 @@ use crate::{Limits, PlanError, Planner, PlannerTraits};
 enum Opt {
     /// Exactly the current GPUs.
     Keep,
-    /// `gpus` GPUs on one node of GPU type `ty`.
+    /// `gpus` GPUs on one node of group `ty` ([`Groups`]: the GPU type, and
+    /// with variability its speed).
     Single { ty: usize, gpus: u32 },
-    /// `gpus` GPUs on two or more nodes of GPU type `ty`.
-    Multi { ty: usize, gpus: u32 },
+    /// `gpus` GPUs on two or more nodes of GPU type `ty`, each node's group
+    /// no slower for the job's class than `speed` (the slowdown its value
+    /// assumes; 1 without variability).
+    Multi { ty: usize, gpus: u32, speed: f64 },
 }
 
 struct JobCands {
@@ -50,8 +55,96 @@ struct Pattern {
     singles: Vec<u32>,
 }
 
-/// (GPU type, free GPUs ρ, multi-node slot free σ).
+/// (node group, free GPUs ρ, multi-node slot free σ).
 type Class = (usize, u32, u32);
+
+/// Nodes grouped as the model counts them: by GPU type and, when the round
+/// has per-GPU variability, by speed for each application class among its
+/// jobs. A node's speed for a class is its slowest GPU's, the rule core
+/// applies to an unnamed slot ([`gpuplan_core::RoundVariability::slowdown`]):
+/// the model decides counts per node, not which GPUs, so only that speed
+/// holds for whatever GPUs the binder names. Speeds are binned
+/// ([`crate::bins`]) and a bin counts as its slowest member, so nodes in
+/// one bin form one group and no value is optimistic. Without variability
+/// the groups are the GPU types, in `Cluster::types()` order.
+struct Groups {
+    /// Per node: its group.
+    of_node: Vec<usize>,
+    /// Per group: its GPU type (index into `Cluster::types()`).
+    ty: Vec<usize>,
+    /// Per group: the slowdown assumed per class (1 without variability).
+    speed: Vec<[f64; 4]>,
+    /// Per group: its capacity.
+    cap: Vec<TypeCapacity>,
+}
+
+impl Groups {
+    fn new(round: &Round) -> Groups {
+        let type_of = round.cluster.type_index();
+        let Some(v) = &round.variability else {
+            let cap = type_capacity(&round.cluster);
+            return Groups {
+                ty: (0..cap.len()).collect(),
+                speed: vec![[1.0; 4]; cap.len()],
+                of_node: type_of,
+                cap,
+            };
+        };
+        let bins = crate::bins::Bins::new(v, crate::bins::DEFAULT_TOLERANCE);
+        let mut present = [false; 4];
+        for j in &round.jobs {
+            present[j.perf_class().index()] = true;
+        }
+        // Per node: (type, speed per present class; 1 for the others).
+        let keys: Vec<(usize, [f64; 4])> = (0..round.cluster.nodes.len())
+            .map(|n| {
+                let speed = std::array::from_fn(|c| {
+                    let gpus = v.per_node.get(n).map_or(&[][..], |g| g.as_slice());
+                    let slowest = (0..gpus.len()).max_by(|&a, &b| gpus[a][c].total_cmp(&gpus[b][c]));
+                    match slowest.filter(|_| present[c]) {
+                        Some(i) => bins
+                            .bin(gpuplan_core::GpuId::new(NodeId(n as u32), i as u32), c)
+                            .map_or(gpus[i][c], |b| b.hi.max(gpus[i][c])),
+                        None => 1.0,
+                    }
+                });
+                (type_of[n], speed)
+            })
+            .collect();
+        // Groups by type, then speed (bits of positive floats sort as the floats).
+        let bits = |k: &(usize, [f64; 4])| (k.0, k.1.map(f64::to_bits));
+        let mut order: Vec<(usize, [u64; 4])> = keys.iter().map(bits).collect();
+        order.sort_unstable();
+        order.dedup();
+        let index: HashMap<(usize, [u64; 4]), usize> =
+            order.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+        let of_node: Vec<usize> = keys.iter().map(|k| index[&bits(k)]).collect();
+        let mut cap = vec![
+            TypeCapacity {
+                nodes: 0,
+                gpus: 0,
+                max_node: 0,
+            };
+            order.len()
+        ];
+        for (node, &g) in round.cluster.nodes.iter().zip(&of_node) {
+            cap[g].nodes += 1;
+            cap[g].gpus += node.gpus;
+            cap[g].max_node = cap[g].max_node.max(node.gpus);
+        }
+        Groups {
+            ty: order.iter().map(|k| k.0).collect(),
+            speed: order.iter().map(|k| k.1.map(f64::from_bits)).collect(),
+            of_node,
+            cap,
+        }
+    }
+
+    /// The groups of GPU type `ty`.
+    fn of_type(&self, ty: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.ty.len()).filter(move |&g| self.ty[g] == ty)
+    }
+}
 
 /// A running job's GPUs on one node: (job, GPUs, whether it holds the
 /// node's multi-node slot). A job index ≥ the round's job count names the
@@ -74,11 +167,20 @@ impl MipExact {
 /// GPU counts that are not dominated (a smaller count of the same shape with
 /// at least the same value can always be placed instead), plus notes for
 /// jobs that cannot run at all.
+///
+/// With variability each value is divided by the slowdown the job would
+/// run at ([`Groups`]): a single-node option per group; a multi-node
+/// option per speed threshold of its type, its pieces only on groups no
+/// slower than the threshold, valued at the threshold (× L for a rigid
+/// job, [`gpuplan_core::RoundJob::pays_cross_node`]). The solver picks
+/// the least threshold that holds the pieces, so the value is the slowest
+/// group's speed, exactly the simulator's slowest-GPU rule.
 fn candidates(
     round: &Round,
-    types: &[TypeCapacity],
+    groups: &Groups,
     keep_ok: &[bool],
 ) -> (Vec<JobCands>, Vec<String>, Vec<SpeedupCache>) {
+    let types = type_capacity(&round.cluster);
     let n_nodes = round.cluster.num_nodes() as u32;
     let maxn = round.params.max_nodes_per_job.min(n_nodes);
     let mut caches: Vec<SpeedupCache> = round
@@ -93,6 +195,13 @@ fn candidates(
     let mut notes = Vec::new();
     let mut out = Vec::with_capacity(base.len());
     for (j, o) in base.into_iter().enumerate() {
+        let job = &round.jobs[j];
+        let class = job.perf_class().index();
+        // PAL's L on a rigid job across nodes, as the simulator charges it.
+        let cross = match &round.variability {
+            Some(v) if job.pays_cross_node() => v.cross_node_factor,
+            _ => 1.0,
+        };
         let mut opts = Vec::new();
         let mut singles: Vec<Vec<(u32, f64)>> = vec![Vec::new(); types.len()];
         let mut multis: Vec<Vec<(u32, f64)>> = vec![Vec::new(); types.len()];
@@ -100,7 +209,7 @@ fn candidates(
             match c.choice {
                 Choice::Keep => {
                     if keep_ok[j] || o.pinned {
-                        opts.push((Opt::Keep, c.value));
+                        opts.push((Opt::Keep, c.value / round.variability_factor(job, job.current())));
                     }
                 }
                 Choice::Config { nodes: 1, gpus } => singles[c.ty].push((gpus, c.value)),
@@ -117,17 +226,41 @@ fn candidates(
             });
             v
         };
-        // Each type values the job by its own goodput there.
-        for (ty, t) in types.iter().enumerate() {
-            for &(k, v) in &undominated(std::mem::take(&mut singles[ty])) {
-                if k <= t.max_node {
-                    opts.push((Opt::Single { ty, gpus: k }, v));
+        // Each type values the job by its own goodput there, each group by
+        // its speed for the job's class.
+        for ty in 0..types.len() {
+            let ones = undominated(std::mem::take(&mut singles[ty]));
+            for g in groups.of_type(ty) {
+                let (cap, f) = (&groups.cap[g], groups.speed[g][class]);
+                for &(k, v) in &ones {
+                    if k <= cap.max_node {
+                        opts.push((Opt::Single { ty: g, gpus: k }, v / f));
+                    }
                 }
             }
-            if t.nodes >= 2 {
-                for &(k, v) in &undominated(std::mem::take(&mut multis[ty])) {
-                    if k <= t.gpus && k <= maxn * t.max_node {
-                        opts.push((Opt::Multi { ty, gpus: k }, v));
+            let many = undominated(std::mem::take(&mut multis[ty]));
+            let mut thresholds: Vec<f64> = groups.of_type(ty).map(|g| groups.speed[g][class]).collect();
+            thresholds.sort_by(f64::total_cmp);
+            thresholds.dedup();
+            for f in thresholds {
+                let (mut nodes, mut gpus, mut max_node) = (0u32, 0u32, 0u32);
+                for g in groups.of_type(ty).filter(|&g| groups.speed[g][class] <= f) {
+                    nodes += groups.cap[g].nodes;
+                    gpus += groups.cap[g].gpus;
+                    max_node = max_node.max(groups.cap[g].max_node);
+                }
+                if nodes >= 2 {
+                    for &(k, v) in &many {
+                        if k <= gpus && k <= maxn * max_node {
+                            opts.push((
+                                Opt::Multi {
+                                    ty,
+                                    gpus: k,
+                                    speed: f,
+                                },
+                                v / (f * cross),
+                            ));
+                        }
                     }
                 }
             }
@@ -135,7 +268,6 @@ fn candidates(
         if let Some(why) = o.infeasible {
             notes.push(why);
         } else if !o.pinned && !opts.iter().any(|(o, _)| *o != Opt::Keep) {
-            let job = &round.jobs[j];
             let largest = types.iter().map(|t| t.gpus).max().unwrap_or(0);
             if job.min_gpus > largest {
                 notes.push(format!(
@@ -256,8 +388,8 @@ struct Ctx<'a> {
     round: &'a Round,
     sense: Sense,
     avoid: bool,
-    types: Vec<TypeCapacity>,
-    node_type: Vec<usize>,
+    /// Node groups (GPU type, and speed with variability): the model's "types".
+    groups: Groups,
     /// Free GPUs and multi-node slot after pinned jobs.
     rho0: Vec<u32>,
     sig0: Vec<u32>,
@@ -274,9 +406,7 @@ struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     fn new(round: &'a Round) -> Self {
         let avoid = round.params.interference == Interference::Avoid;
-        // Types in `Cluster::types()` order (first appearance).
-        let node_type = round.cluster.type_index();
-        let types = type_capacity(&round.cluster);
+        let groups = Groups::new(round);
         let n_nodes = round.cluster.num_nodes();
         let mut rho0: Vec<u32> = round.cluster.nodes.iter().map(|n| n.gpus).collect();
         let mut sig0 = vec![1u32; n_nodes];
@@ -307,10 +437,10 @@ impl<'a> Ctx<'a> {
                 !(avoid && per.len() > 1 && per.iter().any(|(n, _)| sig0[n.0 as usize] == 0))
             })
             .collect();
-        let (cands, mut notes, caches) = candidates(round, &types, &keep_ok);
+        let (cands, mut notes, caches) = candidates(round, &groups, &keep_ok);
         let sharers = sharers(&cands);
-        let mut pairs = kept_pairs(round, &node_type, &sharers);
-        pairs.extend(pair_options(round, &types, &sharers, &mut notes));
+        let mut pairs = kept_pairs(round, &groups.of_node, &groups.ty, &sharers);
+        pairs.extend(pair_options(round, &groups.cap, &groups.ty, &sharers, &mut notes));
         let mut occ: Vec<Vec<Occupant>> = vec![Vec::new(); n_nodes];
         for (j, job) in round.jobs.iter().enumerate() {
             if cands[j].pinned || !cands[j].opts.iter().any(|(o, _)| *o == Opt::Keep) {
@@ -330,8 +460,7 @@ impl<'a> Ctx<'a> {
             round,
             sense: Sense::of(round.params.p),
             avoid,
-            types,
-            node_type,
+            groups,
             rho0,
             sig0,
             occ,
@@ -387,8 +516,9 @@ impl<'a> Ctx<'a> {
         // Single-node demand per (type, size), piece-count variables per (job, type).
         let mut single_demand: BTreeMap<(usize, u32), Expression> = BTreeMap::new();
         let mut u: BTreeMap<(usize, usize), Vec<Variable>> = BTreeMap::new();
-        let mut sizes: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); self.types.len()];
-        let mut has_multi = vec![false; self.types.len()];
+        let n_groups = self.groups.ty.len();
+        let mut sizes: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n_groups];
+        let mut has_multi = vec![false; n_groups];
         let mut cells = 0usize;
         // Pair options: a slot of `gpus` GPUs each, counted in each job's choice and value.
         let y: Vec<Variable> = self.pairs.iter().map(|_| m.binary()).collect();
@@ -420,8 +550,11 @@ impl<'a> Ctx<'a> {
             let none = m.binary();
             let mut pick = Expression::from(none);
             let mut value = none_term * none;
-            // Per type: Σ z over multi options, Σ min(k, maxn)·z, Σ k·z.
+            // Per type: Σ z over multi options, Σ min(k, maxn)·z, Σ k·z,
+            // and each option's speed threshold.
             let mut multi: BTreeMap<usize, (Expression, Expression, Expression)> = BTreeMap::new();
+            let mut thresholds: BTreeMap<usize, Vec<(Variable, f64)>> = BTreeMap::new();
+            let class = round.jobs[j].perf_class().index();
             for (&(o, v), &x) in c.opts.iter().zip(&vars) {
                 pick += x;
                 value += sense.term(v) * x;
@@ -431,8 +564,8 @@ impl<'a> Ctx<'a> {
                         sizes[ty].insert(gpus);
                         *single_demand.entry((ty, gpus)).or_default() += x;
                     }
-                    Opt::Multi { ty, gpus } => {
-                        has_multi[ty] = true;
+                    Opt::Multi { ty, gpus, speed } => {
+                        thresholds.entry(ty).or_default().push((x, speed));
                         let e = multi.entry(ty).or_default();
                         e.0 += x;
                         e.1 += gpus.min(maxn) as f64 * x;
@@ -446,18 +579,43 @@ impl<'a> Ctx<'a> {
             }
             m.constraints.push(pick.eq(1.0));
             for (ty, (d, hi, k)) in multi {
-                let g = self.types[ty].max_node;
-                cells += g as usize;
-                if cells > MODEL_BUDGET {
-                    return None;
+                // Piece counts per group the job's options admit; a group
+                // that only some options admit holds pieces only when one
+                // of those is chosen (none without variability: one group).
+                let opts_ty = &thresholds[&ty];
+                let top = opts_ty.iter().map(|o| o.1).fold(0.0, f64::max);
+                let low = opts_ty.iter().map(|o| o.1).fold(f64::INFINITY, f64::min);
+                // (piece size, variable) over the admitted groups.
+                let mut pieces: Vec<(u32, Variable)> = Vec::new();
+                for grp in self.groups.of_type(ty) {
+                    let f = self.groups.speed[grp][class];
+                    if f > top {
+                        continue;
+                    }
+                    has_multi[grp] = true;
+                    let g = self.groups.cap[grp].max_node;
+                    cells += g as usize;
+                    if cells > MODEL_BUDGET {
+                        return None;
+                    }
+                    let vars_u: Vec<Variable> = (1..=g).map(|_| m.integer(0.0, maxn as f64)).collect();
+                    let here: Expression = vars_u.iter().map(|&v| Expression::from(v)).sum();
+                    if f > low {
+                        let admit: Expression = opts_ty
+                            .iter()
+                            .filter(|o| o.1 >= f)
+                            .map(|o| Expression::from(o.0))
+                            .sum();
+                        m.constraints.push(here.clone().leq(maxn as f64 * admit));
+                    }
+                    pieces.extend(vars_u.iter().enumerate().map(|(i, &v)| (i as u32 + 1, v)));
+                    u.insert((j, grp), vars_u);
                 }
-                let vars_u: Vec<Variable> = (1..=g).map(|_| m.integer(0.0, maxn as f64)).collect();
-                let count: Expression = vars_u.iter().map(|&v| Expression::from(v)).sum();
-                let cap: Expression = vars_u.iter().enumerate().map(|(i, &v)| (i + 1) as f64 * v).sum();
+                let count: Expression = pieces.iter().map(|&(_, v)| Expression::from(v)).sum();
+                let cap: Expression = pieces.iter().map(|&(a, v)| a as f64 * v).sum();
                 m.constraints.push(count.clone().geq(2.0 * d));
                 m.constraints.push(count.leq(hi));
                 m.constraints.push(cap.geq(k));
-                u.insert((j, ty), vars_u);
             }
             match tau {
                 Some(t) => m.constraints.push(Expression::from(t).leq(value)),
@@ -478,7 +636,7 @@ impl<'a> Ctx<'a> {
         let mut count: BTreeMap<Class, (f64, Expression)> = BTreeMap::new();
         let mut r = vec![Vec::new(); self.occ.len()];
         for (node, r_node) in r.iter_mut().enumerate() {
-            let ty = self.node_type[node];
+            let ty = self.groups.of_node[node];
             let (rho0, sig0) = (self.rho0[node], self.sig0[node]);
             match self.occ[node].as_slice() {
                 [] => count.entry((ty, rho0, sig0)).or_default().0 += 1.0,
@@ -532,7 +690,7 @@ impl<'a> Ctx<'a> {
             if pats.is_empty() {
                 continue;
             }
-            let max = self.types[ty].nodes as f64;
+            let max = self.groups.cap[ty].nodes as f64;
             let vars: Vec<Variable> = pats.iter().map(|_| m.integer(0.0, max)).collect();
             let used: Expression = vars.iter().map(|&v| Expression::from(v)).sum();
             m.constraints.push(used.leq(expr.clone() + *konst));
@@ -625,23 +783,38 @@ impl<'a> Ctx<'a> {
             } else if alloc.same_gpus(job.current()) && self.keep_index(j).is_some() {
                 self.keep_index(j)
             } else {
-                let ty = self.node_type[per[0].0 .0 as usize];
-                if per.iter().any(|(n, _)| self.node_type[n.0 as usize] != ty) {
+                let grp = |n: NodeId| self.groups.of_node[n.0 as usize];
+                let (g0, ty) = (grp(per[0].0), self.groups.ty[grp(per[0].0)]);
+                if per.iter().any(|(n, _)| self.groups.ty[grp(*n)] != ty) {
                     return None;
                 }
+                // The slowest group the pieces use, for the job's class.
+                let class = job.perf_class().index();
+                let need = per
+                    .iter()
+                    .map(|(n, _)| self.groups.speed[grp(*n)][class])
+                    .fold(0.0, f64::max);
                 let k = alloc.num_gpus();
-                // The largest undominated option of the same shape that fits in k.
+                // The largest undominated option of the same shape that fits
+                // in k (multi-node: then the least threshold that admits it).
                 c.opts
                     .iter()
                     .enumerate()
                     .filter(|(_, (o, _))| match *o {
-                        Opt::Single { ty: t, gpus } => per.len() == 1 && t == ty && gpus <= k,
-                        Opt::Multi { ty: t, gpus } => per.len() > 1 && t == ty && gpus <= k,
+                        Opt::Single { ty: t, gpus } => per.len() == 1 && t == g0 && gpus <= k,
+                        Opt::Multi { ty: t, gpus, speed } => {
+                            per.len() > 1 && t == ty && gpus <= k && speed >= need
+                        }
                         Opt::Keep => false,
                     })
-                    .max_by_key(|(_, (o, _))| match *o {
-                        Opt::Single { gpus, .. } | Opt::Multi { gpus, .. } => gpus,
-                        Opt::Keep => 0,
+                    .max_by(|(_, (a, _)), (_, (b, _))| {
+                        let key = |o: &Opt| match *o {
+                            Opt::Single { gpus, .. } => (gpus, 0.0),
+                            Opt::Multi { gpus, speed, .. } => (gpus, -speed),
+                            Opt::Keep => (0, 0.0),
+                        };
+                        let (ka, kb) = (key(a), key(b));
+                        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
                     })
                     .map(|(i, _)| i)
             };
@@ -674,7 +847,11 @@ impl<'a> Ctx<'a> {
                     smu += mu;
                 }
             }
-            let class = (self.node_type[node], self.rho0[node] - sc, self.sig0[node] - smu);
+            let class = (
+                self.groups.of_node[node],
+                self.rho0[node] - sc,
+                self.sig0[node] - smu,
+            );
             for &(cl, x) in &b.r[node] {
                 vals.push((x, f64::from(u8::from(cl == class))));
             }
@@ -790,7 +967,7 @@ impl<'a> Ctx<'a> {
         // Nodes per class.
         let mut members: BTreeMap<Class, Vec<usize>> = BTreeMap::new();
         for node in 0..self.occ.len() {
-            let (ty, rho0, sig0) = (self.node_type[node], self.rho0[node], self.sig0[node]);
+            let (ty, rho0, sig0) = (self.groups.of_node[node], self.rho0[node], self.sig0[node]);
             let class = match self.occ[node].as_slice() {
                 [] => (ty, rho0, sig0),
                 &[(j, c, mu)] => {
@@ -867,19 +1044,23 @@ impl<'a> Ctx<'a> {
         self.name_pairs(&mut plan, &pair_nodes)?;
         // Multi-node jobs: their counted slots, one GPU each, then filled up to the slot size.
         for (j, c) in chosen.iter().enumerate() {
-            let Some(Opt::Multi { ty, gpus }) = *c else {
+            let Some(Opt::Multi { ty, gpus, .. }) = *c else {
                 continue;
             };
-            let vars = b.u.get(&(j, ty)).ok_or("missing piece variables")?;
             let mut slots: Vec<(usize, u32)> = Vec::new();
-            for (i, &x) in vars.iter().enumerate() {
-                let a = i as u32 + 1;
-                for _ in 0..value(x).round().max(0.0) as usize {
-                    let node = piece_slots
-                        .get_mut(&(ty, a))
-                        .and_then(|v| v.pop())
-                        .ok_or("too few multi-node slots")?;
-                    slots.push((node, a));
+            for grp in self.groups.of_type(ty) {
+                let Some(vars) = b.u.get(&(j, grp)) else {
+                    continue;
+                };
+                for (i, &x) in vars.iter().enumerate() {
+                    let a = i as u32 + 1;
+                    for _ in 0..value(x).round().max(0.0) as usize {
+                        let node = piece_slots
+                            .get_mut(&(grp, a))
+                            .and_then(|v| v.pop())
+                            .ok_or("too few multi-node slots")?;
+                        slots.push((node, a));
+                    }
                 }
             }
             if slots.len() < 2 || slots.len() as u32 > gpus {
@@ -968,13 +1149,24 @@ fn keep_all(round: &Round) -> Plan {
     p
 }
 
+/// The node-level model values GPUs of a type alike: say so where the round
+/// has per-GPU variability that it then does not see.
+fn variability_unseen(round: &Round, mut solved: SolvedPlan) -> SolvedPlan {
+    if round.variability.is_some() {
+        solved
+            .notes
+            .push("the node-level model does not see per-GPU variability".into());
+    }
+    solved
+}
+
 /// Build, warm-start, solve and decode the pattern model. `Err` is the reason for a fallback.
 pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
     if round.params.interference == Interference::Allow {
         // Without the rule a node may hold pieces of several multi-node jobs,
         // and slot counts no longer guarantee that one job's pieces land on
         // distinct nodes; the node-level model stays exact there.
-        return super::node::solve_node(round, solver, limits);
+        return super::node::solve_node(round, solver, limits).map(|s| variability_unseen(round, s));
     }
     let t0 = web_time::Instant::now();
     let mut ctx = Ctx::new(round);
@@ -983,7 +1175,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
         solved
             .notes
             .push("pattern model too large for these node sizes; node-level model solved instead".into());
-        return Ok(solved);
+        return Ok(variability_unseen(round, solved));
     };
     // Warm start: the better of the greedy plan and "keep everything running"
     // (last round's plan as applied) that the model can represent. Both reuse

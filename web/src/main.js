@@ -139,6 +139,7 @@ const FIELD_HELP = {
   placement: 'How fixed-size policies (fifo, srtf, optimus, tiresias, tiresias-gittins) pick GPUs, as gpuplan simulate --placement: default = the policy\'s own (running jobs kept); packed = fewest nodes; random; pm-first = fastest GPUs for the job\'s class; pal = PAL\'s least expected slowdown; mip = PAL\'s cost minimised over all jobs of the round at once (pm-first, pal and mip need GPU variability). Other policies place jobs themselves.',
   sticky: 'With a placement: running jobs keep their GPUs instead of being placed afresh every round (--sticky).',
   type_blind: 'Goodput planners value every GPU type with the job\'s one model, as Pollux does (--type-blind); jobs still run at their true per-type speed. Compare pollux-ga blind with sia on a mixed cluster such as 6x4:t4+3x8:rtx2080ti+2x8:a100.',
+  variability_blind: 'With GPU variability: planners do not see per-GPU speeds (--variability-blind), while the simulator still charges them; compare with the aware run to see what seeing variability is worth.',
   sharing: 'Most jobs one GPU may hold (--sharing K; 1 = none). mip-exact, mip-aggregate, pollux-mip and pollux-mip-aggregate decide who shares; shared jobs run slower by Gavel\'s fitted co-location curve. The round inspector lists who shares with whom.',
 };
 
@@ -166,13 +167,13 @@ const GOODPUT_NOTE = 'value: the job\'s term in the objective, its speedup over 
 
 const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
   'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor', 'placement',
-  'sticky', 'sharing', 'type_blind'];
+  'sticky', 'sharing', 'type_blind', 'variability_blind'];
 const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'load ×', policy: 'policy', p: 'p',
   restart_delay_s: 'restart delay', interval_s: 'interval', interference: 'interference',
   interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed', variability: 'variability',
   cross_node_factor: 'cross-node L', placement: 'placement', sticky: 'sticky', sharing: 'jobs per GPU',
-  type_blind: 'type-blind' };
-const BOOLEAN = new Set(['sticky', 'type_blind']);
+  type_blind: 'type-blind', variability_blind: 'variability-blind' };
+const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind']);
 const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed',
   'cross_node_factor', 'sharing']);
 

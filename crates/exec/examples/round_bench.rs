@@ -59,6 +59,7 @@ fn main() {
             max_crashes: None,
             uid: None,
             features: None,
+            mem_gib: None,
         })
         .expect("submit");
     }

@@ -217,6 +217,7 @@ impl Daemon {
             let mut rj = round_job(facts, state, &mut j.agent, None, &self.memo);
             rj.utilization = j.sharing.util_solo;
             rj.colocation_key = Some(j.colocation_key());
+            rj.mem_gib = j.spec.mem_gib;
             round_jobs.push(rj);
         }
         self.models = round_jobs.iter().filter_map(|j| Some((j.id, j.model?))).collect();

@@ -54,6 +54,11 @@ pub struct JobSubmission {
     /// (`gpuplan predict --onnx MODEL` prints them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<gpuplan_core::predict::ModelFeatures>,
+    /// GPU memory the job needs on each of its GPUs (GiB), so `--sharing`
+    /// puts it only beside jobs whose memory fits with it. Without it the
+    /// bundled app's estimate applies, else the job never shares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_gib: Option<f64>,
 }
 
 fn yes() -> bool {
@@ -126,6 +131,11 @@ impl JobSubmission {
                 }
             }
         }
+        if let Some(m) = self.mem_gib {
+            if !m.is_finite() || m <= 0.0 {
+                p.push(("mem_gib", format!("must be a finite number > 0, got {m}")));
+            }
+        }
         for (f, v) in [("restart_cost_s", self.restart_cost_s), ("grace_s", self.grace_s)] {
             if let Some(v) = v {
                 if !v.is_finite() || v < 0.0 {
@@ -188,6 +198,18 @@ mod tests {
     use super::*;
 
     const OK: &str = "name = \"a\"\ncommand = \"true\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 64\n";
+
+    #[test]
+    fn memory_is_optional_and_checked() {
+        assert_eq!(JobSubmission::from_toml(OK, "j.toml").unwrap().mem_gib, None);
+        let ok = JobSubmission::from_toml(&format!("{OK}mem_gib = 6.5\n"), "j.toml").unwrap();
+        assert_eq!(ok.mem_gib, Some(6.5));
+        let bad = JobSubmission::from_toml(&format!("{OK}mem_gib = 0\n"), "j.toml").unwrap_err();
+        assert_eq!(
+            bad,
+            vec!["j.toml:6:mem_gib: must be a finite number > 0, got 0".to_string()]
+        );
+    }
 
     #[test]
     fn model_features_are_optional_and_checked() {

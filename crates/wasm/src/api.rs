@@ -220,6 +220,10 @@ pub struct Scenario {
     /// Pollux does (`--type-blind`). Absent from links made before it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub type_blind: bool,
+    /// Planners do not see per-GPU variability (`--variability-blind`); the
+    /// simulator still charges it. Absent from links made before it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub variability_blind: bool,
 }
 
 fn is_one(k: &u32) -> bool {
@@ -248,6 +252,7 @@ impl Default for Scenario {
             sticky: false,
             sharing: 1,
             type_blind: false,
+            variability_blind: false,
         }
     }
 }
@@ -365,6 +370,7 @@ impl Scenario {
         }
         cfg.params.sharing = self.sharing;
         cfg.params.type_blind = self.type_blind;
+        cfg.params.variability_blind = self.variability_blind;
         Ok(cfg)
     }
 
@@ -1367,7 +1373,10 @@ mod tests {
     fn type_blind_reaches_the_simulator_and_old_links_stay_aware() {
         let old = parse_scenario(r#"{"policy": "pollux-ga"}"#).unwrap();
         assert!(!old.type_blind && !old.config().unwrap().params.type_blind);
-        assert!(!serde_json::to_string(&old).unwrap().contains("type_blind"));
+        assert!(!old.variability_blind && !old.config().unwrap().params.variability_blind);
+        assert!(!serde_json::to_string(&old).unwrap().contains("blind"));
+        let vb = parse_scenario(r#"{"policy": "pollux-mip", "variability_blind": true}"#).unwrap();
+        assert!(vb.config().unwrap().params.variability_blind);
         let blind = parse_scenario(r#"{"policy": "pollux-ga", "type_blind": true}"#).unwrap();
         assert!(blind.config().unwrap().params.type_blind);
         assert!(serde_json::to_string(&blind)

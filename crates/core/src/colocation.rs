@@ -250,19 +250,18 @@ pub fn gpu_memory_gib(gpu_type: &str) -> Option<f64> {
         return Some(f64::from(g));
     }
     // A short name as written, else NVML's product name by its table key.
-    let key = match lower.as_str() {
-        "v100-32g" | "a100-80g" | "h100" | "rtx5000" => lower.as_str(),
-        _ => crate::gpu_speed::table_key(&lower).unwrap_or(lower.as_str()),
+    let by_name = |k: &str| {
+        Some(match k {
+            "t4" | "p100" | "v100" | "rtx5000" => 16.0,
+            "k80" => 12.0,
+            "rtx2080ti" => 11.0,
+            "v100-32g" => 32.0,
+            "a100" => 40.0,
+            "a100-80g" | "h100" => 80.0,
+            _ => return None,
+        })
     };
-    Some(match key {
-        "t4" | "p100" | "v100" | "rtx5000" => 16.0,
-        "k80" => 12.0,
-        "rtx2080ti" => 11.0,
-        "v100-32g" => 32.0,
-        "a100" => 40.0,
-        "a100-80g" | "h100" => 80.0,
-        _ => return None,
-    })
+    by_name(&lower).or_else(|| by_name(crate::gpu_speed::table_key(&lower)?))
 }
 
 /// Estimated peak memory (GiB per GPU) of the Pollux applications at their

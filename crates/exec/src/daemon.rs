@@ -1221,6 +1221,60 @@ pub(crate) mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Issue 15: a job's memory per GPU in the round is its job file's
+    /// `mem_gib`, else the most its GPUs held while it ran alone (NVML's
+    /// used memory; the fake backend's here), a peak that survives a
+    /// restart and never falls; so a job of no known application can share.
+    #[test]
+    fn memory_measured_alone_is_the_rounds_memory_unless_the_job_file_gives_one() {
+        let (dir, clock, engine) = manual_setup("mem");
+        let open = |gib: u64| {
+            let mut dev = FakeDevices::parse("1x2").unwrap();
+            dev.set_memory_used("GPU-fake-0-0", gib << 30).unwrap();
+            dev.set_memory_used("GPU-fake-0-1", (gib << 30) / 2).unwrap();
+            Daemon::open_with_clock(
+                Config::new(dir.clone(), "greedy"),
+                Box::new(dev),
+                Box::new(engine.clone()),
+                Box::new(clock.clone()),
+            )
+            .unwrap()
+        };
+        let sub = |name: &str, extra: &str| {
+            JobSubmission::from_toml(
+                &format!("name = \"{name}\"\ncommand = \"run=100000\"\nmin_gpus = 1\nmax_gpus = 1\nbatch_size = 8\n{extra}"),
+                "t",
+            )
+            .unwrap()
+        };
+        let mem_in_round = |d: &mut Daemon, id: JobId| {
+            let prep = d.prepare().unwrap().unwrap();
+            prep.round.jobs.iter().find(|j| j.id == id).unwrap().mem_gib
+        };
+        let mut d = open(6);
+        let (a, _) = d.submit(sub("a", "")).unwrap();
+        assert_eq!(mem_in_round(&mut d, a), None, "not measured, no app: unknown");
+        plan_gpus(&mut d, a, 1);
+        clock.advance(10.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(a).unwrap().phase, "running");
+        assert_eq!(mem_in_round(&mut d, a), Some(6.0));
+        drop(d);
+        // After a restart, with its GPU now reading less, the peak stays.
+        let mut d = open(3);
+        assert_eq!(d.jobs[&a].sharing.mem_gib_peak, Some(6.0));
+        assert_eq!(mem_in_round(&mut d, a), Some(6.0));
+        // The job file's figure wins over the measurement.
+        d.cancel(a).unwrap();
+        let (b, _) = d.submit(sub("b", "mem_gib = 4.5\n")).unwrap();
+        plan_gpus(&mut d, b, 1);
+        clock.advance(10.0);
+        d.tick().unwrap();
+        assert_eq!(mem_in_round(&mut d, b), Some(4.5));
+        assert_eq!(d.jobs[&b].sharing.mem_gib_peak, Some(3.0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// An attempt journaled by the previous release (lifecycle as flags)
     /// loads into the lifecycle enum and is written back the same way.
     #[test]

@@ -117,13 +117,22 @@ impl FakeDevices {
     /// Report `pct` as the utilization of GPU `uuid` from now on (the fake
     /// backend's stand-in for NVML's reading; 0 until set).
     pub fn set_utilization(&mut self, uuid: &str, pct: u32) -> Result<(), ExecError> {
-        let slot = self
-            .gpus
+        self.slot(uuid)?.0.utilization_pct = Some(pct.min(100));
+        Ok(())
+    }
+
+    /// Report `bytes` as the used memory of GPU `uuid` from now on (NVML's
+    /// `memory_info().used`; 0 until set).
+    pub fn set_memory_used(&mut self, uuid: &str, bytes: u64) -> Result<(), ExecError> {
+        self.slot(uuid)?.0.memory_used_bytes = bytes;
+        Ok(())
+    }
+
+    fn slot(&mut self, uuid: &str) -> Result<&mut (Gpu, Option<Fault>), ExecError> {
+        self.gpus
             .iter_mut()
             .find(|(g, _)| g.uuid == uuid)
-            .ok_or_else(|| ExecError::Request(format!("no fake GPU with uuid {uuid}")))?;
-        slot.0.utilization_pct = Some(pct.min(100));
-        Ok(())
+            .ok_or_else(|| ExecError::Request(format!("no fake GPU with uuid {uuid}")))
     }
 
     /// `2x4` = 2 nodes with 4 GPUs each. A shape that names types
@@ -165,12 +174,7 @@ impl Devices for FakeDevices {
     }
 
     fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
-        let slot = self
-            .gpus
-            .iter_mut()
-            .find(|(g, _)| g.uuid == uuid)
-            .ok_or_else(|| ExecError::Request(format!("no fake GPU with uuid {uuid}")))?;
-        slot.1 = if fault == Fault::Ok { None } else { Some(fault) };
+        self.slot(uuid)?.1 = if fault == Fault::Ok { None } else { Some(fault) };
         Ok(())
     }
 }

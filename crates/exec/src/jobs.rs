@@ -232,6 +232,11 @@ pub struct SharingRecord {
     /// step time shared over alone, at the same GPUs and local batch.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub slowdowns: BTreeMap<String, f64>,
+    /// The most memory (GiB) any of its GPUs held while it ran alone on
+    /// them: its memory per GPU in the round when its job file gives none,
+    /// so the sharing memory cap holds for a job of any model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_gib_peak: Option<f64>,
 }
 
 impl SharingRecord {

@@ -217,7 +217,9 @@ impl Daemon {
             let mut rj = round_job(facts, state, &mut j.agent, None, &self.memo);
             rj.utilization = j.sharing.util_solo;
             rj.colocation_key = Some(j.colocation_key());
-            rj.mem_gib = j.spec.mem_gib;
+            // The job file's figure, else the peak measured alone (the
+            // application's estimate is core's fallback after both).
+            rj.mem_gib = j.spec.mem_gib.or(j.sharing.mem_gib_peak);
             round_jobs.push(rj);
         }
         self.models = round_jobs.iter().filter_map(|j| Some((j.id, j.model?))).collect();
@@ -417,13 +419,42 @@ impl Daemon {
     /// Each running job's GPU utilization from the last device collection
     /// (the mean over its GPUs; NVML's per-GPU figure, the fake backend's
     /// too): always as `util_last`, and as `util_solo` while no other job's
-    /// running attempt holds one of its GPUs.
+    /// running attempt holds one of its GPUs. Its memory too, while alone:
+    /// the most used memory of its GPUs, kept as a running peak.
     fn record_utilization(&mut self) {
         let pct: HashMap<&str, u32> = self
             .gpus
             .iter()
             .filter_map(|g| Some((g.uuid.as_str(), g.utilization_pct?)))
             .collect();
+        let used: HashMap<&str, u64> = self
+            .gpus
+            .iter()
+            .map(|g| (g.uuid.as_str(), g.memory_used_bytes))
+            .collect();
+        let mut peaks: Vec<(JobId, f64)> = Vec::new();
+        for j in self.jobs.values() {
+            let gpus = j.running_gpus();
+            if gpus.is_empty() || !self.partners(j.id).is_empty() {
+                continue;
+            }
+            let gib = gpus
+                .iter()
+                .filter_map(|u| used.get(u.as_str()))
+                .map(|&b| b as f64 / f64::from(1u32 << 30))
+                .fold(0.0, f64::max);
+            if gib > 0.0 && j.sharing.mem_gib_peak.is_none_or(|p| gib > p) {
+                peaks.push((j.id, gib));
+            }
+        }
+        for (id, gib) in peaks {
+            let j = self.jobs.get_mut(&id).expect("seen job exists");
+            // Journaled when it grows by a quarter GiB or more.
+            if j.sharing.mem_gib_peak.is_none_or(|p| gib - p >= 0.25) {
+                self.dirty.insert(id);
+            }
+            j.sharing.mem_gib_peak = Some(gib);
+        }
         let mut seen: Vec<(JobId, f64, Option<PredictAt>)> = Vec::new();
         for j in self.jobs.values() {
             let gpus = j.running_gpus();

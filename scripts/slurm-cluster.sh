@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # A real two-node Slurm cluster on this machine, with fake GPUs, for tests
 # and for trying `gpuplan serve --engine slurm` (../shared/notes/slurm-local.md).
-#   slurm-cluster.sh start DIR [GPUS_PER_NODE]   prints `export SLURM_CONF=...`
+#   slurm-cluster.sh start DIR [GPUS_PER_NODE [SHARDS_PER_GPU [GPU_TYPE]]]
+#                                                prints `export SLURM_CONF=...`
 #   slurm-cluster.sh stop DIR                    stops the daemons by their pids
 # Needs root and Debian's slurm-wlm (scripts/setup.sh native installs it).
 # Ports are picked free, so several clusters (parallel tests) never collide.
 set -euo pipefail
-cmd="${1:?usage: slurm-cluster.sh start|stop DIR [GPUS_PER_NODE]}"
-dir="${2:?usage: slurm-cluster.sh start|stop DIR [GPUS_PER_NODE]}"
+cmd="${1:?usage: slurm-cluster.sh start|stop DIR [GPUS_PER_NODE [SHARDS_PER_GPU [GPU_TYPE]]]}"
+dir="${2:?usage: slurm-cluster.sh start|stop DIR [GPUS_PER_NODE [SHARDS_PER_GPU [GPU_TYPE]]]}"
 gpus="${3:-4}"
+# SHARDS_PER_GPU > 0 adds gres/shard (GPU sharing), for trying it by hand;
+# the tests use none (docs/slurm.md, "Sharing"). GPU_TYPE is the GRES type
+# the round sees (`v100` gives the planner a GPU memory, so it may pair jobs).
+shards="${4:-0}"
+gtype="${5:-fake}"
 
 stop() {
   for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid; do
@@ -59,6 +65,11 @@ for g in $(seq 0 $((gpus - 1))); do
   [ -e "$dir/gpu$g" ] || mknod "$dir/gpu$g" c 1 3
 done
 host=$(hostname -s)
+if [ "$shards" -gt 0 ]; then
+  gres_types=gpu,shard; node_gres="gpu:$gtype:$gpus,shard:$((gpus * shards))"
+else
+  gres_types=gpu; node_gres="gpu:$gtype:$gpus"
+fi
 ctld=$(free_port); p1=$(free_port); p2=$(free_port)
 # CPUs are declared, not detected (config_overrides): one task per node per
 # job, so 8 CPUs let each node hold up to 8 jobs on a 2-core machine.
@@ -79,18 +90,26 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
-GresTypes=gpu
+GresTypes=$gres_types
 ReturnToService=2
 SchedulerParameters=sched_interval=1
 MinJobAge=600
 KillWait=5
 InactiveLimit=0
 MpiDefault=none
-NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p1 CPUs=8 Gres=gpu:fake:$gpus State=UNKNOWN
-NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p2 CPUs=8 Gres=gpu:fake:$gpus State=UNKNOWN
+NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p1 CPUs=8 Gres=$node_gres State=UNKNOWN
+NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p2 CPUs=8 Gres=$node_gres State=UNKNOWN
 PartitionName=all Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 EOF
-echo "NodeName=n[1-2] Name=gpu Type=fake File=$dir/gpu[0-$((gpus - 1))]" > "$dir/gres.conf"
+{
+  echo "NodeName=n[1-2] Name=gpu Type=$gtype File=$dir/gpu[0-$((gpus - 1))]"
+  # One line per GPU: a shard belongs to its device.
+  if [ "$shards" -gt 0 ]; then
+    for g in $(seq 0 $((gpus - 1))); do
+      echo "NodeName=n[1-2] Name=shard Count=$shards File=$dir/gpu$g"
+    done
+  fi
+} > "$dir/gres.conf"
 export SLURM_CONF="$dir/slurm.conf"
 slurmctld -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF" -N n1

@@ -35,6 +35,7 @@ pub fn show(devices: &str, engine: &str, partition: Option<&str>, format: Format
         partition,
         std::time::Duration::from_secs(20),
         &state,
+        1,
     )?;
     let gpus = d.collect()?;
     let dc = gpuplan_exec::round::device_cluster(&gpus);

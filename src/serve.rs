@@ -97,7 +97,8 @@ pub struct ServeArgs {
     pub restart_penalty: f64,
     /// Let up to K jobs share a GPU (K = 2 when given alone; off by default). Planners that share
     /// (mip-exact, mip-aggregate, pollux-mip, pollux-mip-aggregate) decide which;
-    /// co-located jobs get the same GPU and time-slice unless --mps is given. See docs/colocation.md.
+    /// co-located jobs get the same GPU and time-slice unless --mps is given. Refused with
+    /// --engine slurm (docs/slurm.md, "Sharing"). See docs/colocation.md.
     #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
     pub sharing: Option<u32>,
     /// With --sharing: which pairs may share: all (memory permitting) or only pairs this daemon

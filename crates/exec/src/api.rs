@@ -298,6 +298,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
         cfg.partition.as_deref(),
         cfg.slurm_timeout,
         &cfg.daemon.state_dir,
+        cfg.daemon.params.sharing,
     )?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await

@@ -167,22 +167,40 @@ pub fn open(name: &str, state_dir: &Path) -> Result<Box<dyn Engine>, ExecError> 
     }
 }
 
+/// Why `--sharing` is refused with the Slurm engine. A planned partner
+/// would otherwise wait in Slurm behind the GPU its partner holds as
+/// `gres:gpu` while the daemon counts it running. Slurm's `gres/shard` runs
+/// two jobs on one device, but 22.05 refuses to switch a job between
+/// `gres/gpu` and `gres/shard` once either is set, and this engine keeps one
+/// held Slurm job per gpuplan job across attempts (docs/slurm.md, "Sharing").
+pub const SLURM_SHARING: &str = "--sharing with --engine slurm is not supported: a job the plan \
+     puts on a GPU another job holds would wait in Slurm behind it. Slurm's gres/shard could run \
+     both (slurm.conf GresTypes=gpu,shard), but Slurm 22.05 cannot switch a held job between \
+     gres/gpu and gres/shard (`scontrol update ... TresPerNode=gres:shard:1`: Invalid generic \
+     resource (gres) specification); run without --sharing, or with the local engine \
+     (docs/slurm.md, \"Sharing\")";
+
 /// Where GPUs come from, and how jobs run on them.
 pub type Backends = (Box<dyn crate::device::Devices>, Box<dyn Engine>);
 
 /// The device source and engine `serve` runs on: `--engine slurm` takes
 /// both from Slurm (the partition's nodes and GRES); otherwise `--devices`
 /// (`nvml` or `fake:NxG`) and the named engine.
+/// `sharing` is the daemon's jobs per GPU (1 = none).
 pub fn backends(
     engine: &str,
     devices: &str,
     partition: Option<&str>,
     slurm_timeout: std::time::Duration,
     state_dir: &Path,
+    sharing: u32,
 ) -> Result<Backends, ExecError> {
     if engine == "slurm" {
         let partition =
             partition.ok_or_else(|| ExecError::Config("--engine slurm needs --partition NAME".into()))?;
+        if sharing > 1 {
+            return Err(ExecError::Config(SLURM_SHARING.into()));
+        }
         let mut slurm = crate::slurm::Slurm::new(partition);
         slurm.timeout = slurm_timeout;
         return Ok((
@@ -254,5 +272,22 @@ mod tests {
         assert_eq!(open("local", &d).unwrap().name(), "local");
         let e = open("pbs", &d).err().expect("not an engine").to_string();
         assert!(e.contains("pbs") && e.contains("valid: local, slurm"), "{e}");
+    }
+
+    /// Refused before any Slurm command runs, so no Slurm is needed here.
+    #[test]
+    fn sharing_with_the_slurm_engine_is_refused_with_the_reason() {
+        let d = std::env::temp_dir();
+        let t = std::time::Duration::from_secs(1);
+        let e = backends("slurm", "", Some("all"), t, &d, 2)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.contains("--sharing") && e.contains("gres/shard") && e.contains("docs/slurm.md"),
+            "{e}"
+        );
+        // Without sharing nothing changes, and the local engine shares.
+        assert!(backends("local", "fake:1x1", None, t, &d, 2).is_ok());
     }
 }

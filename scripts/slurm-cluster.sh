@@ -39,7 +39,22 @@ stop() {
     [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
     rm -f "$f"
   done
-  pkill -9 -f "slurmstepd.*$dir" 2>/dev/null || true
+  # A step daemon's command line does not name the dir, but it inherits
+  # slurmd's environment, which does (SLURM_CONF). Its jobs' processes go
+  # with it: killed first, from the leaves up, so none outlives its step.
+  for p in $(pgrep -x slurmstepd 2>/dev/null || true); do
+    env=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null || true)
+    if grep -qxF "SLURM_CONF=$dir/slurm.conf" <<< "$env"; then
+      tree="$p" next="$p"
+      while [ -n "$next" ]; do
+        kids=""
+        for q in $next; do kids="$kids $(pgrep -P "$q" 2>/dev/null || true)"; done
+        next=$(echo $kids)
+        tree="$next $tree"
+      done
+      kill -9 $tree 2>/dev/null || true
+    fi
+  done
 }
 
 free_port() {

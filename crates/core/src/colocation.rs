@@ -183,6 +183,21 @@ impl Colocation {
         let f = self.curve.slowdown(a.1 + b.1);
         (f, f)
     }
+
+    /// Each job's slowdown in a group of jobs on one GPU, (key,
+    /// utilization) each, in the order given: [`Colocation::pair`] for two;
+    /// for three or more the curve at their summed utilization (no group
+    /// larger than a pair is measured, so measured pairs do not apply).
+    /// The one rule the planners' values and the simulator's ground truth
+    /// ([`sharing_slowdowns`]) share.
+    pub fn group(&self, members: &[(Option<&str>, f64)]) -> Vec<f64> {
+        if let [a, b] = members {
+            let (fa, fb) = self.pair(*a, *b);
+            return vec![fa, fb];
+        }
+        let f = self.curve.slowdown(members.iter().map(|m| m.1).sum());
+        vec![f; members.len()]
+    }
 }
 
 /// A co-located job's measured slowdown: its step time beside another job
@@ -316,12 +331,17 @@ pub fn round_model(round: &Round) -> std::borrow::Cow<'_, Colocation> {
     }
 }
 
-/// Whether two jobs may share a GPU of `gpu_type` in `round`: their
-/// memories fit, and under `params.sharing_pairs = measured` the round's
-/// model measured their pair. The one rule the planners and the validator
-/// share.
-pub fn may_pair(round: &Round, model: &Colocation, gpu_type: &str, a: &RoundJob, b: &RoundJob) -> bool {
-    fits_memory(gpu_type, &[job_memory_gib(a), job_memory_gib(b)]) && measured_enough(round, model, a, b)
+/// Whether jobs may share a GPU of `gpu_type` in `round`: their memories
+/// fit together, and under `params.sharing_pairs = measured` the round's
+/// model measured every pair among them. The one rule the planners and the
+/// validator share.
+pub fn may_group(round: &Round, model: &Colocation, gpu_type: &str, jobs: &[&RoundJob]) -> bool {
+    let mems: Vec<Option<f64>> = jobs.iter().map(|j| job_memory_gib(j)).collect();
+    fits_memory(gpu_type, &mems)
+        && jobs
+            .iter()
+            .enumerate()
+            .all(|(i, a)| jobs[i + 1..].iter().all(|b| measured_enough(round, model, a, b)))
 }
 
 /// Under `sharing_pairs = measured`: whether the pair was measured (always
@@ -336,14 +356,16 @@ pub fn measured_enough(round: &Round, model: &Colocation, a: &RoundJob, b: &Roun
     }
 }
 
-/// Each job's predicted slowdown in a pair, by the round's model: measured
+/// Each job's predicted slowdown in a group sharing `gpus` GPUs of one
+/// node, by the round's model ([`Colocation::group`]): for a pair, measured
 /// where both keys were measured together, else the curve at the summed
-/// predicted utilization on `gpus` GPUs of one node.
-pub fn predicted_pair(model: &Colocation, a: &RoundJob, b: &RoundJob, gpus: u32) -> (f64, f64) {
-    model.pair(
-        (a.colocation_key.as_deref(), predicted_utilization(a, 1, gpus)),
-        (b.colocation_key.as_deref(), predicted_utilization(b, 1, gpus)),
-    )
+/// predicted utilization.
+pub fn predicted_group(model: &Colocation, jobs: &[&RoundJob], gpus: u32) -> Vec<f64> {
+    let members: Vec<(Option<&str>, f64)> = jobs
+        .iter()
+        .map(|j| (j.colocation_key.as_deref(), predicted_utilization(j, 1, gpus)))
+        .collect();
+    model.group(&members)
 }
 
 /// A job's predicted utilization on `gpus` GPUs over `nodes` nodes, at the
@@ -406,7 +428,7 @@ pub fn shared_gpus(allocs: &[&Allocation]) -> BTreeMap<GpuId, Vec<usize>> {
 /// Each job's slowdown from sharing (1 for a job alone on its GPUs): on a
 /// GPU with two jobs, the measured pair where `key` names both and `model`
 /// measured them, else the curve at their summed `util`; with more than two,
-/// the curve at the sum (no triple is measured). A job on several GPUs runs
+/// the curve at the sum ([`Colocation::group`]). A job on several GPUs runs
 /// at its worst GPU's pace. `key` and `util` are asked only for jobs that share.
 pub fn sharing_slowdowns(
     model: &Colocation,
@@ -422,14 +444,13 @@ pub fn sharing_slowdowns(
     let mut utils: BTreeMap<usize, f64> = BTreeMap::new();
     let mut u = |j: usize| *utils.entry(j).or_insert_with(|| util(j));
     for holders in shared.values() {
-        let fs: Vec<f64> = if let [a, b] = holders[..] {
-            let (ka, kb) = (key(a), key(b));
-            let (fa, fb) = model.pair((ka.as_deref(), u(a)), (kb.as_deref(), u(b)));
-            vec![fa, fb]
-        } else {
-            let sum: f64 = holders.iter().map(|&j| u(j)).sum();
-            vec![model.curve.slowdown(sum); holders.len()]
-        };
+        let keys: Vec<Option<String>> = holders.iter().map(|&j| key(j)).collect();
+        let members: Vec<(Option<&str>, f64)> = holders
+            .iter()
+            .zip(&keys)
+            .map(|(&j, k)| (k.as_deref(), u(j)))
+            .collect();
+        let fs = model.group(&members);
         for (&j, f) in holders.iter().zip(fs) {
             out[j] = out[j].max(f);
         }

@@ -608,6 +608,59 @@ mod tests {
         assert_eq!(f, vec![1.5; 3]);
     }
 
+    /// A group's slowdowns: a pair as `pair` (measured overrides), three or
+    /// more the curve at their summed utilization, measured pairs aside; a
+    /// group may share only if its memories fit and, under `measured`,
+    /// every pair in it was measured.
+    #[test]
+    fn groups_of_three_take_the_curve_and_need_every_pair_measured() {
+        let curve = SlowdownCurve {
+            knee: 0.4,
+            base: 1.5,
+            slope: 0.5,
+        };
+        let m = |a: &str, b: &str| MeasuredPair {
+            a: a.into(),
+            b: b.into(),
+            slowdown_a: 1.1,
+            slowdown_b: 1.2,
+        };
+        let model = Colocation::new(curve, vec![m("x", "y"), m("x", "z")]);
+        assert_eq!(model.group(&[(Some("x"), 0.9), (Some("y"), 0.9)]), vec![1.1, 1.2]);
+        // 0.2 + 0.3 + 0.5 = 1.0: 1.5 · e^{0.5 · 0.6}.
+        let f = 1.5 * (0.5f64 * 0.6).exp();
+        let g = model.group(&[(Some("x"), 0.2), (Some("y"), 0.3), (Some("z"), 0.5)]);
+        assert!(g.iter().all(|v| (v - f).abs() < 1e-12), "{g:?}");
+        let mut r: Round = serde_json::from_str(
+            r#"{"now_s": 0, "cluster": {"nodes": [{"name": "a", "gpus": 1, "gpu_type": "t4"}]}, "jobs": []}"#,
+        )
+        .unwrap();
+        r.params.sharing_pairs = SharingPairs::Measured;
+        let mut jobs: Vec<RoundJob> = ["x", "y", "z"]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| RoundJob {
+                colocation_key: Some((*k).into()),
+                mem_gib: Some(5.0),
+                ..crate::round::test_job(i as u32)
+            })
+            .collect();
+        fn refs(js: &[RoundJob]) -> Vec<&RoundJob> {
+            js.iter().collect()
+        }
+        assert!(may_group(&r, &model, "t4", &refs(&jobs[..2])));
+        // y + z was never measured.
+        assert!(!may_group(&r, &model, "t4", &refs(&jobs)));
+        r.params.sharing_pairs = SharingPairs::All;
+        assert!(may_group(&r, &model, "t4", &refs(&jobs)));
+        // 3 × 6 = 18 > 16 GiB, though any two fit.
+        for j in &mut jobs {
+            j.mem_gib = Some(6.0);
+        }
+        assert!(may_group(&r, &model, "t4", &refs(&jobs[1..])));
+        assert!(!may_group(&r, &model, "t4", &refs(&jobs)));
+    }
+
     #[test]
     fn memory_caps_sharing() {
         assert!(fits_memory("t4", &[Some(4.0), Some(12.0)]));

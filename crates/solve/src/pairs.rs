@@ -232,8 +232,8 @@ pub fn group_options(
 }
 
 /// Groups of 3 to k jobs (k = `params.sharing`), grown one job at a time
-/// from the pruned pairs: a group of size s + 1 is a kept group of size s
-/// and one more job, later than its members, paired (in `pairs`, at the
+/// from the pruned pairs: a group of size s + 1 is a group of size s that
+/// survived pruning and one more job, later than its members, paired (in `pairs`, at the
 /// same kind and GPUs) with every one of them, all memories fitting
 /// together ([`may_group`]). So the enumeration stays within the pruned
 /// pair graph; each size is pruned as pairs are ([`prune`]), and at most
@@ -452,6 +452,40 @@ mod tests {
             })
             .collect();
         (r, sharers)
+    }
+
+    /// k = 3 and 4 over four light jobs (1 GiB each): all 4 triples, then
+    /// the one group of four; every pair inside a group is a pair option;
+    /// values are each job's single value over the curve at the summed
+    /// utilization (0.3 and 0.4, both at the knee or below: base). With
+    /// 6 GiB jobs no three fit a T4 and only pairs are built.
+    #[test]
+    fn groups_grow_from_the_pruned_pairs_within_memory() {
+        for (k, want) in [(2, 6), (3, 6 + 4), (4, 6 + 4 + 1)] {
+            let (mut r, s) = light(4);
+            r.params.sharing = k;
+            let all = group_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
+            assert_eq!(all.len(), want, "k = {k}");
+            for g in &all {
+                assert!(g.members.len() <= k as usize && g.members.windows(2).all(|w| w[0] < w[1]));
+                for (x, &a) in g.members.iter().enumerate() {
+                    for &b in &g.members[x + 1..] {
+                        assert!(all.iter().any(|p| p.members == [a, b]), "{g:?}");
+                    }
+                }
+                let f = gpuplan_core::colocation::GAVEL_CURVE.base;
+                for (&j, &v) in g.members.iter().zip(&g.values) {
+                    assert!((v - (1.0 - j as f64 / 100.0) / f).abs() < 1e-12, "{g:?}");
+                }
+            }
+        }
+        let (mut r, s) = light(4);
+        r.params.sharing = 3;
+        for j in &mut r.jobs {
+            j.mem_gib = Some(6.0);
+        }
+        let all = group_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
+        assert!(all.iter().all(|g| g.members.len() == 2) && all.len() == 6);
     }
 
     /// With at most PARTNERS partners per job nothing is pruned; with

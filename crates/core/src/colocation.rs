@@ -183,6 +183,21 @@ impl Colocation {
         let f = self.curve.slowdown(a.1 + b.1);
         (f, f)
     }
+
+    /// Each job's slowdown in a group of jobs on one GPU, (key,
+    /// utilization) each, in the order given: [`Colocation::pair`] for two;
+    /// for three or more the curve at their summed utilization (no group
+    /// larger than a pair is measured, so measured pairs do not apply).
+    /// The one rule the planners' values and the simulator's ground truth
+    /// ([`sharing_slowdowns`]) share.
+    pub fn group(&self, members: &[(Option<&str>, f64)]) -> Vec<f64> {
+        if let [a, b] = members {
+            let (fa, fb) = self.pair(*a, *b);
+            return vec![fa, fb];
+        }
+        let f = self.curve.slowdown(members.iter().map(|m| m.1).sum());
+        vec![f; members.len()]
+    }
 }
 
 /// A co-located job's measured slowdown: its step time beside another job
@@ -316,12 +331,17 @@ pub fn round_model(round: &Round) -> std::borrow::Cow<'_, Colocation> {
     }
 }
 
-/// Whether two jobs may share a GPU of `gpu_type` in `round`: their
-/// memories fit, and under `params.sharing_pairs = measured` the round's
-/// model measured their pair. The one rule the planners and the validator
-/// share.
-pub fn may_pair(round: &Round, model: &Colocation, gpu_type: &str, a: &RoundJob, b: &RoundJob) -> bool {
-    fits_memory(gpu_type, &[job_memory_gib(a), job_memory_gib(b)]) && measured_enough(round, model, a, b)
+/// Whether jobs may share a GPU of `gpu_type` in `round`: their memories
+/// fit together, and under `params.sharing_pairs = measured` the round's
+/// model measured every pair among them. The one rule the planners and the
+/// validator share.
+pub fn may_group(round: &Round, model: &Colocation, gpu_type: &str, jobs: &[&RoundJob]) -> bool {
+    let mems: Vec<Option<f64>> = jobs.iter().map(|j| job_memory_gib(j)).collect();
+    fits_memory(gpu_type, &mems)
+        && jobs
+            .iter()
+            .enumerate()
+            .all(|(i, a)| jobs[i + 1..].iter().all(|b| measured_enough(round, model, a, b)))
 }
 
 /// Under `sharing_pairs = measured`: whether the pair was measured (always
@@ -336,14 +356,16 @@ pub fn measured_enough(round: &Round, model: &Colocation, a: &RoundJob, b: &Roun
     }
 }
 
-/// Each job's predicted slowdown in a pair, by the round's model: measured
+/// Each job's predicted slowdown in a group sharing `gpus` GPUs of one
+/// node, by the round's model ([`Colocation::group`]): for a pair, measured
 /// where both keys were measured together, else the curve at the summed
-/// predicted utilization on `gpus` GPUs of one node.
-pub fn predicted_pair(model: &Colocation, a: &RoundJob, b: &RoundJob, gpus: u32) -> (f64, f64) {
-    model.pair(
-        (a.colocation_key.as_deref(), predicted_utilization(a, 1, gpus)),
-        (b.colocation_key.as_deref(), predicted_utilization(b, 1, gpus)),
-    )
+/// predicted utilization.
+pub fn predicted_group(model: &Colocation, jobs: &[&RoundJob], gpus: u32) -> Vec<f64> {
+    let members: Vec<(Option<&str>, f64)> = jobs
+        .iter()
+        .map(|j| (j.colocation_key.as_deref(), predicted_utilization(j, 1, gpus)))
+        .collect();
+    model.group(&members)
 }
 
 /// A job's predicted utilization on `gpus` GPUs over `nodes` nodes, at the
@@ -406,7 +428,7 @@ pub fn shared_gpus(allocs: &[&Allocation]) -> BTreeMap<GpuId, Vec<usize>> {
 /// Each job's slowdown from sharing (1 for a job alone on its GPUs): on a
 /// GPU with two jobs, the measured pair where `key` names both and `model`
 /// measured them, else the curve at their summed `util`; with more than two,
-/// the curve at the sum (no triple is measured). A job on several GPUs runs
+/// the curve at the sum ([`Colocation::group`]). A job on several GPUs runs
 /// at its worst GPU's pace. `key` and `util` are asked only for jobs that share.
 pub fn sharing_slowdowns(
     model: &Colocation,
@@ -422,14 +444,13 @@ pub fn sharing_slowdowns(
     let mut utils: BTreeMap<usize, f64> = BTreeMap::new();
     let mut u = |j: usize| *utils.entry(j).or_insert_with(|| util(j));
     for holders in shared.values() {
-        let fs: Vec<f64> = if let [a, b] = holders[..] {
-            let (ka, kb) = (key(a), key(b));
-            let (fa, fb) = model.pair((ka.as_deref(), u(a)), (kb.as_deref(), u(b)));
-            vec![fa, fb]
-        } else {
-            let sum: f64 = holders.iter().map(|&j| u(j)).sum();
-            vec![model.curve.slowdown(sum); holders.len()]
-        };
+        let keys: Vec<Option<String>> = holders.iter().map(|&j| key(j)).collect();
+        let members: Vec<(Option<&str>, f64)> = holders
+            .iter()
+            .zip(&keys)
+            .map(|(&j, k)| (k.as_deref(), u(j)))
+            .collect();
+        let fs = model.group(&members);
         for (&j, f) in holders.iter().zip(fs) {
             out[j] = out[j].max(f);
         }
@@ -585,6 +606,59 @@ mod tests {
         let refs: Vec<&Allocation> = three.iter().collect();
         let f = sharing_slowdowns(&model, &refs, |j| Some(keys[j].to_string()), |_| 0.5);
         assert_eq!(f, vec![1.5; 3]);
+    }
+
+    /// A group's slowdowns: a pair as `pair` (measured overrides), three or
+    /// more the curve at their summed utilization, measured pairs aside; a
+    /// group may share only if its memories fit and, under `measured`,
+    /// every pair in it was measured.
+    #[test]
+    fn groups_of_three_take_the_curve_and_need_every_pair_measured() {
+        let curve = SlowdownCurve {
+            knee: 0.4,
+            base: 1.5,
+            slope: 0.5,
+        };
+        let m = |a: &str, b: &str| MeasuredPair {
+            a: a.into(),
+            b: b.into(),
+            slowdown_a: 1.1,
+            slowdown_b: 1.2,
+        };
+        let model = Colocation::new(curve, vec![m("x", "y"), m("x", "z")]);
+        assert_eq!(model.group(&[(Some("x"), 0.9), (Some("y"), 0.9)]), vec![1.1, 1.2]);
+        // 0.2 + 0.3 + 0.5 = 1.0: 1.5 · e^{0.5 · 0.6}.
+        let f = 1.5 * (0.5f64 * 0.6).libm_exp();
+        let g = model.group(&[(Some("x"), 0.2), (Some("y"), 0.3), (Some("z"), 0.5)]);
+        assert!(g.iter().all(|v| (v - f).abs() < 1e-12), "{g:?}");
+        let mut r: Round = serde_json::from_str(
+            r#"{"now_s": 0, "cluster": {"nodes": [{"name": "a", "gpus": 1, "gpu_type": "t4"}]}, "jobs": []}"#,
+        )
+        .unwrap();
+        r.params.sharing_pairs = SharingPairs::Measured;
+        let mut jobs: Vec<RoundJob> = ["x", "y", "z"]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| RoundJob {
+                colocation_key: Some((*k).into()),
+                mem_gib: Some(5.0),
+                ..crate::round::test_job(i as u32)
+            })
+            .collect();
+        fn refs(js: &[RoundJob]) -> Vec<&RoundJob> {
+            js.iter().collect()
+        }
+        assert!(may_group(&r, &model, "t4", &refs(&jobs[..2])));
+        // y + z was never measured.
+        assert!(!may_group(&r, &model, "t4", &refs(&jobs)));
+        r.params.sharing_pairs = SharingPairs::All;
+        assert!(may_group(&r, &model, "t4", &refs(&jobs)));
+        // 3 × 6 = 18 > 16 GiB, though any two fit.
+        for j in &mut jobs {
+            j.mem_gib = Some(6.0);
+        }
+        assert!(may_group(&r, &model, "t4", &refs(&jobs[1..])));
+        assert!(!may_group(&r, &model, "t4", &refs(&jobs)));
     }
 
     #[test]

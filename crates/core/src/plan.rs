@@ -669,6 +669,49 @@ mod tests {
             validate(&r, &pair).unwrap_err()[..],
             [Violation::Memory { .. }]
         ));
+        r.jobs[1].app = "ncf".into();
+        // k = 3: three on the GPU pass within memory (4 + 2 + 8 GiB), four do
+        // not; three whose pairs fit but whose sum (4 + 2 + 12) does not fail.
+        r.params.sharing = 3;
+        assert_eq!(validate(&r, &three), Ok(()));
+        r.jobs.push(job(3, true, Allocation::default()));
+        r.jobs[3].app = "ncf".into();
+        let four = plan(&[(0, one(0, 1)), (1, one(0, 1)), (2, one(0, 1)), (3, one(0, 1))]);
+        assert!(validate(&r, &four)
+            .unwrap_err()
+            .iter()
+            .any(|v| matches!(v, Violation::OverShared { count: 4, max: 3, .. })));
+        r.jobs.pop();
+        r.jobs[2].mem_gib = Some(12.0);
+        assert!(validate(&r, &pair).is_ok() && validate(&r, &heavy).is_ok());
+        assert!(matches!(
+            validate(&r, &three).unwrap_err()[..],
+            [Violation::Memory {
+                node: 0,
+                index: 1,
+                ..
+            }]
+        ));
+        // Under `measured`, three share only when every pair among them was measured.
+        r.jobs[2].mem_gib = Some(8.0);
+        r.jobs[2].colocation_key = Some("c".into());
+        r.params.sharing_pairs = crate::SharingPairs::Measured;
+        assert!(matches!(
+            validate(&r, &three).unwrap_err()[..],
+            [Violation::Unmeasured { .. }]
+        ));
+        let m = |a: &str, b: &str| crate::colocation::MeasuredPair {
+            a: a.into(),
+            b: b.into(),
+            slowdown_a: 1.2,
+            slowdown_b: 1.3,
+        };
+        r.colocation = Some(crate::colocation::Colocation::new(
+            crate::colocation::GAVEL_CURVE,
+            vec![m("a", "b"), m("a", "c"), m("b", "c")],
+        ));
+        assert_eq!(validate(&r, &three), Ok(()));
+        r.params.sharing_pairs = crate::SharingPairs::All;
         // Unnamed slots are GPUs of their own: 4 + 1 on a 4-GPU node is over.
         let counted = plan(&[
             (0, Allocation::from_counts(&[(NodeId(0), 4)])),

@@ -71,7 +71,7 @@ pub struct PolicyParams {
     pub sharing: u32,
     /// Which pairs may share a GPU when `sharing` > 1: any whose memories
     /// fit, or only pairs whose co-located speeds were measured
-    /// ([`crate::colocation::may_pair`]). Absent: any, as before.
+    /// ([`crate::colocation::may_group`]). Absent: any, as before.
     #[serde(default, skip_serializing_if = "is_default")]
     pub sharing_pairs: SharingPairs,
     /// Plan as Pollux does, not knowing GPU types: every job is valued on

@@ -1,35 +1,38 @@
-//! Pair options for GPU sharing (issue 15), shared by both MIP
-//! formulations (`mip-exact` and `mip-aggregate`) and the packer: which two
-//! jobs may share `k` GPUs of one node and what each is worth there, which
-//! pairs share now and may stay, and which GPUs a placed pair gets. One
-//! module so that the two formulations cannot drift apart on who may share
-//! or at what value; the rules themselves live in core
-//! (`gpuplan_core::colocation`), which the validator calls too.
+//! Group options for GPU sharing (issue 15), shared by both MIP
+//! formulations (`mip-exact` and `mip-aggregate`) and the packer: which
+//! groups of 2 to k jobs (k = `params.sharing`) may share `g` GPUs of one
+//! node and what each job is worth there, which groups share now and may
+//! stay, and which GPUs a placed group gets. One module so that the two
+//! formulations cannot drift apart on who may share or at what value; the
+//! rules themselves live in core (`gpuplan_core::colocation`), which the
+//! validator and the simulator call too.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use gpuplan_core::colocation::{
-    fits_memory, job_memory_gib, may_pair, measured_enough, predicted_pair, predicted_utilization,
+    fits_memory, job_memory_gib, may_group, measured_enough, predicted_group, predicted_utilization,
     round_model, shared_gpus,
 };
-use gpuplan_core::{Allocation, GpuId, NodeId, Round};
+use gpuplan_core::{Allocation, GpuId, NodeId, Round, RoundJob};
 
 use crate::candidates::{Sense, TypeCapacity};
 
-/// Two jobs sharing `gpus` GPUs of one node of type `ty` (params.sharing
-/// ≥ 2): one joint option, so the objective stays linear. Each job's value
-/// is its single-node value there divided by the pair's predicted slowdown.
-/// A kept pair (`keep`: both already share exactly these GPUs and stay)
-/// is valued at their keep values, without the restart factor, and takes
-/// no new GPUs: it is an occupant of its node, as a kept job is.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PairOpt {
-    pub a: usize,
-    pub b: usize,
+/// Two to k jobs sharing `gpus` GPUs of one node of kind `ty`
+/// (params.sharing ≥ 2): one joint option, so the objective stays linear.
+/// Each job's value is its single-node value there divided by the group's
+/// predicted slowdown ([`predicted_group`], the function the simulator
+/// charges with). A kept group (`keep`: all its jobs already share exactly
+/// these GPUs, no other job on them, and stay) is valued at their keep
+/// values, without the restart factor, and takes no new GPUs: it is an
+/// occupant of its node, as a kept job is. A pair is the two-job group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupOpt {
+    /// Its jobs, ascending.
+    pub members: Vec<usize>,
+    /// Each member's value there, in `members` order.
+    pub values: Vec<f64>,
     pub ty: usize,
     pub gpus: u32,
-    pub va: f64,
-    pub vb: f64,
     pub keep: bool,
 }
 
@@ -37,14 +40,18 @@ pub struct PairOpt {
 /// note), so sharing cannot blow up the solve.
 pub const PAIR_BUDGET: usize = 20_000;
 
+/// Most options of three or more jobs one model gets (before pruning, over
+/// all sizes); past it the rest are dropped with a note.
+pub const GROUP_BUDGET: usize = 20_000;
+
 /// Partners kept per job and (GPU type, GPUs) ([`prune`]): with n jobs
 /// that may all pair, the pair options grow like n², and so does the
 /// solve (256 GPUs × 100 jobs took ~4 s with all 4,950 pairs against
 /// 0.15 s without sharing); a job rarely gains from more than its few best
-/// partners.
+/// partners. Groups of each larger size are pruned the same way.
 pub const PARTNERS: usize = 8;
 
-/// One job as the pair rules see it, in a formulation's own values.
+/// One job as the group rules see it, in a formulation's own values.
 #[derive(Debug, Clone, Default)]
 pub struct Sharer {
     /// The single-node options it may share: (GPU type, GPUs, value).
@@ -52,6 +59,16 @@ pub struct Sharer {
     pub singles: Vec<(usize, u32, f64)>,
     /// Its keep value where it may keep its GPUs (never for a pinned job).
     pub keep: Option<f64>,
+}
+
+impl Sharer {
+    /// Its single-node value at (kind, GPUs), if it may run there.
+    fn single(&self, ty: usize, gpus: u32) -> Option<f64> {
+        self.singles
+            .iter()
+            .find(|&&(t, g, _)| t == ty && g == gpus)
+            .map(|x| x.2)
+    }
 }
 
 /// Pairs of jobs (a < b) whose current allocations share a named GPU.
@@ -68,74 +85,103 @@ pub fn overlapping_now(round: &Round) -> Vec<(usize, usize)> {
     out.into_iter().collect()
 }
 
-/// With `params.sharing` ≥ 2, the pairs that share exactly the same GPUs
-/// of one node now, with no third job on them, and may both keep them: the
-/// option to stay as they are, at each job's keep value (no restart) over
-/// the pair's predicted slowdown. A model's node kinds (GPU types, or
-/// mip-exact's type × speed groups) are `node_kind` per node and
-/// `kind_type` per kind; [`PairOpt::ty`] is the kind.
-pub fn kept_pairs(
+/// The jobs that share GPUs now, grouped: two jobs sharing a GPU are in
+/// one group, and so (transitively) are their other partners. Each group
+/// ascending, the groups by their first job.
+fn sharing_now(round: &Round) -> Vec<Vec<usize>> {
+    let mut root: Vec<usize> = (0..round.jobs.len()).collect();
+    fn find(root: &mut [usize], mut j: usize) -> usize {
+        while root[j] != j {
+            root[j] = root[root[j]];
+            j = root[j];
+        }
+        j
+    }
+    let pairs = overlapping_now(round);
+    for &(a, b) in &pairs {
+        let (ra, rb) = (find(&mut root, a), find(&mut root, b));
+        root[ra.max(rb)] = ra.min(rb);
+    }
+    let mut groups: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for &(a, b) in &pairs {
+        let r = find(&mut root, a);
+        groups.entry(r).or_default().extend([a, b]);
+    }
+    groups.into_values().map(|g| g.into_iter().collect()).collect()
+}
+
+/// With `params.sharing` ≥ 2, the groups of at most k jobs that share
+/// exactly the same GPUs of one node now, with no other job on them, and
+/// may all keep them: the option to stay as they are, at each job's keep
+/// value (no restart) over the group's predicted slowdown. A model's node
+/// kinds (GPU types, or mip-exact's type × speed groups) are `node_kind`
+/// per node and `kind_type` per kind; [`GroupOpt::ty`] is the kind.
+pub fn kept_groups(
     round: &Round,
     node_kind: &[usize],
     kind_type: &[usize],
     sharers: &[Sharer],
-) -> Vec<PairOpt> {
+) -> Vec<GroupOpt> {
     if round.params.sharing < 2 {
         return Vec::new();
     }
     let model = round_model(round);
-    let pairs = overlapping_now(round);
     let mut out = Vec::new();
-    for &(a, b) in &pairs {
-        let (ja, jb) = (&round.jobs[a], &round.jobs[b]);
-        let per = ja.current().per_node();
-        let third = pairs
-            .iter()
-            .any(|&(x, y)| (x == a || x == b || y == a || y == b) && (x, y) != (a, b));
-        let ty = node_kind[per.first().map_or(0, |x| x.0 .0 as usize)];
-        let fits = may_pair(
+    for members in sharing_now(round) {
+        let jobs: Vec<&RoundJob> = members.iter().map(|&j| &round.jobs[j]).collect();
+        let first = jobs[0].current();
+        let per = first.per_node();
+        if per.len() != 1
+            || members.len() as u32 > round.params.sharing
+            || !jobs.iter().all(|j| j.current().same_gpus(first))
+        {
+            continue;
+        }
+        let ty = node_kind[per[0].0 .0 as usize];
+        if !may_group(
             round,
             &model,
             round.cluster.types()[kind_type[ty]].as_str(),
-            ja,
-            jb,
-        );
-        if per.len() != 1 || !ja.current().same_gpus(jb.current()) || third || !fits {
+            &jobs,
+        ) {
             continue;
         }
-        let (Some(va), Some(vb)) = (sharers[a].keep, sharers[b].keep) else {
+        let Some(keeps) = members
+            .iter()
+            .map(|&j| sharers[j].keep)
+            .collect::<Option<Vec<f64>>>()
+        else {
             continue;
         };
-        let g = ja.current().num_gpus();
-        let (fa, fb) = predicted_pair(&model, ja, jb, g);
-        out.push(PairOpt {
-            a,
-            b,
+        let gpus = first.num_gpus();
+        let fs = predicted_group(&model, &jobs, gpus);
+        out.push(GroupOpt {
+            values: keeps.iter().zip(&fs).map(|(v, f)| v / f).collect(),
+            members,
             ty,
-            gpus: g,
-            va: va / fa,
-            vb: vb / fb,
+            gpus,
             keep: true,
         });
     }
     out
 }
 
-/// The pair options of a round with `params.sharing` ≥ 2: every two
-/// movable jobs that both may run on `k` GPUs of one node of a type, whose
-/// memories fit together in that type's GPU and, under `sharing_pairs =
-/// measured`, whose pair was measured; each valued by the round's model
-/// (measured pair, else curve). Only pairs (k = 2 jobs per
-/// GPU): a third job on a GPU is never planned. At most [`PAIR_BUDGET`],
-/// then pruned to each job's best [`PARTNERS`] per (type, GPUs). `kinds`
-/// and `kind_type`: each node kind's capacity and GPU type ([`kept_pairs`]).
-pub fn pair_options(
+/// The group options of a round with `params.sharing` = k ≥ 2: first the
+/// pairs, every two movable jobs that both may run on `g` GPUs of one node
+/// of a kind, whose memories fit together in that type's GPU and, under
+/// `sharing_pairs = measured`, whose pair was measured; each valued by the
+/// round's model (measured pair, else curve). At most [`PAIR_BUDGET`], then
+/// pruned to each job's best [`PARTNERS`] per (kind, GPUs). With k ≥ 3,
+/// then groups of 3 to k jobs built from the pruned pairs only
+/// ([`larger_groups`]). `kinds` and `kind_type`: each node kind's capacity
+/// and GPU type ([`kept_groups`]).
+pub fn group_options(
     round: &Round,
     kinds: &[TypeCapacity],
     kind_type: &[usize],
     sharers: &[Sharer],
     notes: &mut Vec<String>,
-) -> Vec<PairOpt> {
+) -> Vec<GroupOpt> {
     if round.params.sharing < 2 {
         return Vec::new();
     }
@@ -144,11 +190,10 @@ pub fn pair_options(
     let mut util: HashMap<(usize, u32), f64> = HashMap::new();
     let mem: Vec<Option<f64>> = round.jobs.iter().map(job_memory_gib).collect();
     let mut out = Vec::new();
-    for a in 0..sharers.len() {
+    'enumerate: for a in 0..sharers.len() {
         for b in a + 1..sharers.len() {
             for &(ty, k, va) in &sharers[a].singles {
-                let Some(&(_, _, vb)) = sharers[b].singles.iter().find(|&&(t, g, _)| t == ty && g == k)
-                else {
+                let Some(vb) = sharers[b].single(ty, k) else {
                     continue;
                 };
                 if k > kinds[ty].max_node
@@ -161,7 +206,7 @@ pub fn pair_options(
                     notes.push(format!(
                         "sharing: more than {PAIR_BUDGET} pair options; the rest dropped"
                     ));
-                    return prune(round, sharers, out);
+                    break 'enumerate;
                 }
                 let mut u = |j: usize| {
                     *util
@@ -169,30 +214,118 @@ pub fn pair_options(
                         .or_insert_with(|| predicted_utilization(&round.jobs[j], 1, k))
                 };
                 let (ka, kb) = (&round.jobs[a].colocation_key, &round.jobs[b].colocation_key);
-                let (fa, fb) = model.pair((ka.as_deref(), u(a)), (kb.as_deref(), u(b)));
-                out.push(PairOpt {
-                    a,
-                    b,
+                let fs = model.group(&[(ka.as_deref(), u(a)), (kb.as_deref(), u(b))]);
+                out.push(GroupOpt {
+                    members: vec![a, b],
+                    values: vec![va / fs[0], vb / fs[1]],
                     ty,
                     gpus: k,
-                    va: va / fa,
-                    vb: vb / fb,
                     keep: false,
                 });
             }
         }
     }
-    prune(round, sharers, out)
+    let mut out = prune(round, sharers, out);
+    let larger = larger_groups(round, kind_type, sharers, &out, notes);
+    out.extend(larger);
+    out
 }
 
-/// Keep a pair only if it is among the best [`PARTNERS`] pairs, by gain,
-/// of one of its two jobs at its (type, GPUs). A pair's gain is what its
-/// two objective terms win over the better use of the same GPUs by one of
-/// the two jobs alone, the other waiting. A heuristic, not a dominance
-/// argument: the optimum may use a pruned pair (measured in
+/// Groups of 3 to k jobs (k = `params.sharing`), grown one job at a time
+/// from the pruned pairs: a group of size s + 1 is a group of size s that
+/// survived pruning and one more job, later than its members, paired (in `pairs`, at the
+/// same kind and GPUs) with every one of them, all memories fitting
+/// together ([`may_group`]). So the enumeration stays within the pruned
+/// pair graph; each size is pruned as pairs are ([`prune`]), and at most
+/// [`GROUP_BUDGET`] options are built over all sizes. Valued at each
+/// member's single-node value over the group's predicted slowdown.
+fn larger_groups(
+    round: &Round,
+    kind_type: &[usize],
+    sharers: &[Sharer],
+    pairs: &[GroupOpt],
+    notes: &mut Vec<String>,
+) -> Vec<GroupOpt> {
+    let k = round.params.sharing as usize;
+    if k < 3 {
+        return Vec::new();
+    }
+    let model = round_model(round);
+    let names = round.cluster.types();
+    // The pruned pair graph per (kind, GPUs): later partners of each job, and every edge.
+    let mut later: HashMap<(usize, u32, usize), Vec<usize>> = HashMap::new();
+    let mut edge: HashSet<(usize, u32, usize, usize)> = HashSet::new();
+    let moving: Vec<&GroupOpt> = pairs.iter().filter(|p| !p.keep && p.members.len() == 2).collect();
+    for p in &moving {
+        let (a, b) = (p.members[0], p.members[1]);
+        later.entry((p.ty, p.gpus, a)).or_default().push(b);
+        edge.insert((p.ty, p.gpus, a, b));
+    }
+    let mut out: Vec<GroupOpt> = Vec::new();
+    let mut last: Vec<GroupOpt> = moving.into_iter().cloned().collect();
+    let mut built = 0usize;
+    'sizes: for _ in 3..=k {
+        let mut grown = Vec::new();
+        for g in &last {
+            let top = *g.members.last().unwrap_or(&0);
+            let Some(next) = later.get(&(g.ty, g.gpus, g.members[0])) else {
+                continue;
+            };
+            for &c in next.iter().filter(|&&c| c > top) {
+                if !g.members[1..]
+                    .iter()
+                    .all(|&m| edge.contains(&(g.ty, g.gpus, m, c)))
+                {
+                    continue;
+                }
+                let mut members = g.members.clone();
+                members.push(c);
+                let jobs: Vec<&RoundJob> = members.iter().map(|&j| &round.jobs[j]).collect();
+                if !may_group(round, &model, names[kind_type[g.ty]].as_str(), &jobs) {
+                    continue;
+                }
+                let Some(solo) = members
+                    .iter()
+                    .map(|&j| sharers[j].single(g.ty, g.gpus))
+                    .collect::<Option<Vec<f64>>>()
+                else {
+                    continue;
+                };
+                if built >= GROUP_BUDGET {
+                    notes.push(format!(
+                        "sharing: more than {GROUP_BUDGET} options of three or more jobs; the rest dropped"
+                    ));
+                    out.extend(prune(round, sharers, grown));
+                    break 'sizes;
+                }
+                built += 1;
+                let fs = predicted_group(&model, &jobs, g.gpus);
+                grown.push(GroupOpt {
+                    values: solo.iter().zip(&fs).map(|(v, f)| v / f).collect(),
+                    members,
+                    ty: g.ty,
+                    gpus: g.gpus,
+                    keep: false,
+                });
+            }
+        }
+        last = prune(round, sharers, grown);
+        out.extend(last.iter().cloned());
+        if last.is_empty() {
+            break;
+        }
+    }
+    out
+}
+
+/// Keep a group only if it is among the best [`PARTNERS`] groups of its
+/// size, by gain, of one of its jobs at its (kind, GPUs). A group's gain is
+/// what its objective terms win over the best use of the same GPUs by one
+/// of its jobs alone, the others waiting. A heuristic, not a dominance
+/// argument: the optimum may use a pruned group (measured in
 /// docs/colocation.md); rounds where no job has more than [`PARTNERS`]
-/// partners at a (type, GPUs) keep every pair.
-fn prune(round: &Round, sharers: &[Sharer], pairs: Vec<PairOpt>) -> Vec<PairOpt> {
+/// partners at a (kind, GPUs) keep every pair. `groups` are all of one size.
+fn prune(round: &Round, sharers: &[Sharer], groups: Vec<GroupOpt>) -> Vec<GroupOpt> {
     let sense = Sense::of(round.params.p);
     // In maximisation form, so a larger gain is better for every p.
     let score = |v: f64| match sense {
@@ -204,49 +337,60 @@ fn prune(round: &Round, sharers: &[Sharer], pairs: Vec<PairOpt>) -> Vec<PairOpt>
         .iter()
         .map(|j| score(gpuplan_core::objective::prioritise(j, &round.params, 0.0)))
         .collect();
-    let solo = |j: usize, ty: usize, k: u32| {
-        sharers[j]
-            .singles
-            .iter()
-            .find(|&&(t, g, _)| t == ty && g == k)
-            .map_or(f64::NEG_INFINITY, |x| score(x.2))
-    };
+    let solo = |j: usize, ty: usize, k: u32| sharers[j].single(ty, k).map_or(f64::NEG_INFINITY, score);
     let mut by: HashMap<(usize, usize, u32), Vec<(f64, usize)>> = HashMap::new();
-    for (i, p) in pairs.iter().enumerate() {
-        let alone = (solo(p.a, p.ty, p.gpus) + none[p.b]).max(none[p.a] + solo(p.b, p.ty, p.gpus));
-        let gain = score(p.va) + score(p.vb) - alone;
-        for j in [p.a, p.b] {
+    for (i, p) in groups.iter().enumerate() {
+        // Each member alone in turn, summed in member order.
+        let alone = (0..p.members.len())
+            .map(|m| {
+                p.members
+                    .iter()
+                    .enumerate()
+                    .map(|(x, &j)| if x == m { solo(j, p.ty, p.gpus) } else { none[j] })
+                    .reduce(|s, t| s + t)
+                    .unwrap_or(0.0)
+            })
+            .fold(f64::NEG_INFINITY, f64::max);
+        let won = p
+            .values
+            .iter()
+            .map(|&v| score(v))
+            .reduce(|s, t| s + t)
+            .unwrap_or(0.0);
+        let gain = won - alone;
+        for &j in &p.members {
             by.entry((j, p.ty, p.gpus)).or_default().push((gain, i));
         }
     }
-    let mut kept = vec![false; pairs.len()];
+    let mut kept = vec![false; groups.len()];
     for list in by.values_mut() {
         list.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
         for &(_, i) in list.iter().take(PARTNERS) {
             kept[i] = true;
         }
     }
-    pairs
+    groups
         .into_iter()
         .zip(kept)
         .filter_map(|(p, k)| k.then_some(p))
         .collect()
 }
 
-/// Name the GPUs of a pair placed on `node`: both jobs get the same ones,
-/// their own current GPUs on the node first, then the lowest not in
+/// Name the GPUs of a group placed on `node`: all its jobs get the same
+/// ones, their own current GPUs on the node first, then the lowest not in
 /// `taken` (the plan's named GPUs, which this extends). Unnamed
 /// allocations are bound later and avoid named GPUs; the caller's counts
-/// leave room for both.
-pub fn name_pair_gpus(
+/// leave room for the group.
+pub fn name_group_gpus(
     round: &Round,
     taken: &mut BTreeSet<(u32, u32)>,
-    p: &PairOpt,
+    p: &GroupOpt,
     gpus: u32,
     node: usize,
 ) -> Result<Allocation, String> {
     let n = node as u32;
-    let mut want: Vec<u32> = [p.a, p.b]
+    let mut want: Vec<u32> = p
+        .members
         .iter()
         .flat_map(|&j| round.jobs[j].current().gpus().to_vec())
         .filter(|g| g.is_bound() && g.node.0 == n)
@@ -263,12 +407,13 @@ pub fn name_pair_gpus(
         }
     }
     if got.len() as u32 != gpus {
-        return Err(format!("no {gpus} free GPUs on node {n} for a shared pair"));
+        let what = if p.members.len() == 2 { "pair" } else { "group" };
+        return Err(format!("no {gpus} free GPUs on node {n} for a shared {what}"));
     }
     Ok(Allocation::from_gpus(got))
 }
 
-/// The named GPUs of some allocations, as [`name_pair_gpus`] takes them.
+/// The named GPUs of some allocations, as [`name_group_gpus`] takes them.
 pub fn named_gpus<'a>(allocs: impl IntoIterator<Item = &'a Allocation>) -> BTreeSet<(u32, u32)> {
     allocs
         .into_iter()
@@ -309,6 +454,40 @@ mod tests {
         (r, sharers)
     }
 
+    /// k = 3 and 4 over four light jobs (1 GiB each): all 4 triples, then
+    /// the one group of four; every pair inside a group is a pair option;
+    /// values are each job's single value over the curve at the summed
+    /// utilization (0.3 and 0.4, both at the knee or below: base). With
+    /// 6 GiB jobs no three fit a T4 and only pairs are built.
+    #[test]
+    fn groups_grow_from_the_pruned_pairs_within_memory() {
+        for (k, want) in [(2, 6), (3, 6 + 4), (4, 6 + 4 + 1)] {
+            let (mut r, s) = light(4);
+            r.params.sharing = k;
+            let all = group_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
+            assert_eq!(all.len(), want, "k = {k}");
+            for g in &all {
+                assert!(g.members.len() <= k as usize && g.members.windows(2).all(|w| w[0] < w[1]));
+                for (x, &a) in g.members.iter().enumerate() {
+                    for &b in &g.members[x + 1..] {
+                        assert!(all.iter().any(|p| p.members == [a, b]), "{g:?}");
+                    }
+                }
+                let f = gpuplan_core::colocation::GAVEL_CURVE.base;
+                for (&j, &v) in g.members.iter().zip(&g.values) {
+                    assert!((v - (1.0 - j as f64 / 100.0) / f).abs() < 1e-12, "{g:?}");
+                }
+            }
+        }
+        let (mut r, s) = light(4);
+        r.params.sharing = 3;
+        for j in &mut r.jobs {
+            j.mem_gib = Some(6.0);
+        }
+        let all = group_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
+        assert!(all.iter().all(|g| g.members.len() == 2) && all.len() == 6);
+    }
+
     /// With at most PARTNERS partners per job nothing is pruned; with
     /// more, each job keeps its PARTNERS best partners (here the most
     /// valuable jobs, as every pair slows alike), and a pair that neither
@@ -317,18 +496,21 @@ mod tests {
     fn pruning_keeps_each_jobs_best_partners() {
         let n = PARTNERS as u32 + 1;
         let (r, s) = light(n);
-        let all = pair_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
+        let all = group_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
         assert_eq!(all.len(), (n * (n - 1) / 2) as usize);
         let (r, s) = light(20);
-        let kept = pair_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
+        let kept = group_options(&r, &type_capacity(&r.cluster), &[0], &s, &mut Vec::new());
         // The 28 pairs among jobs 0..8 and the 12 × 8 of every other job with them.
         assert_eq!(kept.len(), 28 + 12 * 8);
         // Job 19 (the least valuable) keeps jobs 0..8.
         for b in 0..PARTNERS {
-            assert!(kept.iter().any(|p| (p.a, p.b) == (b, 19)), "0..8 with 19");
+            assert!(kept.iter().any(|p| p.members == [b, 19]), "0..8 with 19");
         }
         for p in &kept {
-            assert!(p.a < PARTNERS || p.b < PARTNERS, "{p:?}: neither ranks the other");
+            assert!(
+                p.members[0] < PARTNERS || p.members[1] < PARTNERS,
+                "{p:?}: neither ranks the other"
+            );
         }
     }
 }

@@ -4,7 +4,7 @@
 use gpuplan_core::{Allocation, Cluster, NodeId};
 
 use crate::candidates::{charge, Choice, Pick};
-use crate::pairs::{name_pair_gpus, named_gpus, PairOpt};
+use crate::pairs::{name_group_gpus, named_gpus, GroupOpt};
 
 /// Free GPUs per node, tracked while a plan is built.
 #[derive(Debug, Clone)]
@@ -121,25 +121,25 @@ mod tests {
 /// GPUs are always of one type: a multi-node job takes whole nodes of the
 /// first type (in `Cluster::types()` order) with enough of them.
 pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
-    pack_with_pairs(round, choices, &[])
+    pack_with_groups(round, choices, &[])
 }
 
-/// What the packer places: one job, or a pair (index into the pairs) that
-/// takes one set of GPUs on one node for both its jobs.
+/// What the packer places: one job, or a group (index into the groups)
+/// that takes one set of GPUs on one node for all its jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unit {
     Job(usize),
-    Pair(usize),
+    Group(usize),
 }
 
-/// [`pack`] with pairs that share GPUs (`mip-aggregate` under
-/// `params.sharing` ≥ 2; their jobs are in no choice). A kept pair keeps
-/// its GPUs after the kept jobs; a moving pair is one single-node unit of
-/// its GPU count, placed with the single-node jobs (preferring a node either
-/// job runs on), and both jobs get the same named GPUs. A pair that does not
-/// fit shrinks as a job does (never below either job's minimum), else
-/// both jobs are left unallocated.
-pub fn pack_with_pairs(round: &gpuplan_core::Round, choices: &[Pick], pairs: &[PairOpt]) -> Packed {
+/// [`pack`] with groups that share GPUs (`mip-aggregate` under
+/// `params.sharing` ≥ 2; their jobs are in no choice). A kept group keeps
+/// its GPUs after the kept jobs; a moving group is one single-node unit of
+/// its GPU count, placed with the single-node jobs (preferring a node one
+/// of its jobs runs on), and all its jobs get the same named GPUs. A group
+/// that does not fit shrinks as a job does (never below any member's
+/// minimum), else all its jobs are left unallocated.
+pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &[GroupOpt]) -> Packed {
     let node_type = round.cluster.type_index();
     let n_types = round.cluster.types().len();
     let n_nodes = round.cluster.num_nodes();
@@ -182,30 +182,29 @@ pub fn pack_with_pairs(round: &gpuplan_core::Round, choices: &[Pick], pairs: &[P
             Choice::Config { nodes, gpus } => rest.push((Unit::Job(i), nodes, gpus, ty)),
         }
     }
-    for (x, p) in pairs.iter().enumerate() {
-        let per = round.jobs[p.a].current().per_node();
+    for (x, p) in groups.iter().enumerate() {
+        let per = round.jobs[p.members[0]].current().per_node();
         if p.keep {
             if let [(n, k)] = per[..] {
                 if free.get(n.0 as usize).is_some_and(|&f| f >= k) {
                     free[n.0 as usize] -= k;
-                    for j in [p.a, p.b] {
+                    for &j in &p.members {
                         out.allocations.push((j, round.jobs[j].current().clone()));
                     }
                     continue;
                 }
             }
-            out.notes.push(format!(
-                "{}+{}: could not keep their shared GPUs",
-                round.jobs[p.a].name, round.jobs[p.b].name
-            ));
+            let names: Vec<&str> = p.members.iter().map(|&j| round.jobs[j].name.as_str()).collect();
+            out.notes
+                .push(format!("{}: could not keep their shared GPUs", names.join("+")));
         }
-        rest.push((Unit::Pair(x), 1, p.gpus, Some(p.ty)));
+        rest.push((Unit::Group(x), 1, p.gpus, Some(p.ty)));
     }
-    // Named GPUs so far (kept jobs and pairs): a moving pair's GPUs avoid them.
+    // Named GPUs so far (kept jobs and groups): a moving group's GPUs avoid them.
     let mut named = named_gpus(out.allocations.iter().map(|(_, a)| a));
     let lead = |u: &Unit| match *u {
         Unit::Job(i) => i,
-        Unit::Pair(x) => pairs[x].a,
+        Unit::Group(x) => groups[x].members[0],
     };
     // Larger first (by what a shape takes: whole nodes for an unpackable
     // size); ties by job index for determinism.
@@ -222,7 +221,7 @@ pub fn pack_with_pairs(round: &gpuplan_core::Round, choices: &[Pick], pairs: &[P
         let j = &round.jobs[i];
         let members: Vec<usize> = match unit {
             Unit::Job(i) => vec![i],
-            Unit::Pair(x) => vec![pairs[x].a, pairs[x].b],
+            Unit::Group(x) => groups[x].members.clone(),
         };
         let name = members
             .iter()
@@ -289,9 +288,9 @@ pub fn pack_with_pairs(round: &gpuplan_core::Round, choices: &[Pick], pairs: &[P
                 }
                 match unit {
                     Unit::Job(i) => out.allocations.push((i, a)),
-                    Unit::Pair(x) => {
+                    Unit::Group(x) => {
                         let node = a.per_node()[0].0 .0 as usize;
-                        match name_pair_gpus(round, &mut named, &pairs[x], k, node) {
+                        match name_group_gpus(round, &mut named, &groups[x], k, node) {
                             Ok(shared) => {
                                 for &m in &members {
                                     out.allocations.push((m, shared.clone()));

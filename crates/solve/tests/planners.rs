@@ -176,11 +176,11 @@ proptest! {
 /// Every per-node allocation of every job, checked by the validator, scored by the common objective.
 /// `round` with sharing on (k = 2) and every job light enough that
 /// pairs can pay (utilization `util`, 2 GiB, so any two fit a T4).
-fn shared(mut round: Round, util: f64) -> Round {
-    round.params.sharing = 2;
+fn shared(mut round: Round, util: f64, k: u32, mem_gib: f64) -> Round {
+    round.params.sharing = k;
     for j in &mut round.jobs {
         j.utilization = Some(util);
-        j.mem_gib = Some(2.0);
+        j.mem_gib = Some(mem_gib);
     }
     round
 }
@@ -188,15 +188,18 @@ fn shared(mut round: Round, util: f64) -> Round {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 
-    /// The planners that share, on generated rounds with sharing on:
+    /// The planners that share, on generated rounds with sharing on (k = 2
+    /// or 3; 6 GiB jobs fit a 16 GiB GPU two at a time, not three):
     /// valid plans (the validator checks k and memory), the same plan
     /// twice, and never worse than greedy (which never shares).
     #[test]
     fn sharing_planners_are_valid_and_deterministic(
         round in (1u32..3, 1u32..5).prop_flat_map(|(n, g)| check_round(n, g, 7)),
         util in prop::sample::select(vec![0.05, 0.2, 0.5, 1.0]),
+        k in 2u32..4,
+        mem_gib in prop::sample::select(vec![2.0, 6.0]),
     ) {
-        let round = shared(round, util);
+        let round = shared(round, util, k, mem_gib);
         let greedy = evaluate(&round, &plan("greedy", &round, 0));
         for name in ["mip-exact", "mip-aggregate", "pollux-mip", "pollux-mip-aggregate"] {
             let a = plan(name, &round, 3);

@@ -5,9 +5,10 @@
 //! can. No node-level variables, so its size is linear in jobs.
 //!
 //! With `params.sharing` ≥ 2 it also offers one binary per admissible
-//! pair of jobs on `k` GPUs of one node (a packable single-node shape),
-//! valued and enumerated as `mip-exact` does ([`crate::pairs`]); the pair
-//! takes its `k` GPUs once, and the packer places it as one unit.
+//! group of 2 to `params.sharing` jobs on `g` GPUs of one node (a packable
+//! single-node shape), valued and enumerated as `mip-exact` does
+//! ([`crate::pairs`]); the group takes its `g` GPUs once, and the packer
+//! places it as one unit.
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
@@ -16,8 +17,8 @@ use crate::candidates::{
     bound_to_mean, charge, job_options, type_capacity, Choice, Pick, Sense, Shapes, TypeCapacity,
 };
 use crate::fallback::{fallback, set_gap_cached};
-use crate::pairs::{kept_pairs, overlapping_now, pair_options, PairOpt, Sharer};
-use crate::placement::pack_with_pairs;
+use crate::pairs::{group_options, kept_groups, overlapping_now, GroupOpt, Sharer};
+use crate::placement::pack_with_groups;
 use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
 use crate::solver::{solve, Model, Solver};
 use crate::speedup::evaluate_cached;
@@ -41,9 +42,9 @@ impl MipAggregate {
 pub struct AggregateSolution {
     /// Per job that runs alone, its choice and GPU type.
     pub choices: Vec<Pick>,
-    /// The chosen pairs (params.sharing ≥ 2; its two jobs are in no
+    /// The chosen sharing groups (params.sharing ≥ 2; their jobs are in no
     /// choice): the packer places each as one unit.
-    pub pairs: Vec<PairOpt>,
+    pub pairs: Vec<GroupOpt>,
     /// The model's status.
     pub status: PlanStatus,
     /// The model's bound on the generalized mean.
@@ -69,9 +70,9 @@ pub(crate) struct Prep {
     pub(crate) none_term: Vec<f64>,
     pinned: Vec<bool>,
     pub(crate) sense: Sense,
-    /// Pair options ([`add_pairs`]); empty unless the planner shares, so
+    /// Sharing group options, pairs and larger ([`add_pairs`]); empty unless the planner shares, so
     /// a planner that revalues `cands` (`sia`) never shares.
-    pairs: Vec<PairOpt>,
+    pairs: Vec<GroupOpt>,
 }
 
 /// How one job enters the model: fixed to one option (`None` = nothing),
@@ -179,10 +180,10 @@ pub(crate) fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     (prep, notes, caches)
 }
 
-/// With `params.sharing` ≥ 2, the pair options over this model's
-/// candidates: packable single-node shapes (a power of two within a node)
-/// at their values, and the pairs that share now and may stay at their keep
-/// values, enumerated and valued by the rules `mip-exact` uses.
+/// With `params.sharing` ≥ 2, the group options (2 to k jobs) over this
+/// model's candidates: packable single-node shapes (a power of two within a
+/// node) at their values, and the groups that share now and may stay at
+/// their keep values, enumerated and valued by the rules `mip-exact` uses.
 fn add_pairs(round: &Round, prep: &mut Prep, notes: &mut Vec<String>) {
     if round.params.sharing < 2 {
         return;
@@ -212,8 +213,8 @@ fn add_pairs(round: &Round, prep: &mut Prep, notes: &mut Vec<String>) {
         })
         .collect();
     let kind_type: Vec<usize> = (0..prep.types.len()).collect();
-    let mut pairs = kept_pairs(round, &prep.node_type, &kind_type, &sharers);
-    pairs.extend(pair_options(round, &prep.types, &kind_type, &sharers, notes));
+    let mut pairs = kept_groups(round, &prep.node_type, &kind_type, &sharers);
+    pairs.extend(group_options(round, &prep.types, &kind_type, &sharers, notes));
     prep.pairs = pairs;
 }
 
@@ -241,19 +242,21 @@ fn build(
     let sense = *sense;
     let n_nodes = round.cluster.num_nodes();
     let (mut m, t) = Model::for_sense(sense);
-    // Pair options: one binary each, in both jobs' choice rows and values.
-    // Without a given start, a pair that shares now starts kept, and its
+    // Group options: one binary each, in every member's choice row and value.
+    // Without a given start, a group that shares now starts kept, and its
     // jobs start in no option of their own.
     let mut joint: Vec<Vec<(good_lp::Variable, f64)>> = vec![Vec::new(); slots.len()];
     let mut paired = vec![false; slots.len()];
     let y: Vec<good_lp::Variable> = pairs.iter().map(|_| m.binary()).collect();
     for (p, &v) in pairs.iter().zip(&y) {
-        joint[p.a].push((v, p.va));
-        joint[p.b].push((v, p.vb));
-        let on = start.is_none() && p.keep && !paired[p.a] && !paired[p.b];
+        for (&j, &val) in p.members.iter().zip(&p.values) {
+            joint[j].push((v, val));
+        }
+        let on = start.is_none() && p.keep && !p.members.iter().any(|&j| paired[j]);
         if on {
-            paired[p.a] = true;
-            paired[p.b] = true;
+            for &j in &p.members {
+                paired[j] = true;
+            }
         }
         m.initial.push((v, if on { 1.0 } else { 0.0 }));
     }
@@ -350,12 +353,12 @@ fn build(
         }
         z.push(vars);
     }
-    // A pair takes its GPUs once: a moving one `k` GPUs of its type (a
+    // A group takes its GPUs once: a moving one `k` GPUs of its type (a
     // packable size), a kept one its own GPUs, which also keep its node from
     // multi-node jobs, as a kept job's do.
     for (p, &v) in pairs.iter().zip(&y) {
         if p.keep {
-            for (n, k) in round.jobs[p.a].current().per_node() {
+            for (n, k) in round.jobs[p.members[0]].current().per_node() {
                 if let Some(list) = node_kept.get_mut(n.0 as usize) {
                     list.push(v);
                     gpu_sum[node_type[n.0 as usize]] += k as f64 * v;
@@ -437,8 +440,8 @@ type RelaxOpt = (f64, f64, f64, bool, usize);
 /// the few jobs that keep a real choice go to the solver. Scores are in
 /// maximisation form (−term for p < 0).
 ///
-/// It prices single options only: a pair option takes one job's row and
-/// another's at once, and jobs that share now exclude each other's keeps,
+/// It prices single options only: a group option takes several jobs' rows
+/// at once, and jobs that share now exclude each other's keeps,
 /// so with either ([`add_pairs`], `params.sharing` ≥ 2) the reduction is
 /// skipped and the whole model goes to the solver.
 struct Relax {
@@ -757,7 +760,7 @@ pub(crate) fn solve_prepared(
     let mut slots = full;
     let mut start: Option<Vec<Option<usize>>> = None;
     let mut lagrange: Option<f64> = None;
-    // The pricing step knows single options only: with pair options, or
+    // The pricing step knows single options only: with group options, or
     // with jobs that share GPUs now (whose keeps exclude each other), the
     // whole model goes to the solver.
     let shared = !prep.pairs.is_empty() || (round.params.sharing >= 2 && !overlapping_now(round).is_empty());
@@ -799,12 +802,12 @@ pub(crate) fn solve_prepared(
             });
         }
     }
-    let pairs: Vec<PairOpt> = prep
+    let pairs: Vec<GroupOpt> = prep
         .pairs
         .iter()
         .zip(&y)
         .filter(|&(_, &v)| value(v) > 0.5)
-        .map(|(p, _)| *p)
+        .map(|(p, _)| p.clone())
         .collect();
     let status = match solved.status {
         // GapLimit: optimal within the requested relative gap.
@@ -915,7 +918,7 @@ impl Planner for MipAggregate {
                 notes,
                 mut caches,
             }) => {
-                let packed = pack_with_pairs(round, &choices, &pairs);
+                let packed = pack_with_groups(round, &choices, &pairs);
                 let mut plan = Plan::new(self.name, status);
                 for (i, a) in packed.allocations {
                     plan.allocations.insert(round.jobs[i].id, a);

@@ -22,7 +22,9 @@ use gpuplan_core::{Allocation, Interference, NodeId, Plan, PlanStatus, Round};
 use super::MIP_TRAITS;
 use crate::candidates::{bound_to_mean, job_options, type_capacity, Choice, Sense, Shapes, TypeCapacity};
 use crate::fallback::{finish, SolvedPlan};
-use crate::pairs::{kept_pairs, name_pair_gpus, named_gpus, overlapping_now, pair_options, PairOpt, Sharer};
+use crate::pairs::{
+    group_options, kept_groups, name_group_gpus, named_gpus, overlapping_now, GroupOpt, Sharer,
+};
 use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
 use crate::solver::{solve, Model, Solver};
 use crate::speedup::{evaluate_cached, max_gpus, SpeedupCache};
@@ -148,7 +150,7 @@ impl Groups {
 
 /// A running job's GPUs on one node: (job, GPUs, whether it holds the
 /// node's multi-node slot). A job index ≥ the round's job count names the
-/// kept pair `index − jobs` ([`PairOpt::keep`]).
+/// kept sharing group `index − jobs` ([`GroupOpt::keep`]).
 type Occupant = (usize, u32, u32);
 
 #[derive(Debug)]
@@ -378,7 +380,7 @@ struct Built {
     t: BTreeMap<Class, (Vec<Pattern>, Vec<Variable>)>,
     /// Per node with two or more movable occupants: (class, binary) options.
     r: Vec<Vec<(Class, Variable)>>,
-    /// One binary per pair option (`Ctx::pairs`).
+    /// One binary per sharing group option (`Ctx::pairs`).
     y: Vec<Variable>,
     tau: Option<Variable>,
 }
@@ -399,8 +401,8 @@ struct Ctx<'a> {
     notes: Vec<String>,
     /// The speedup tables, reused by the warm start and its evaluation.
     caches: Vec<SpeedupCache>,
-    /// Pairs that may share GPUs (empty without sharing).
-    pairs: Vec<PairOpt>,
+    /// Groups of 2 to k jobs that may share GPUs (empty without sharing).
+    pairs: Vec<GroupOpt>,
 }
 
 impl<'a> Ctx<'a> {
@@ -439,8 +441,14 @@ impl<'a> Ctx<'a> {
             .collect();
         let (cands, mut notes, caches) = candidates(round, &groups, &keep_ok);
         let sharers = sharers(&cands);
-        let mut pairs = kept_pairs(round, &groups.of_node, &groups.ty, &sharers);
-        pairs.extend(pair_options(round, &groups.cap, &groups.ty, &sharers, &mut notes));
+        let mut pairs = kept_groups(round, &groups.of_node, &groups.ty, &sharers);
+        pairs.extend(group_options(
+            round,
+            &groups.cap,
+            &groups.ty,
+            &sharers,
+            &mut notes,
+        ));
         let mut occ: Vec<Vec<Occupant>> = vec![Vec::new(); n_nodes];
         for (j, job) in round.jobs.iter().enumerate() {
             if cands[j].pinned || !cands[j].opts.iter().any(|(o, _)| *o == Opt::Keep) {
@@ -453,7 +461,7 @@ impl<'a> Ctx<'a> {
             }
         }
         for (i, p) in pairs.iter().enumerate().filter(|(_, p)| p.keep) {
-            let node = round.jobs[p.a].current().per_node()[0].0;
+            let node = round.jobs[p.members[0]].current().per_node()[0].0;
             occ[node.0 as usize].push((round.jobs.len() + i, p.gpus, 0));
         }
         Ctx {
@@ -476,7 +484,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// The binary that keeps occupant `j` (a job's keep option, or a kept
-    /// pair's variable).
+    /// group's variable).
     fn keep_var(
         &self,
         b_z: &[Option<(Vec<Variable>, Variable)>],
@@ -520,12 +528,13 @@ impl<'a> Ctx<'a> {
         let mut sizes: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n_groups];
         let mut has_multi = vec![false; n_groups];
         let mut cells = 0usize;
-        // Pair options: a slot of `gpus` GPUs each, counted in each job's choice and value.
+        // Group options: a slot of `gpus` GPUs each, counted in each member's choice and value.
         let y: Vec<Variable> = self.pairs.iter().map(|_| m.binary()).collect();
         let mut joint: Vec<Vec<(Variable, f64)>> = vec![Vec::new(); self.cands.len()];
         for (p, &v) in self.pairs.iter().zip(&y) {
-            joint[p.a].push((v, p.va));
-            joint[p.b].push((v, p.vb));
+            for (&j, &val) in p.members.iter().zip(&p.values) {
+                joint[j].push((v, val));
+            }
             if !p.keep {
                 sizes[p.ty].insert(p.gpus);
                 *single_demand.entry((p.ty, p.gpus)).or_default() += v;
@@ -624,7 +633,7 @@ impl<'a> Ctx<'a> {
             z.push(Some((vars, none)));
         }
         // Two jobs that share GPUs now cannot both keep them alone: one
-        // keeps (the other moves or stops), or both keep them as a pair.
+        // keeps (the other moves or stops), or both keep them in their group.
         for (a, b) in overlapping_now(round) {
             if let (Some(ka), Some(kb)) = (self.keep_var(&z, &y, a), self.keep_var(&z, &y, b)) {
                 if self.keep_index(a).is_some() && self.keep_index(b).is_some() {
@@ -958,7 +967,7 @@ impl<'a> Ctx<'a> {
         let n_jobs = round.jobs.len();
         for (p, &y) in self.pairs.iter().zip(&b.y).filter(|(p, _)| p.keep) {
             if on(y) {
-                for j in [p.a, p.b] {
+                for &j in &p.members {
                     plan.allocations
                         .insert(round.jobs[j].id, round.jobs[j].current().clone());
                 }
@@ -1009,7 +1018,7 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
-        // Single-node jobs and pairs (index n_jobs + pair): largest first into the largest slots.
+        // Single-node jobs and groups (index n_jobs + group): largest first into the largest slots.
         let mut items: BTreeMap<usize, Vec<(u32, usize)>> = BTreeMap::new();
         for (j, c) in chosen.iter().enumerate() {
             if let Some(Opt::Single { ty, gpus }) = c {
@@ -1084,16 +1093,16 @@ impl<'a> Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Name the GPUs of each chosen pair: both jobs get the same ones,
+    /// Name the GPUs of each chosen group: all its jobs get the same ones,
     /// their own current GPUs on the node first, then the lowest not named
     /// in the plan. Unnamed slots are bound later and avoid named GPUs;
-    /// the slot counts leave room for both.
+    /// the slot counts leave room for the group.
     fn name_pairs(&self, plan: &mut Plan, pair_nodes: &[(usize, usize)]) -> Result<(), String> {
         let mut taken = named_gpus(plan.allocations.values());
         for &(i, node) in pair_nodes {
-            let p = self.pairs[i];
-            let got = name_pair_gpus(self.round, &mut taken, &p, p.gpus, node)?;
-            for j in [p.a, p.b] {
+            let p = &self.pairs[i];
+            let got = name_group_gpus(self.round, &mut taken, p, p.gpus, node)?;
+            for &j in &p.members {
                 plan.allocations.insert(self.round.jobs[j].id, got.clone());
             }
         }

@@ -590,6 +590,7 @@ fn aggregate_value(round: &Round, choices: &[gpuplan_solve::candidates::Pick]) -
         job: j,
         choice: c,
         gpu_type,
+        ..
     } in choices
     {
         let job = &round.jobs[j];

@@ -61,6 +61,9 @@ pub struct AggregateSolution {
     /// Per node, its speed group ([`Pick::group`]); empty when no GPU
     /// type is split into groups.
     pub node_group: Vec<usize>,
+    /// The model's objective at this solution, as a power mean of the
+    /// model's own values (what tests hold against the true objective).
+    pub value: f64,
 }
 
 /// (choice, GPU type, value, pool) candidates of one job; "nothing" is
@@ -1151,13 +1154,15 @@ pub(crate) fn solve_prepared(
         watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
     let value = |v: good_lp::Variable| solved.values[index[&v]];
     let mut choices = Vec::new();
+    let mut terms: Vec<f64> = prep.none_term.clone();
     for (j, slot) in slots.iter().enumerate() {
         let pick = match slot {
             Slot::Fixed(p) => *p,
             Slot::Free(..) => z[j].iter().find(|(v, _)| value(*v) > 0.5).map(|&(_, i)| i),
         };
         if let Some(i) = pick {
-            let (c, ty, _, at) = prep.cands[j][i];
+            let (c, ty, v, at) = prep.cands[j][i];
+            terms[j] = sense.term(v);
             choices.push(Pick {
                 job: j,
                 choice: c,
@@ -1189,6 +1194,15 @@ pub(crate) fn solve_prepared(
         None => solved.bound,
     };
     let bound = bound.and_then(|b| bound_to_mean(sense, b, round.jobs.len()));
+    for p in &pairs {
+        terms[p.a] = sense.term(p.va);
+        terms[p.b] = sense.term(p.vb);
+    }
+    let total = match sense {
+        Sense::MaxMin => terms.iter().copied().fold(f64::INFINITY, f64::min),
+        _ => terms.iter().sum(),
+    };
+    let value = sense.to_mean(total, round.jobs.len());
     let node_group = if prep.pools.any_split() {
         prep.pools.of_node.clone()
     } else {
@@ -1202,6 +1216,7 @@ pub(crate) fn solve_prepared(
         notes,
         caches,
         node_group,
+        value,
     })
 }
 
@@ -1288,6 +1303,7 @@ impl Planner for MipAggregate {
                 notes,
                 mut caches,
                 node_group,
+                ..
             }) => {
                 let packed = pack_grouped(round, &choices, &pairs, &node_group);
                 let mut plan = Plan::new(self.name, status);

@@ -238,7 +238,8 @@ pub fn pack_grouped(
             .then(lead(&a.0).cmp(&lead(&b.0)))
     });
     for (unit, nodes, gpus, want, grp) in rest {
-        let type_ok = |m: usize| want.is_none_or(|t| node_type[m] == t) && grp.is_none_or(|x| node_group[m] == x);
+        let type_ok =
+            |m: usize| want.is_none_or(|t| node_type[m] == t) && grp.is_none_or(|x| node_group[m] == x);
         let i = lead(&unit);
         let j = &round.jobs[i];
         let members: Vec<usize> = match unit {
@@ -273,7 +274,11 @@ pub fn pack_grouped(
                     .map(|t| {
                         let mut cands: Vec<usize> = (0..n_nodes)
                             .filter(|&m| {
-                                node_type[m] == t && type_ok(m) && free[m] == cap[m] && cap[m] >= per && !multi[m]
+                                node_type[m] == t
+                                    && type_ok(m)
+                                    && free[m] == cap[m]
+                                    && cap[m] >= per
+                                    && !multi[m]
                             })
                             .collect();
                         cands.sort_by_key(|&m| (!current.contains(&m), m));

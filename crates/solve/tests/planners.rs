@@ -756,7 +756,11 @@ fn aggregate_puts_the_job_on_the_fast_node() {
         validates(name, &round, &p);
         assert_eq!(p.get(JobId(0)).per_node(), vec![(NodeId(1), 4)], "{name}");
         assert!((evaluate(&round, &p) - (0.5 * f + eps)).abs() < 1e-9, "{name}");
-        assert!((p.bound.unwrap() - (0.5 * f + eps)).abs() < 1e-6, "{name}: {:?}", p.bound);
+        assert!(
+            (p.bound.unwrap() - (0.5 * f + eps)).abs() < 1e-6,
+            "{name}: {:?}",
+            p.bound
+        );
     }
     round.params.variability_blind = true;
     let blind = plan("mip-aggregate", &round, 0);

@@ -379,7 +379,11 @@ fn in_pools(round: &Round, pools: &Pools, j: usize, cands: Vec<(Choice, Option<u
                 let (multi, f) = if nodes > 1 { (true, cross) } else { (false, 1.0) };
                 for p in pools.of_type(t) {
                     let cap = &pools.cap[p];
-                    let fits = if multi { nodes <= cap.nodes } else { gpus <= cap.max_node };
+                    let fits = if multi {
+                        nodes <= cap.nodes
+                    } else {
+                        gpus <= cap.max_node
+                    };
                     if fits {
                         out.push((c, ty, v / (pools.speed[p][class] * f), Some(p)));
                     }
@@ -388,7 +392,9 @@ fn in_pools(round: &Round, pools: &Pools, j: usize, cands: Vec<(Choice, Option<u
                     out.push((c, ty, v / (pools.type_speed[t][class] * f), None));
                 }
             }
-            (Choice::Keep, _) if seen => out.push((c, ty, v / round.variability_factor(job, job.current()), None)),
+            (Choice::Keep, _) if seen => {
+                out.push((c, ty, v / round.variability_factor(job, job.current()), None))
+            }
             _ => out.push((c, ty, v, None)),
         }
     }
@@ -814,9 +820,15 @@ impl Relax {
             none_ok: prep.pinned.iter().map(|p| !p).collect(),
             gpus: pools.cap.iter().map(|c| c.gpus as f64).collect(),
             nodes: pools.cap.iter().map(|c| c.nodes as f64).collect(),
-            per_node: pools.ty.iter().map(|&t| prep.types[t].max_node.max(1) as f64).collect(),
+            per_node: pools
+                .ty
+                .iter()
+                .map(|&t| prep.types[t].max_node.max(1) as f64)
+                .collect(),
             node_pool: pools.of_node.clone(),
-            type_pools: (0..prep.types.len()).map(|t| pools.of_type(t).collect()).collect(),
+            type_pools: (0..prep.types.len())
+                .map(|t| pools.of_type(t).collect())
+                .collect(),
         })
     }
 
@@ -1048,7 +1060,11 @@ fn improve(round: &Round, relax: &Relax, pick: &mut [usize]) {
                 (g.clone(), multi.clone(), used.clone(), demand.clone());
             relax.account(a, -1.0, &mut g2, &mut multi2, &mut demand2);
             relax.account(ob, 1.0, &mut g2, &mut multi2, &mut demand2);
-            let nodes = if a.kept != ob.kept { nodes_of(j) } else { Vec::new() };
+            let nodes = if a.kept != ob.kept {
+                nodes_of(j)
+            } else {
+                Vec::new()
+            };
             for &n in &nodes {
                 if a.kept && kept[n] == 1 {
                     used2[relax.node_pool[n]] -= 1.0;

@@ -1372,3 +1372,39 @@ impl Planner for MipAggregate {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{job, round};
+    use gpuplan_core::{Interference, PerfClass, RoundVariability};
+
+    /// Five one-GPU nodes at 1.0, 1.1, 1.3, 1.35 and 2.0 for the one job's
+    /// class (each its own bin: no two within 2%). Merging to three groups
+    /// by least added slowdown: 1.3 + 1.35 first (adds 0.05), then 1.0 +
+    /// 1.1 (adds 0.1, against 0.25 for 1.1 into the 1.35 pair and 1.3 for
+    /// 2.0 into it). Each group counts at its slowest node; blind, one pool.
+    #[test]
+    fn nodes_merge_into_three_groups_by_least_added_slowdown() {
+        let mut j = job(0, 1, 0.0);
+        j.class = Some(PerfClass::ALL[0]);
+        let mut r = round("5x1", vec![j], Interference::Avoid);
+        r.variability = Some(RoundVariability {
+            per_node: [1.0, 1.1, 1.3, 1.35, 2.0]
+                .iter()
+                .map(|&s| vec![[s, 1.0, 1.0, 1.0]])
+                .collect(),
+            cross_node_factor: 1.7,
+        });
+        let p = Pools::new(&r, Speeds::Seen);
+        assert_eq!(p.of_node, vec![0, 0, 1, 1, 2]);
+        let s0: Vec<f64> = p.speed.iter().map(|s| s[0]).collect();
+        assert_eq!(s0, vec![1.1, 1.35, 2.0]);
+        assert_eq!(p.cap.iter().map(|c| c.nodes).collect::<Vec<_>>(), vec![2, 2, 1]);
+        assert!(p.split[0] && p.seen);
+        assert_eq!(p.type_speed[0][0], 2.0);
+        assert!(p.speed.iter().all(|s| s[1..] == [1.0; 3]));
+        let blind = Pools::new(&r, Speeds::Blind);
+        assert_eq!((blind.of_node, blind.split), (vec![0; 5], vec![false]));
+    }
+}

@@ -72,9 +72,9 @@ pub struct AggregateSolution {
 pub(crate) type Cands = Vec<(Choice, Option<usize>, f64, Option<usize>)>;
 
 /// Most speed groups per GPU type under variability. Few, because the
-/// model grows with them (a one-node shape per group), and because beyond
-/// three the groups of PAL's measured clusters differ by less than the 2%
-/// the bins treat as one speed ([`crate::bins::DEFAULT_TOLERANCE`]).
+/// model and its pricing grow with them (a one-node shape and two rows per
+/// group): the aggregate is the model for large rounds, and `mip-exact`
+/// is the one with a group per speed bin. Three is a choice, not tuned.
 pub const MAX_GROUPS_PER_TYPE: usize = 3;
 
 /// Whether the model sees the round's per-GPU variability. `sia` does

@@ -934,10 +934,34 @@ impl Relax {
     }
 
     /// Prices that (nearly) minimise L: coordinate bisection on the
-    /// subgradients, pool by pool.
+    /// subgradients, pool by pool. On a split type, each round first
+    /// raises all its pools' prices together until the type as a whole
+    /// fits: its groups are near substitutes, and pool-by-pool steps alone
+    /// stall there (raising one pool's price just moves its jobs to the
+    /// next at almost no loss), which left L far above the optimum.
     fn prices(&self, pick: &mut [usize]) -> (Vec<f64>, Vec<f64>, f64) {
         let (mut lam, mut mu) = (vec![0.0; self.pools()], vec![0.0; self.pools()]);
         for _ in 0..3 {
+            for ps in self.type_pools.iter().filter(|ps| ps.len() > 1) {
+                let total = |v: &[f64]| ps.iter().map(|&p| v[p]).sum::<f64>();
+                let shifted = |v: &[f64], x: f64| {
+                    let mut v = v.to_vec();
+                    for &p in ps {
+                        v[p] += x;
+                    }
+                    v
+                };
+                let d =
+                    self.bisect(|x| total(&self.eval(&shifted(&lam, x), &mu, pick).1) <= total(&self.gpus));
+                if d.is_finite() {
+                    lam = shifted(&lam, d);
+                }
+                let d =
+                    self.bisect(|x| total(&self.eval(&lam, &shifted(&mu, x), pick).2) <= total(&self.nodes));
+                if d.is_finite() {
+                    mu = shifted(&mu, d);
+                }
+            }
             for t in 0..self.pools() {
                 lam[t] = self.bisect(|x| {
                     let mut l2 = lam.clone();

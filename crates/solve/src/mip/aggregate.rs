@@ -1226,11 +1226,21 @@ pub(crate) fn solve_prepared(
     // With the reduction, the solver's bound covers only the kept options;
     // the Lagrangian bound covers the whole model.
     let bound = match lagrange {
-        Some(l) => Some(if matches!(sense, Sense::MinPower(_)) {
-            -l
-        } else {
-            l
-        }),
+        Some(l) => {
+            let minimise = matches!(sense, Sense::MinPower(_));
+            let l = if minimise { -l } else { l };
+            // The solver's bound on the reduced model bounds the whole
+            // model too: fixing drops only options that cannot beat the
+            // incumbent, which the reduced model holds. With speed groups
+            // L is loose (near-substitute groups), so the tighter of the
+            // two is reported. Only there: elsewhere L is kept, so plans
+            // and bounds without variability stay as they were.
+            match solved.bound.filter(|_| prep.pools.any_split()) {
+                Some(b) if minimise => Some(l.max(b)),
+                Some(b) => Some(l.min(b)),
+                None => Some(l),
+            }
+        }
         None => solved.bound,
     };
     let bound = bound.and_then(|b| bound_to_mean(sense, b, round.jobs.len()));

@@ -158,10 +158,8 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     let types: Vec<gpuplan_core::GpuType> = a.types.iter().map(|t| t.trim().into()).collect();
     let measured = match a.variability.as_str() {
         "none" => None,
-        name => Some(
-            gpuplan_sim::variability::Measurements::load(name)
-                .map_err(|e| anyhow::anyhow!("--variability: {e}"))?,
-        ),
+        // Its error names the flag and the value.
+        name => Some(gpuplan_sim::variability::Measurements::load(name)?),
     };
     let profiles = gpuplan_sim::data::pollux_profiles()?;
     let fitted = fitted_params(&profiles);

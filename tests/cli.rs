@@ -737,6 +737,42 @@ fn bench_takes_sharing() {
     assert_eq!(on[0]["failures"], 0);
 }
 
+/// `bench --variability` draws per-GPU speeds into the same seeded rounds:
+/// the aggregate then plans (and is judged) at those speeds; a bad name
+/// exits 2 naming the flag.
+#[test]
+fn bench_takes_variability() {
+    let rows = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--sizes",
+            "16x8",
+            "--planners",
+            "mip-aggregate",
+            "--repeat",
+            "1",
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        json(&run(&args))
+    };
+    let (plain, varied) = (rows(&[]), rows(&["--variability", "longhorn"]));
+    assert_eq!(varied[0]["failures"], 0);
+    assert_ne!(plain[0]["objective"], varied[0]["objective"]);
+    let o = run(&[
+        "bench",
+        "--sizes",
+        "16x8",
+        "--repeat",
+        "1",
+        "--variability",
+        "nosuch",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--variability nosuch"), "{}", stderr(&o));
+}
+
 #[test]
 fn predict_from_an_onnx_file_or_an_app_and_bad_input_exits_2() {
     use gpuplan_predict::onnx::*;

@@ -55,6 +55,11 @@ pub struct BenchArgs {
     /// split into that many equal groups, the jobs' models fitted on t4 (default: one type).
     #[arg(long, value_delimiter = ',')]
     pub types: Vec<String>,
+    /// Per-GPU speed variability in every round (as simulate's --variability: none,
+    /// longhorn, frontera, ls6 or a file), whole measured nodes drawn per instance
+    /// seed, L = 1.7: the same seeded rounds, so runs with and without compare.
+    #[arg(long, default_value = "none")]
+    pub variability: String,
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
@@ -151,6 +156,11 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         bail!("--types: an empty GPU type name in '{}'", a.types.join(","));
     }
     let types: Vec<gpuplan_core::GpuType> = a.types.iter().map(|t| t.trim().into()).collect();
+    let measured = match a.variability.as_str() {
+        "none" => None,
+        // Its error names the flag and the value.
+        name => Some(gpuplan_sim::variability::Measurements::load(name)?),
+    };
     let profiles = gpuplan_sim::data::pollux_profiles()?;
     let fitted = fitted_params(&profiles);
     let total = sizes.len() * a.repeat as usize * planners.len();
@@ -170,6 +180,10 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     sharing,
                     ..PolicyParams::default()
                 };
+                if let Some(m) = &measured {
+                    let l = gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR;
+                    r.variability = Some(m.sample(&r.cluster, s as u64, l).gpus);
+                }
                 r
             })
             .collect();

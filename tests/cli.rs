@@ -714,27 +714,52 @@ fn sharing_is_a_flag_off_by_default() {
 }
 
 /// allowed and says so per row.
+/// One 16-GPU, 8-job bench instance of `planner`, as JSON rows.
+fn bench_rows(planner: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "bench",
+        "--sizes",
+        "16x8",
+        "--planners",
+        planner,
+        "--repeat",
+        "1",
+        "--format",
+        "json",
+    ];
+    args.extend(extra);
+    json(&run(&args))
+}
+
 #[test]
 fn bench_takes_sharing() {
-    let rows = |extra: &[&str]| {
-        let mut args = vec![
-            "bench",
-            "--sizes",
-            "16x8",
-            "--planners",
-            "pollux-mip",
-            "--repeat",
-            "1",
-            "--format",
-            "json",
-        ];
-        args.extend(extra);
-        json(&run(&args))
-    };
+    let rows = |extra: &[&str]| bench_rows("pollux-mip", extra);
     assert_eq!(rows(&[])[0]["sharing"], 1);
     let on = rows(&["--sharing"]);
     assert_eq!(on[0]["sharing"], 2);
     assert_eq!(on[0]["failures"], 0);
+}
+
+/// `bench --variability` draws per-GPU speeds into the same seeded rounds:
+/// the aggregate then plans (and is judged) at those speeds; a bad name
+/// exits 2 naming the flag.
+#[test]
+fn bench_takes_variability() {
+    let rows = |extra: &[&str]| bench_rows("mip-aggregate", extra);
+    let (plain, varied) = (rows(&[]), rows(&["--variability", "longhorn"]));
+    assert_eq!(varied[0]["failures"], 0);
+    assert_ne!(plain[0]["objective"], varied[0]["objective"]);
+    let o = run(&[
+        "bench",
+        "--sizes",
+        "16x8",
+        "--repeat",
+        "1",
+        "--variability",
+        "nosuch",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--variability nosuch"), "{}", stderr(&o));
 }
 
 #[test]

@@ -16,7 +16,7 @@
 //! outlier bin and a lone 2× GPU gets its own. Everything is deterministic:
 //! k-means starts from the largest gaps of the sorted values.
 
-use gpuplan_core::{GpuId, RoundVariability};
+use gpuplan_core::{GpuId, NodeId, Round, RoundVariability};
 
 /// Most bins per class, outlier bins not counted.
 pub const MAX_BINS: usize = 8;
@@ -255,10 +255,39 @@ impl Bins {
     }
 }
 
+/// Per node, the slowdown a MIP model assumes for each application class
+/// among the round's jobs (1 for an absent class): its slowest GPU's, the
+/// rule core applies to an unnamed slot
+/// ([`gpuplan_core::RoundVariability::slowdown`]), raised to the top of
+/// that GPU's bin ([`Bins`]) so that nodes binned together share one
+/// value and no value is optimistic. The formulations decide GPU counts
+/// per node, not which GPUs, so only the slowest GPU's speed holds for
+/// whatever GPUs the binder names.
+pub fn node_speeds(round: &Round, v: &RoundVariability) -> Vec<[f64; 4]> {
+    let bins = Bins::new(v, DEFAULT_TOLERANCE);
+    let mut present = [false; 4];
+    for j in &round.jobs {
+        present[j.perf_class().index()] = true;
+    }
+    (0..round.cluster.nodes.len())
+        .map(|n| {
+            std::array::from_fn(|c| {
+                let gpus = v.per_node.get(n).map_or(&[][..], |g| g.as_slice());
+                let slowest = (0..gpus.len()).max_by(|&a, &b| gpus[a][c].total_cmp(&gpus[b][c]));
+                match slowest.filter(|_| present[c]) {
+                    Some(i) => bins
+                        .bin(GpuId::new(NodeId(n as u32), i as u32), c)
+                        .map_or(gpus[i][c], |b| b.hi.max(gpus[i][c])),
+                    None => 1.0,
+                }
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuplan_core::NodeId;
 
     fn centers(b: &Binned) -> Vec<f64> {
         b.bins

@@ -248,6 +248,11 @@ pub struct Pick {
     /// Index into `Cluster::types()` when the formulation chose the GPU type
     /// (`mip-aggregate`); `None` lets the packer take any one type.
     pub gpu_type: Option<usize>,
+    /// The node group the choice must use, an index into the groups the
+    /// packer is given ([`crate::placement::pack_grouped`]): `mip-aggregate`
+    /// values a choice at its group's slowest node, so it must land there.
+    /// `None`: any nodes of its type.
+    pub group: Option<usize>,
 }
 
 impl Pick {
@@ -257,6 +262,7 @@ impl Pick {
             job,
             choice,
             gpu_type: None,
+            group: None,
         }
     }
 }

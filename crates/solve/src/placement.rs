@@ -140,6 +140,23 @@ enum Unit {
 /// that does not fit shrinks as a job does (never below any member's
 /// minimum), else all its jobs are left unallocated.
 pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &[GroupOpt]) -> Packed {
+    pack_grouped(round, choices, groups, &[])
+}
+
+/// [`pack_with_groups`] where a pick may name its node group
+/// ([`Pick::group`]; `node_group[n]` is node `n`'s group, empty for none):
+/// it then uses only that group's nodes. Picks with a group are placed
+/// first, then those without (whole-type multi-node choices of
+/// `mip-aggregate`). In that order every solution of the aggregate model
+/// packs whenever its one-node shapes pack within their group: the
+/// model's rows per group (each whole-type choice's nodes split over the
+/// groups) leave enough whole free nodes in each group for its share.
+pub fn pack_grouped(
+    round: &gpuplan_core::Round,
+    choices: &[Pick],
+    groups: &[GroupOpt],
+    node_group: &[usize],
+) -> Packed {
     let node_type = round.cluster.type_index();
     let n_types = round.cluster.types().len();
     let n_nodes = round.cluster.num_nodes();
@@ -148,7 +165,7 @@ pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &
     let mut free = cap.clone();
     let mut multi = vec![false; n_nodes];
     let mut out = Packed::default();
-    let mut rest: Vec<(Unit, u32, u32, Option<usize>)> = Vec::new();
+    let mut rest: Vec<Rest> = Vec::new();
     let avoid = round.params.interference == gpuplan_core::Interference::Avoid;
     // Pinned (non-preemptible) jobs first: they cannot go anywhere else.
     let mut ordered: Vec<Pick> = choices.to_vec();
@@ -157,6 +174,7 @@ pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &
         job: i,
         choice: c,
         gpu_type: ty,
+        group,
     } in &ordered
     {
         let j = &round.jobs[i];
@@ -179,7 +197,7 @@ pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &
                     out.notes.push(format!("{}: could not keep its GPUs", j.name));
                 }
             }
-            Choice::Config { nodes, gpus } => rest.push((Unit::Job(i), nodes, gpus, ty)),
+            Choice::Config { nodes, gpus } => rest.push((Unit::Job(i), nodes, gpus, ty, group)),
         }
     }
     for (x, p) in groups.iter().enumerate() {
@@ -198,7 +216,7 @@ pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &
             out.notes
                 .push(format!("{}: could not keep their shared GPUs", names.join("+")));
         }
-        rest.push((Unit::Group(x), 1, p.gpus, Some(p.ty)));
+        rest.push((Unit::Group(x), 1, p.gpus, Some(p.ty), None));
     }
     // Named GPUs so far (kept jobs and groups): a moving group's GPUs avoid them.
     let mut named = named_gpus(out.allocations.iter().map(|(_, a)| a));
@@ -208,15 +226,19 @@ pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &
     };
     // Larger first (by what a shape takes: whole nodes for an unpackable
     // size); ties by job index for determinism.
-    let taken = |r: &(Unit, u32, u32, Option<usize>)| charge(r.1, r.2, g).0;
+    let taken = |r: &Rest| charge(r.1, r.2, g).0;
+    // With groups, the picks without one go last (see above).
+    let late = |r: &Rest| !node_group.is_empty() && r.4.is_none();
     rest.sort_by(|a, b| {
-        taken(b)
-            .cmp(&taken(a))
+        late(a)
+            .cmp(&late(b))
+            .then(taken(b).cmp(&taken(a)))
             .then(b.2.cmp(&a.2))
             .then(lead(&a.0).cmp(&lead(&b.0)))
     });
-    for (unit, nodes, gpus, want) in rest {
-        let type_ok = |m: usize| want.is_none_or(|t| node_type[m] == t);
+    for (unit, nodes, gpus, want, grp) in rest {
+        let type_ok =
+            |m: usize| want.is_none_or(|t| node_type[m] == t) && grp.is_none_or(|x| node_group[m] == x);
         let i = lead(&unit);
         let j = &round.jobs[i];
         let members: Vec<usize> = match unit {
@@ -250,7 +272,13 @@ pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &
                     .filter(|&t| want.is_none_or(|w| w == t))
                     .map(|t| {
                         let mut cands: Vec<usize> = (0..n_nodes)
-                            .filter(|&m| node_type[m] == t && free[m] == cap[m] && cap[m] >= per && !multi[m])
+                            .filter(|&m| {
+                                node_type[m] == t
+                                    && type_ok(m)
+                                    && free[m] == cap[m]
+                                    && cap[m] >= per
+                                    && !multi[m]
+                            })
                             .collect();
                         cands.sort_by_key(|&m| (!current.contains(&m), m));
                         cands
@@ -326,6 +354,9 @@ pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &
     }
     out
 }
+
+/// A unit left to place: (unit, nodes, GPUs, GPU type, node group).
+type Rest = (Unit, u32, u32, Option<usize>, Option<usize>);
 
 /// Result of [`pack`]: allocations by job index, and what had to change.
 #[derive(Debug, Clone, Default)]

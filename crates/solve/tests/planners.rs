@@ -593,6 +593,7 @@ fn aggregate_value(round: &Round, choices: &[gpuplan_solve::candidates::Pick]) -
         job: j,
         choice: c,
         gpu_type,
+        ..
     } in choices
     {
         let job = &round.jobs[j];
@@ -737,6 +738,63 @@ fn a_mixed_node_is_valued_at_its_slowest_gpu() {
     );
 }
 
+/// The aggregate model on the round of [`hand_solved_variable_cluster`]:
+/// its two nodes differ in speed, so they are two groups of one node. The
+/// options, by hand (f the restart factor, fair share 8 GPUs): 4 GPUs on
+/// the fast node, 4/8 × f = 0.5 f; 4 on the slow node, 0.5 f / 2.5 =
+/// 0.2 f; all 8 over the whole type, valued at its slowest node,
+/// 8/8 × f / 2.5 = 0.4 f. It takes the fast node; blind, all 8 GPUs.
+#[test]
+fn aggregate_puts_the_job_on_the_fast_node() {
+    let mut round = build(2, 4, vec![simple()], Interference::Avoid, -1.0);
+    round.jobs[0].state.max_gpus_used = 8;
+    round.variability = Some(gpuplan_core::RoundVariability {
+        per_node: vec![vec![[2.5, 1.0, 1.0, 1.0]; 4], vec![[1.0; 4]; 4]],
+        cross_node_factor: 1.7,
+    });
+    let f = 1000.0 / 1030.0;
+    let eps = gpuplan_core::objective::EPSILON;
+    for name in ["mip-aggregate", "pollux-mip-aggregate"] {
+        let p = plan(name, &round, 0);
+        validates(name, &round, &p);
+        assert_eq!(p.get(JobId(0)).per_node(), vec![(NodeId(1), 4)], "{name}");
+        assert!((evaluate(&round, &p) - (0.5 * f + eps)).abs() < 1e-9, "{name}");
+        assert!(
+            (p.bound.unwrap() - (0.5 * f + eps)).abs() < 1e-6,
+            "{name}: {:?}",
+            p.bound
+        );
+    }
+    round.params.variability_blind = true;
+    let blind = plan("mip-aggregate", &round, 0);
+    assert_eq!(blind.get(JobId(0)).num_gpus(), 8);
+    round.params.variability_blind = false;
+    assert!((evaluate(&round, &blind) - (0.4 * f + eps)).abs() < 1e-9);
+}
+
+/// The aggregate values a node at its slowest GPU too: one GPU on a node
+/// whose fourth GPU is 1.5× slower is worth 0.25 f / 1.5 in the model,
+/// while the bound plan (GPU 0, median speed) is worth 0.25 f.
+#[test]
+fn aggregate_values_a_mixed_node_at_its_slowest_gpu() {
+    let mut round = build(1, 4, vec![simple()], Interference::Avoid, -1.0);
+    round.jobs[0].max_gpus = 1;
+    round.variability = Some(gpuplan_core::RoundVariability {
+        per_node: vec![vec![[1.0; 4], [1.0; 4], [1.0; 4], [1.5, 1.0, 1.0, 1.0]]],
+        cross_node_factor: 1.7,
+    });
+    let p = plan("mip-aggregate", &round, 0);
+    let f = 1000.0 / 1030.0;
+    let eps = gpuplan_core::objective::EPSILON;
+    assert_eq!(p.get(JobId(0)).gpus()[0], gpuplan_core::GpuId::new(NodeId(0), 0));
+    assert!((evaluate(&round, &p) - (0.25 * f + eps)).abs() < 1e-9);
+    assert!(
+        (p.bound.unwrap() - (0.25 * f / 1.5 + eps)).abs() < 1e-6,
+        "{:?}",
+        p.bound
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 
@@ -776,6 +834,74 @@ proptest! {
         median.variability.as_mut().unwrap().cross_node_factor = 1.0;
         let a = plan("mip-exact", &median, 0);
         let b = plan("mip-exact", &plain, 0);
+        prop_assert_eq!(&a.allocations, &b.allocations);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    /// Generated heterogeneous rounds with per-GPU variability, for the
+    /// aggregate model with speed groups: its plans are valid; the priced
+    /// model keeps the full model's optimum; the model's value of a
+    /// solution that packs unchanged is never above its true objective
+    /// (never optimistic); the model's optimum is never above mip-exact's
+    /// (whose groups are finer, so every aggregate choice is one of its
+    /// choices, valued at least as high); and all-median GPUs with L = 1
+    /// plan exactly as no variability.
+    #[test]
+    fn aggregate_sees_variability_soundly(
+        round in (2u32..5, 1u32..5).prop_flat_map(|(n, g)| check_round(n, g, 7)),
+        types in prop::collection::vec(any::<bool>(), 4),
+        gpus_b in 1u32..6,
+        speeds in prop::collection::vec(0.95f64..1.6, 1..9),
+        classes in prop::collection::vec(0u8..4, 1..4),
+    ) {
+        use gpuplan_solve::mip::aggregate::{solve_aggregate_with, Pricing};
+        use gpuplan_solve::solver::Solver;
+        let plain = with_named_types(round, &types, gpus_b, "a100");
+        let round = with_variability(plain.clone(), &speeds, &classes);
+        for name in ["mip-aggregate", "pollux-mip-aggregate"] {
+            let p = plan(name, &round, 0);
+            validates(name, &round, &p);
+            one_type_per_job(name, &round, &p);
+        }
+        let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0 };
+        let full = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Off).unwrap();
+        let priced = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Lagrangian).unwrap();
+        let tol = |x: f64| 1e-6 * x.abs().max(1.0);
+        prop_assert!((priced.value - full.value).abs() <= tol(full.value), "priced {} vs full {}", priced.value, full.value);
+        if let Some(bound) = priced.bound {
+            prop_assert!(bound >= full.value - tol(full.value), "bound {} below optimum {}", bound, full.value);
+        }
+        for sol in [&full, &priced] {
+            let packed = gpuplan_solve::placement::pack_grouped(&round, &sol.choices, &sol.pairs, &sol.node_group);
+            if packed.notes.is_empty() {
+                let mut p = Plan::new("mip-aggregate", gpuplan_core::PlanStatus::Feasible);
+                for (i, a) in packed.allocations {
+                    p.allocations.insert(round.jobs[i].id, a);
+                }
+                gpuplan_core::validate(&round, &p).unwrap();
+                let obj = evaluate(&round, &p);
+                prop_assert!(sol.value <= obj + tol(obj), "model {} above the true {}", sol.value, obj);
+            }
+        }
+        // Only for a solution that packs as chosen: the aggregate's rows
+        // count GPUs, not each node's, so a choice the packer must shrink
+        // (pinned jobs fragmenting nodes) is valued above any real plan.
+        let exact = plan("mip-exact", &round, 0);
+        let pattern = !exact.reason.as_deref().unwrap_or("").contains("node-level model");
+        let packs = gpuplan_solve::placement::pack_grouped(&round, &full.choices, &full.pairs, &full.node_group)
+            .notes
+            .is_empty();
+        if packs && pattern && exact.status == gpuplan_core::PlanStatus::Optimal {
+            let b = exact.bound.expect("an optimal HiGHS solve reports its bound");
+            prop_assert!(full.value <= b + tol(b), "aggregate {} above mip-exact {}", full.value, b);
+        }
+        let mut median = with_variability(plain.clone(), &[1.0], &classes);
+        median.variability.as_mut().unwrap().cross_node_factor = 1.0;
+        let a = plan("mip-aggregate", &median, 0);
+        let b = plan("mip-aggregate", &plain, 0);
         prop_assert_eq!(&a.allocations, &b.allocations);
     }
 }

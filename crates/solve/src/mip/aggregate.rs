@@ -9,6 +9,12 @@
 //! single-node shape), valued and enumerated as `mip-exact` does
 //! ([`crate::pairs`]); the group takes its `g` GPUs once, and the packer
 //! places it as one unit.
+//!
+//! With per-GPU variability each type's nodes are split into at most
+//! [`MAX_GROUPS_PER_TYPE`] speed groups ([`Pools`]): a choice is made in
+//! one group (valued at its slowest node for the job's class) or, for a
+//! multi-node choice, over the whole type (valued at the type's slowest),
+//! and the packer keeps it there.
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
@@ -18,7 +24,7 @@ use crate::candidates::{
 };
 use crate::fallback::{fallback, set_gap_cached};
 use crate::pairs::{group_options, kept_groups, overlapping_now, GroupOpt, Sharer};
-use crate::placement::pack_with_groups;
+use crate::placement::pack_grouped;
 use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
 use crate::solver::{solve, Model, Solver};
 use crate::speedup::evaluate_cached;
@@ -53,10 +59,178 @@ pub struct AggregateSolution {
     pub notes: Vec<String>,
     /// The speedup tables, reused to evaluate the plan.
     pub caches: Vec<SpeedupCache>,
+    /// Per node, its speed group ([`Pick::group`]); empty when no GPU
+    /// type is split into groups.
+    pub node_group: Vec<usize>,
+    /// The model's objective at this solution, as a power mean of the
+    /// model's own values (what tests hold against the true objective).
+    pub value: f64,
 }
 
-/// (choice, GPU type, value) candidates of one job; "nothing" is implicit.
-pub(crate) type Cands = Vec<(Choice, Option<usize>, f64)>;
+/// (choice, GPU type, value, pool) candidates of one job; "nothing" is
+/// implicit. The pool ([`Pools`]) holds the choice's nodes; `None` for
+/// "keep" and for a multi-node choice over a whole split type.
+pub(crate) type Cands = Vec<(Choice, Option<usize>, f64, Option<usize>)>;
+
+/// Most speed groups per GPU type under variability. Few, because the
+/// model and its pricing grow with them (a one-node shape and two rows per
+/// group): the aggregate is the model for large rounds, and `mip-exact`
+/// is the one with a group per speed bin. Three is a choice, not tuned.
+pub const MAX_GROUPS_PER_TYPE: usize = 3;
+
+/// Whether the model sees the round's per-GPU variability. `sia` does
+/// not: Sia models GPU types, not GPUs that differ within one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Speeds {
+    Seen,
+    Blind,
+}
+
+/// The node sets the model counts capacity in ("pools"): without
+/// variability (or blind to it), the GPU types, in `Cluster::types()`
+/// order; with it, each type's nodes split into at most
+/// [`MAX_GROUPS_PER_TYPE`] speed groups.
+///
+/// Grouping: nodes start grouped by their per-class speed vector
+/// ([`crate::bins::node_speeds`]); while a type has too many groups, the
+/// two whose merge loses least are merged, a loss being the slowdown added
+/// to each node (a group counts at its slowest member per class), summed
+/// over nodes and classes, each class weighted by its jobs in the round.
+/// Ties go to the first pair in order, so it is deterministic.
+///
+/// Why rows per pool are enough: a one-node choice lies in one group; a
+/// multi-node one in one group or over its whole type. The sets (groups
+/// within types) are laminar, nested or disjoint, and for whole nodes
+/// demanded from a laminar family, Hall's condition reduces to one row per
+/// set (a union of sets is a disjoint union of maximal ones, whose rows
+/// add up). The model goes one step further: a whole-type choice's nodes
+/// are split over its groups by integer variables that enter each group's
+/// GPU and node rows, so the groups' rows alone decide, and the packer
+/// ([`crate::placement::pack_grouped`]) places the group choices first and
+/// the whole-type ones on what is left.
+pub(crate) struct Pools {
+    /// Per node: its pool.
+    of_node: Vec<usize>,
+    /// Per pool: its GPU type.
+    ty: Vec<usize>,
+    /// Per pool: the slowdown assumed per class (its slowest node's).
+    speed: Vec<[f64; 4]>,
+    /// Per pool: its capacity.
+    cap: Vec<TypeCapacity>,
+    /// Per type: the slowdown per class over all its nodes.
+    type_speed: Vec<[f64; 4]>,
+    /// Per type: whether it has several pools (whole-type choices then
+    /// exist and split their nodes over them).
+    split: Vec<bool>,
+    /// Whether the model sees variability (values divided by speeds).
+    seen: bool,
+}
+
+impl Pools {
+    fn new(round: &Round, speeds: Speeds) -> Pools {
+        let types = type_capacity(&round.cluster);
+        let type_of = round.cluster.type_index();
+        let v = match (&round.variability, speeds) {
+            (Some(v), Speeds::Seen) => v,
+            _ => {
+                return Pools {
+                    of_node: type_of,
+                    ty: (0..types.len()).collect(),
+                    speed: vec![[1.0; 4]; types.len()],
+                    cap: types.clone(),
+                    type_speed: vec![[1.0; 4]; types.len()],
+                    split: vec![false; types.len()],
+                    seen: false,
+                }
+            }
+        };
+        let node_speed = crate::bins::node_speeds(round, v);
+        let mut weight = [0.0f64; 4];
+        for j in &round.jobs {
+            weight[j.perf_class().index()] += 1.0;
+        }
+        let slowest = |a: [f64; 4], b: [f64; 4]| std::array::from_fn(|c| a[c].max(b[c]));
+        let mut pools = Pools {
+            of_node: vec![0; type_of.len()],
+            ty: Vec::new(),
+            speed: Vec::new(),
+            cap: Vec::new(),
+            type_speed: vec![[1.0; 4]; types.len()],
+            split: vec![false; types.len()],
+            seen: true,
+        };
+        for t in 0..types.len() {
+            // (speed, nodes) per group, from one group per distinct vector.
+            let mut groups: Vec<([f64; 4], Vec<usize>)> = Vec::new();
+            let mut nodes: Vec<usize> = (0..type_of.len()).filter(|&n| type_of[n] == t).collect();
+            nodes.sort_by(|&a, &b| {
+                let key = |n: usize| node_speed[n].map(f64::to_bits);
+                key(a).cmp(&key(b)).then(a.cmp(&b))
+            });
+            for n in nodes {
+                match groups.last_mut() {
+                    Some(g) if g.0 == node_speed[n] => g.1.push(n),
+                    _ => groups.push((node_speed[n], vec![n])),
+                }
+            }
+            while groups.len() > MAX_GROUPS_PER_TYPE {
+                let loss = |a: &([f64; 4], Vec<usize>), b: &([f64; 4], Vec<usize>)| {
+                    let m = slowest(a.0, b.0);
+                    (0..4)
+                        .map(|c| {
+                            weight[c]
+                                * (a.1.len() as f64 * (m[c] - a.0[c]) + b.1.len() as f64 * (m[c] - b.0[c]))
+                        })
+                        .sum::<f64>()
+                };
+                let mut best = (f64::INFINITY, 0, 1);
+                for a in 0..groups.len() {
+                    for b in a + 1..groups.len() {
+                        let l = loss(&groups[a], &groups[b]);
+                        if l < best.0 {
+                            best = (l, a, b);
+                        }
+                    }
+                }
+                let (_, a, b) = best;
+                let (speed, members) = groups.remove(b);
+                groups[a].0 = slowest(groups[a].0, speed);
+                groups[a].1.extend(members);
+            }
+            pools.split[t] = groups.len() > 1;
+            for (speed, members) in groups {
+                let p = pools.ty.len();
+                let mut cap = TypeCapacity {
+                    nodes: 0,
+                    gpus: 0,
+                    max_node: 0,
+                };
+                for &n in &members {
+                    pools.of_node[n] = p;
+                    let g = round.cluster.nodes[n].gpus;
+                    cap.nodes += 1;
+                    cap.gpus += g;
+                    cap.max_node = cap.max_node.max(g);
+                }
+                pools.type_speed[t] = slowest(pools.type_speed[t], speed);
+                pools.ty.push(t);
+                pools.speed.push(speed);
+                pools.cap.push(cap);
+            }
+        }
+        pools
+    }
+
+    /// The pools of GPU type `ty`.
+    fn of_type(&self, ty: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.ty.len()).filter(move |&p| self.ty[p] == ty)
+    }
+
+    /// Whether some type is split (the packer must then be told the groups).
+    fn any_split(&self) -> bool {
+        self.split.iter().any(|&s| s)
+    }
+}
 
 /// Everything the model is built from: GPU types in `Cluster::types()`
 /// order with their capacity, each node's type, and per job its
@@ -66,6 +240,7 @@ pub(crate) type Cands = Vec<(Choice, Option<usize>, f64)>;
 pub(crate) struct Prep {
     types: Vec<TypeCapacity>,
     node_type: Vec<usize>,
+    pools: Pools,
     pub(crate) cands: Vec<Cands>,
     pub(crate) none_term: Vec<f64>,
     pinned: Vec<bool>,
@@ -86,7 +261,7 @@ enum Slot {
 
 /// Each job's packable candidates valued as Pollux does, the per-job notes
 /// and the speedup tables the values came from.
-pub(crate) fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
+pub(crate) fn prepare(round: &Round, speeds: Speeds) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     let mut caches: Vec<SpeedupCache> = round
         .jobs
         .iter()
@@ -111,10 +286,11 @@ pub(crate) fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     let maxn = round.params.max_nodes_per_job.min(n_nodes as u32);
     let types = type_capacity(&round.cluster);
     let node_type = round.cluster.type_index();
+    let pools = Pools::new(round, speeds);
     let mut all = Vec::with_capacity(opts.len());
-    for o in &opts {
+    for (j, o) in opts.iter().enumerate() {
         // (choice, type, value): keep, then packable shapes per type.
-        let mut cands: Cands = Vec::new();
+        let mut cands: Vec<(Choice, Option<usize>, f64)> = Vec::new();
         for c in &o.candidates {
             match c.choice {
                 Choice::Keep => cands.push((Choice::Keep, None, c.value)),
@@ -148,19 +324,20 @@ pub(crate) fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
                 }
             }
         }
-        // Per type and shape kind, drop a count whose value does not beat a
+        let mut cands = in_pools(round, &pools, j, cands);
+        // Per pool and shape kind, drop a count whose value does not beat a
         // smaller count of the same kind: the smaller one always packs where
         // the larger did, so the model's optimum is unchanged.
-        let mut best: std::collections::HashMap<(Option<usize>, bool), f64> =
+        let mut best: std::collections::HashMap<(Option<usize>, Option<usize>, bool), f64> =
             std::collections::HashMap::new();
-        cands.sort_by_key(|&(c, ty, _)| match c {
-            Choice::Keep => (0, ty, 0),
-            Choice::Config { gpus, .. } => (1, ty, gpus),
+        cands.sort_by_key(|&(c, ty, _, pool)| match c {
+            Choice::Keep => (0, ty, pool, 0),
+            Choice::Config { gpus, .. } => (1, ty, pool, gpus),
         });
-        cands.retain(|&(c, ty, v)| match c {
+        cands.retain(|&(c, ty, v, pool)| match c {
             Choice::Keep => true,
             Choice::Config { nodes, .. } => {
-                let b = best.entry((ty, nodes > 1)).or_insert(f64::NEG_INFINITY);
+                let b = best.entry((ty, pool, nodes > 1)).or_insert(f64::NEG_INFINITY);
                 let keep = v > *b + 1e-12;
                 *b = b.max(v);
                 keep
@@ -171,6 +348,7 @@ pub(crate) fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     let prep = Prep {
         types,
         node_type,
+        pools,
         none_term: opts.iter().map(|o| sense.term(o.none_value)).collect(),
         pinned: opts.iter().map(|o| o.pinned).collect(),
         cands: all,
@@ -180,12 +358,58 @@ pub(crate) fn prepare(round: &Round) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
     (prep, notes, caches)
 }
 
+/// A job's candidates placed in pools ([`Pools`]) and valued at the pool's
+/// speed for the job's class, as `mip-exact` values its groups: "keep" at
+/// the simulator's rule for its GPUs, a one-node shape once per pool of
+/// its type that holds it, a multi-node one per pool with enough nodes and,
+/// on a split type, over the whole type (at its slowest node), × the
+/// cross-node factor L for a rigid job. Without variability every speed
+/// is 1 and each type is one pool: the candidates are as before.
+fn in_pools(round: &Round, pools: &Pools, j: usize, cands: Vec<(Choice, Option<usize>, f64)>) -> Cands {
+    let job = &round.jobs[j];
+    let class = job.perf_class().index();
+    let seen = pools.seen;
+    let cross = match &round.variability {
+        Some(v) if seen && job.pays_cross_node() => v.cross_node_factor,
+        _ => 1.0,
+    };
+    let mut out = Vec::with_capacity(cands.len());
+    for (c, ty, v) in cands {
+        match (c, ty) {
+            (Choice::Config { nodes, gpus }, Some(t)) => {
+                let (multi, f) = if nodes > 1 { (true, cross) } else { (false, 1.0) };
+                for p in pools.of_type(t) {
+                    let cap = &pools.cap[p];
+                    let fits = if multi {
+                        nodes <= cap.nodes
+                    } else {
+                        gpus <= cap.max_node
+                    };
+                    if fits {
+                        out.push((c, ty, v / (pools.speed[p][class] * f), Some(p)));
+                    }
+                }
+                if multi && pools.split[t] {
+                    out.push((c, ty, v / (pools.type_speed[t][class] * f), None));
+                }
+            }
+            (Choice::Keep, _) if seen => {
+                out.push((c, ty, v / round.variability_factor(job, job.current()), None))
+            }
+            _ => out.push((c, ty, v, None)),
+        }
+    }
+    out
+}
+
 /// With `params.sharing` ≥ 2, the group options (2 to k jobs) over this
 /// model's candidates: packable single-node shapes (a power of two within a
 /// node) at their values, and the groups that share now and may stay at
 /// their keep values, enumerated and valued by the rules `mip-exact` uses.
 fn add_pairs(round: &Round, prep: &mut Prep, notes: &mut Vec<String>) {
-    if round.params.sharing < 2 {
+    // Pairs are valued and placed per GPU type: with speed groups they
+    // are not offered (a limitation, docs/heterogeneity.md).
+    if round.params.sharing < 2 || prep.pools.any_split() {
         return;
     }
     let sharers: Vec<Sharer> = prep
@@ -199,7 +423,7 @@ fn add_pairs(round: &Round, prep: &mut Prep, notes: &mut Vec<String>) {
             Sharer {
                 singles: c
                     .iter()
-                    .filter_map(|&(ch, ty, v)| match (ch, ty) {
+                    .filter_map(|&(ch, ty, v, _)| match (ch, ty) {
                         (Choice::Config { nodes: 1, gpus }, Some(ty))
                             if gpus.is_power_of_two() && gpus <= prep.types[ty].max_node =>
                         {
@@ -232,7 +456,8 @@ fn build(
 ) -> (Model, JobVars, Vec<good_lp::Variable>) {
     let Prep {
         types,
-        node_type,
+        node_type: _,
+        pools,
         cands,
         none_term,
         pinned,
@@ -261,8 +486,12 @@ fn build(
         m.initial.push((v, if on { 1.0 } else { 0.0 }));
     }
     let mut z: Vec<Vec<(good_lp::Variable, usize)>> = Vec::with_capacity(slots.len());
-    let mut gpu_sum: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); types.len()];
-    let mut whole_nodes: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); types.len()];
+    // Rows per pool (the GPU types without variability); a whole-type
+    // choice's nodes add to `spread`, split over the type's pools below.
+    let node_type = &pools.of_node;
+    let mut gpu_sum: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); pools.cap.len()];
+    let mut whole_nodes: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); pools.cap.len()];
+    let mut spread: Vec<Option<good_lp::Expression>> = vec![None; types.len()];
     let mut node_kept: Vec<Vec<good_lp::Variable>> = vec![Vec::new(); n_nodes];
     // Nodes that a fixed "keep" occupies for sure.
     let mut node_fixed = vec![false; n_nodes];
@@ -279,7 +508,7 @@ fn build(
                 value += term;
                 m.offset += term;
                 match pick.map(|i| c[i]) {
-                    Some((Choice::Keep, _, _)) => {
+                    Some((Choice::Keep, ..)) => {
                         for (n, k) in job.current().per_node() {
                             if (n.0 as usize) < n_nodes {
                                 node_fixed[n.0 as usize] = true;
@@ -287,10 +516,15 @@ fn build(
                             }
                         }
                     }
-                    Some((Choice::Config { nodes, gpus }, Some(ty), _)) => {
+                    Some((Choice::Config { nodes, gpus }, Some(ty), _, at)) => {
                         let (g, w) = charge(nodes, gpus, types[ty].max_node);
-                        gpu_sum[ty] += g as f64;
-                        whole_nodes[ty] += w as f64;
+                        match at {
+                            Some(p) => {
+                                gpu_sum[p] += g as f64;
+                                whole_nodes[p] += w as f64;
+                            }
+                            None => *spread[ty].get_or_insert_with(Default::default) += w as f64,
+                        }
                     }
                     _ => {}
                 }
@@ -308,8 +542,8 @@ fn build(
                         None => c[i].0 == Choice::Keep && !paired[j],
                     };
                     m.initial.push((v, if on { 1.0 } else { 0.0 }));
-                    match (c[i].0, c[i].1) {
-                        (Choice::Keep, _) => {
+                    match (c[i].0, c[i].1, c[i].3) {
+                        (Choice::Keep, ..) => {
                             for (n, k) in job.current().per_node() {
                                 if let Some(list) = node_kept.get_mut(n.0 as usize) {
                                     list.push(v);
@@ -317,14 +551,18 @@ fn build(
                                 }
                             }
                         }
-                        (Choice::Config { nodes, gpus }, Some(ty)) => {
+                        (Choice::Config { nodes, gpus }, Some(ty), Some(p)) => {
                             let (g, w) = charge(nodes, gpus, types[ty].max_node);
-                            gpu_sum[ty] += g as f64 * v;
+                            gpu_sum[p] += g as f64 * v;
                             if w > 0 {
-                                whole_nodes[ty] += w as f64 * v;
+                                whole_nodes[p] += w as f64 * v;
                             }
                         }
-                        (Choice::Config { .. }, None) => {}
+                        (Choice::Config { nodes, gpus }, Some(ty), None) => {
+                            let (_, w) = charge(nodes, gpus, types[ty].max_node);
+                            *spread[ty].get_or_insert_with(Default::default) += w as f64 * v;
+                        }
+                        (Choice::Config { .. }, None, _) => {}
                     }
                 }
                 if *none_ok && !pinned[j] {
@@ -402,9 +640,22 @@ fn build(
         whole_nodes[node_type[node]] += u;
         m.initial.push((u, 1.0));
     }
-    for (ty, tt) in types.iter().enumerate() {
-        m.constraints.push(gpu_sum[ty].clone().leq(tt.gpus as f64));
-        m.constraints.push(whole_nodes[ty].clone().leq(tt.nodes as f64));
+    // Whole-type choices: their nodes split over the type's pools by
+    // integer counts, each charged to its pool's GPU and node rows.
+    for (ty, nodes) in spread.into_iter().enumerate() {
+        let Some(nodes) = nodes else { continue };
+        let mut split = good_lp::Expression::from(0.0);
+        for p in pools.of_type(ty) {
+            let y = m.integer(0.0, f64::from(pools.cap[p].nodes));
+            split += y;
+            gpu_sum[p] += f64::from(types[ty].max_node) * y;
+            whole_nodes[p] += y;
+        }
+        m.constraints.push(split.eq(nodes));
+    }
+    for (p, cap) in pools.cap.iter().enumerate() {
+        m.constraints.push(gpu_sum[p].clone().leq(cap.gpus as f64));
+        m.constraints.push(whole_nodes[p].clone().leq(cap.nodes as f64));
     }
     match t {
         Some(t) => {
@@ -428,11 +679,32 @@ fn build(
     (m, z, y)
 }
 
-/// (score, GPUs, node charge, kept nodes, GPU type) of one option.
-type RelaxOpt = (f64, f64, f64, bool, usize);
+/// Where an option of the relaxation takes its GPUs and nodes.
+#[derive(Debug, Clone)]
+enum At {
+    /// (pool, GPUs, node charge) per pool it uses: one for a shape, one
+    /// per pool of its nodes for "keep".
+    Pools(Vec<(usize, f64, f64)>),
+    /// A whole-type choice on a split type: the model may split its nodes
+    /// over the type's pools any way, so at given prices it costs what
+    /// the cheapest pool charges.
+    Type(usize),
+}
+
+/// One option of the relaxation: its score, GPUs and node charge in all,
+/// whether it keeps its nodes, and where its resources are.
+#[derive(Debug, Clone)]
+struct RelaxOpt {
+    score: f64,
+    gpus: f64,
+    nodes: f64,
+    kept: bool,
+    at: At,
+}
 
 /// The Lagrangian relaxation of the aggregate model, solved by its own
-/// greedy rule: prices λ per GPU and μ per whole node, per GPU type, make
+/// greedy rule: prices λ per GPU and μ per whole node, per pool (the GPU
+/// types, or with variability their speed groups, [`Pools`]), make
 /// every job pick its best option alone. `L(λ, μ)` bounds the model (a kept
 /// job is charged an equal share of each of its nodes, which never exceeds
 /// the node's true cost), and options whose loss against that bound exceeds
@@ -445,15 +717,18 @@ type RelaxOpt = (f64, f64, f64, bool, usize);
 /// so with either ([`add_pairs`], `params.sharing` ≥ 2) the reduction is
 /// skipped and the whole model goes to the solver.
 struct Relax {
-    /// Per job: (score, GPUs, node charge, kept nodes, GPU type) per
-    /// candidate, then "nothing".
+    /// Per job: its options per candidate, then "nothing".
     opts: Vec<Vec<RelaxOpt>>,
     none_ok: Vec<bool>,
-    /// Per type: GPUs, nodes, GPUs per node.
+    /// Per pool: GPUs, nodes, GPUs charged per whole node (its type's
+    /// largest node).
     gpus: Vec<f64>,
     nodes: Vec<f64>,
     per_node: Vec<f64>,
-    node_type: Vec<usize>,
+    /// Per node: its pool.
+    node_pool: Vec<usize>,
+    /// Per type: its pools.
+    type_pools: Vec<Vec<usize>>,
 }
 
 impl Relax {
@@ -464,6 +739,7 @@ impl Relax {
         } else {
             1.0
         };
+        let pools = &prep.pools;
         let n_nodes = round.cluster.num_nodes();
         let mut sharers = vec![0u32; n_nodes];
         for (j, c) in prep.cands.iter().enumerate() {
@@ -478,12 +754,13 @@ impl Relax {
         let mut opts = Vec::with_capacity(prep.cands.len());
         for (j, c) in prep.cands.iter().enumerate() {
             let mut v: Vec<RelaxOpt> = Vec::with_capacity(c.len() + 1);
-            for &(ch, ty, val) in c {
-                let sc = sgn * prep.sense.term(val);
+            for &(ch, ty, val, at) in c {
+                let score = sgn * prep.sense.term(val);
                 match ch {
                     Choice::Keep => {
                         let (mut g, mut share) = (0.0, 0.0);
                         let mut kty = None;
+                        let mut uses: Vec<(usize, f64, f64)> = Vec::new();
                         for (n, k) in round.jobs[j].current().per_node() {
                             if let Some(&s) = sharers.get(n.0 as usize) {
                                 g += k as f64;
@@ -493,66 +770,202 @@ impl Relax {
                                     return None;
                                 }
                                 kty = Some(t);
+                                let p = pools.of_node[n.0 as usize];
+                                match uses.iter_mut().find(|u| u.0 == p) {
+                                    Some(u) => {
+                                        u.1 += k as f64;
+                                        u.2 += 1.0 / s as f64;
+                                    }
+                                    None => uses.push((p, k as f64, 1.0 / s as f64)),
+                                }
                             }
                         }
-                        v.push((sc, g, share, true, kty.unwrap_or(0)));
+                        if uses.is_empty() {
+                            uses.push((0, 0.0, 0.0));
+                        }
+                        v.push(RelaxOpt {
+                            score,
+                            gpus: g,
+                            nodes: share,
+                            kept: true,
+                            at: At::Pools(uses),
+                        });
                     }
                     Choice::Config { nodes, gpus } => {
-                        let ty = ty.unwrap_or(0);
-                        let (g, w) = charge(nodes, gpus, prep.types[ty].max_node);
-                        v.push((sc, g as f64, w as f64, false, ty));
+                        let t = ty.unwrap_or(0);
+                        let (g, w) = charge(nodes, gpus, prep.types[t].max_node);
+                        let (g, w) = (g as f64, w as f64);
+                        let at = match (at, ty) {
+                            (None, Some(t)) => At::Type(t),
+                            (p, _) => At::Pools(vec![(p.unwrap_or(0), g, w)]),
+                        };
+                        v.push(RelaxOpt {
+                            score,
+                            gpus: g,
+                            nodes: w,
+                            kept: false,
+                            at,
+                        });
                     }
                 }
             }
-            v.push((sgn * prep.none_term[j], 0.0, 0.0, false, 0));
+            v.push(RelaxOpt {
+                score: sgn * prep.none_term[j],
+                gpus: 0.0,
+                nodes: 0.0,
+                kept: false,
+                at: At::Pools(vec![(0, 0.0, 0.0)]),
+            });
             opts.push(v);
         }
         Some(Relax {
             opts,
             none_ok: prep.pinned.iter().map(|p| !p).collect(),
-            gpus: prep.types.iter().map(|t| t.gpus as f64).collect(),
-            nodes: prep.types.iter().map(|t| t.nodes as f64).collect(),
-            per_node: prep.types.iter().map(|t| t.max_node.max(1) as f64).collect(),
-            node_type: prep.node_type.clone(),
+            gpus: pools.cap.iter().map(|c| c.gpus as f64).collect(),
+            nodes: pools.cap.iter().map(|c| c.nodes as f64).collect(),
+            per_node: pools
+                .ty
+                .iter()
+                .map(|&t| prep.types[t].max_node.max(1) as f64)
+                .collect(),
+            node_pool: pools.of_node.clone(),
+            type_pools: (0..prep.types.len())
+                .map(|t| pools.of_type(t).collect())
+                .collect(),
         })
     }
 
-    fn types(&self) -> usize {
+    fn pools(&self) -> usize {
         self.gpus.len()
     }
 
-    /// Each job's best option at prices (λ, μ) per type, L(λ, μ), and the
-    /// GPUs and node charges used per type.
+    /// An option's reduced score at prices (λ, μ), and the pool a
+    /// whole-type option would take its nodes from.
+    fn reduced(&self, o: &RelaxOpt, lam: &[f64], mu: &[f64]) -> (f64, usize) {
+        match &o.at {
+            At::Pools(uses) => {
+                let mut r = o.score;
+                for &(p, g, n) in uses {
+                    r = r - lam[p] * g - mu[p] * n;
+                }
+                (r, uses[0].0)
+            }
+            At::Type(t) => {
+                let pools = &self.type_pools[*t];
+                let mut best = (f64::NEG_INFINITY, pools[0]);
+                for &p in pools {
+                    let r = o.score - lam[p] * o.gpus - mu[p] * o.nodes;
+                    if r > best.0 {
+                        best = (r, p);
+                    }
+                }
+                best
+            }
+        }
+    }
+
+    /// Add (`sign` 1) or remove (−1) an option's use of each pool: GPUs,
+    /// node charge (none for a kept one, whose nodes are counted apart),
+    /// and the whole nodes a whole-type option asks of its type.
+    fn account(&self, o: &RelaxOpt, sign: f64, g: &mut [f64], whole: &mut [f64], demand: &mut [f64]) {
+        match &o.at {
+            At::Pools(uses) => {
+                for &(p, gg, nn) in uses {
+                    g[p] += sign * gg;
+                    if !o.kept {
+                        whole[p] += sign * nn;
+                    }
+                }
+            }
+            At::Type(t) => demand[*t] += sign * o.nodes,
+        }
+    }
+
+    /// Whether pool uses fit: GPUs and whole nodes per pool, and per type
+    /// its whole-type demand within what its pools have left (each pool
+    /// gives as many whole nodes as both its rows allow, as the model's
+    /// split variables do).
+    fn room(&self, g: &[f64], whole: &[f64], demand: &[f64]) -> bool {
+        (0..self.pools()).all(|p| g[p] <= self.gpus[p] + 1e-9 && whole[p] <= self.nodes[p] + 1e-9)
+            && demand.iter().enumerate().all(|(t, &d)| {
+                d <= 1e-9 || {
+                    let left: f64 = self.type_pools[t]
+                        .iter()
+                        .map(|&p| {
+                            let by_gpus = ((self.gpus[p] - g[p]) / self.per_node[p] + 1e-9).floor();
+                            by_gpus.min((self.nodes[p] - whole[p] + 1e-9).floor())
+                        })
+                        .sum();
+                    d <= left + 1e-9
+                }
+            })
+    }
+
+    /// Each job's best option at prices (λ, μ) per pool, L(λ, μ), and the
+    /// GPUs and node charges used per pool.
     fn eval(&self, lam: &[f64], mu: &[f64], pick: &mut [usize]) -> (f64, Vec<f64>, Vec<f64>) {
         let mut l = 0.0;
-        for t in 0..self.types() {
+        for t in 0..self.pools() {
             l += lam[t] * self.gpus[t] + mu[t] * self.nodes[t];
         }
-        let (mut g, mut n) = (vec![0.0; self.types()], vec![0.0; self.types()]);
+        let (mut g, mut n) = (vec![0.0; self.pools()], vec![0.0; self.pools()]);
         for (j, o) in self.opts.iter().enumerate() {
             let last = if self.none_ok[j] { o.len() } else { o.len() - 1 };
-            let mut best = (f64::NEG_INFINITY, 0);
-            for (i, &(sc, gg, nn, _, t)) in o[..last].iter().enumerate() {
-                let r = sc - lam[t] * gg - mu[t] * nn;
+            let mut best = (f64::NEG_INFINITY, 0, self.reduced(&o[0], lam, mu).1);
+            for (i, oi) in o[..last].iter().enumerate() {
+                let (r, p) = self.reduced(oi, lam, mu);
                 if r > best.0 {
-                    best = (r, i);
+                    best = (r, i, p);
                 }
             }
             pick[j] = best.1;
             l += best.0;
-            let (_, gg, nn, _, t) = o[best.1];
-            g[t] += gg;
-            n[t] += nn;
+            match &o[best.1].at {
+                At::Pools(uses) => {
+                    for &(p, gg, nn) in uses {
+                        g[p] += gg;
+                        n[p] += nn;
+                    }
+                }
+                At::Type(_) => {
+                    g[best.2] += o[best.1].gpus;
+                    n[best.2] += o[best.1].nodes;
+                }
+            }
         }
         (l, g, n)
     }
 
     /// Prices that (nearly) minimise L: coordinate bisection on the
-    /// subgradients, type by type.
+    /// subgradients, pool by pool. On a split type, each round first
+    /// raises all its pools' prices together until the type as a whole
+    /// fits: its groups are near substitutes, and pool-by-pool steps alone
+    /// stall there (raising one pool's price just moves its jobs to the
+    /// next at almost no loss), which left L far above the optimum.
     fn prices(&self, pick: &mut [usize]) -> (Vec<f64>, Vec<f64>, f64) {
-        let (mut lam, mut mu) = (vec![0.0; self.types()], vec![0.0; self.types()]);
+        let (mut lam, mut mu) = (vec![0.0; self.pools()], vec![0.0; self.pools()]);
         for _ in 0..3 {
-            for t in 0..self.types() {
+            for ps in self.type_pools.iter().filter(|ps| ps.len() > 1) {
+                let total = |v: &[f64]| ps.iter().map(|&p| v[p]).sum::<f64>();
+                let shifted = |v: &[f64], x: f64| {
+                    let mut v = v.to_vec();
+                    for &p in ps {
+                        v[p] += x;
+                    }
+                    v
+                };
+                let d =
+                    self.bisect(|x| total(&self.eval(&shifted(&lam, x), &mu, pick).1) <= total(&self.gpus));
+                if d.is_finite() {
+                    lam = shifted(&lam, d);
+                }
+                let d =
+                    self.bisect(|x| total(&self.eval(&lam, &shifted(&mu, x), pick).2) <= total(&self.nodes));
+                if d.is_finite() {
+                    mu = shifted(&mu, d);
+                }
+            }
+            for t in 0..self.pools() {
                 lam[t] = self.bisect(|x| {
                     let mut l2 = lam.clone();
                     l2[t] = x;
@@ -595,29 +1008,28 @@ impl Relax {
     }
 }
 
-/// Whether the picked options fit the model, type by type: GPUs, and whole
+/// Whether the picked options fit the model, pool by pool: GPUs, and whole
 /// nodes counting every node that hosts a kept job.
 fn fits(round: &Round, relax: &Relax, pick: &[usize]) -> bool {
-    let mut g = vec![0.0; relax.types()];
-    let mut whole = vec![0.0; relax.types()];
+    let mut g = vec![0.0; relax.pools()];
+    let mut whole = vec![0.0; relax.pools()];
+    let mut demand = vec![0.0; relax.type_pools.len()];
     let mut used = vec![false; round.cluster.num_nodes()];
     for (j, &i) in pick.iter().enumerate() {
-        let o = relax.opts[j][i];
-        g[o.4] += o.1;
-        if o.3 {
+        let o = &relax.opts[j][i];
+        relax.account(o, 1.0, &mut g, &mut whole, &mut demand);
+        if o.kept {
             for (n, _) in round.jobs[j].current().per_node() {
                 if let Some(u) = used.get_mut(n.0 as usize) {
                     *u = true;
                 }
             }
-        } else {
-            whole[o.4] += o.2;
         }
     }
     for (n, _) in used.iter().enumerate().filter(|(_, u)| **u) {
-        whole[relax.node_type[n]] += 1.0;
+        whole[relax.node_pool[n]] += 1.0;
     }
-    (0..relax.types()).all(|t| g[t] <= relax.gpus[t] + 1e-9 && whole[t] <= relax.nodes[t] + 1e-9)
+    relax.room(&g, &whole, &demand)
 }
 
 /// Greedy upgrades of a feasible pick: switch jobs to better options in
@@ -634,33 +1046,32 @@ fn improve(round: &Round, relax: &Relax, pick: &mut [usize]) {
             .filter(|&n| n < n_nodes)
             .collect::<Vec<usize>>()
     };
-    let types = relax.types();
+    let pools = relax.pools();
     let mut kept = vec![0u32; n_nodes];
-    let (mut g, mut multi) = (vec![0.0; types], vec![0.0; types]);
+    let (mut g, mut multi) = (vec![0.0; pools], vec![0.0; pools]);
+    let mut demand = vec![0.0; relax.type_pools.len()];
     for (j, &i) in pick.iter().enumerate() {
-        let o = relax.opts[j][i];
-        g[o.4] += o.1;
-        if o.3 {
+        let o = &relax.opts[j][i];
+        relax.account(o, 1.0, &mut g, &mut multi, &mut demand);
+        if o.kept {
             for n in nodes_of(j) {
                 kept[n] += 1;
             }
-        } else {
-            multi[o.4] += o.2;
         }
     }
-    let mut used = vec![0.0; types];
+    let mut used = vec![0.0; pools];
     for (n, _) in kept.iter().enumerate().filter(|(_, &k)| k > 0) {
-        used[relax.node_type[n]] += 1.0;
+        used[relax.node_pool[n]] += 1.0;
     }
     for _ in 0..4 {
         let mut moves: Vec<(f64, usize, usize)> = Vec::new();
         for (j, o) in relax.opts.iter().enumerate() {
             let last = if relax.none_ok[j] { o.len() } else { o.len() - 1 };
-            let a = o[pick[j]];
+            let a = &o[pick[j]];
             for (b, ob) in o[..last].iter().enumerate() {
-                let gain = ob.0 - a.0;
+                let gain = ob.score - a.score;
                 if gain > 1e-12 {
-                    moves.push((gain / (ob.1 - a.1).max(1e-3), j, b));
+                    moves.push((gain / (ob.gpus - a.gpus).max(1e-3), j, b));
                 }
             }
         }
@@ -671,39 +1082,37 @@ fn improve(round: &Round, relax: &Relax, pick: &mut [usize]) {
             if touched[j] {
                 continue;
             }
-            let (a, ob) = (relax.opts[j][pick[j]], relax.opts[j][b]);
-            let (mut g2, mut multi2, mut used2) = (g.clone(), multi.clone(), used.clone());
-            g2[a.4] -= a.1;
-            g2[ob.4] += ob.1;
-            if !a.3 {
-                multi2[a.4] -= a.2;
-            }
-            if !ob.3 {
-                multi2[ob.4] += ob.2;
-            }
-            let nodes = if a.3 != ob.3 { nodes_of(j) } else { Vec::new() };
+            let (a, ob) = (&relax.opts[j][pick[j]], &relax.opts[j][b]);
+            let (mut g2, mut multi2, mut used2, mut demand2) =
+                (g.clone(), multi.clone(), used.clone(), demand.clone());
+            relax.account(a, -1.0, &mut g2, &mut multi2, &mut demand2);
+            relax.account(ob, 1.0, &mut g2, &mut multi2, &mut demand2);
+            let nodes = if a.kept != ob.kept {
+                nodes_of(j)
+            } else {
+                Vec::new()
+            };
             for &n in &nodes {
-                if a.3 && kept[n] == 1 {
-                    used2[relax.node_type[n]] -= 1.0;
+                if a.kept && kept[n] == 1 {
+                    used2[relax.node_pool[n]] -= 1.0;
                 }
-                if ob.3 && kept[n] == 0 {
-                    used2[relax.node_type[n]] += 1.0;
+                if ob.kept && kept[n] == 0 {
+                    used2[relax.node_pool[n]] += 1.0;
                 }
             }
-            if (0..types)
-                .any(|t| g2[t] > relax.gpus[t] + 1e-9 || multi2[t] + used2[t] > relax.nodes[t] + 1e-9)
-            {
+            let whole2: Vec<f64> = multi2.iter().zip(&used2).map(|(m, u)| m + u).collect();
+            if !relax.room(&g2, &whole2, &demand2) {
                 continue;
             }
             for &n in &nodes {
-                if a.3 {
+                if a.kept {
                     kept[n] -= 1;
                 }
-                if ob.3 {
+                if ob.kept {
                     kept[n] += 1;
                 }
             }
-            (g, multi, used) = (g2, multi2, used2);
+            (g, multi, used, demand) = (g2, multi2, used2, demand2);
             pick[j] = b;
             touched[j] = true;
             changed = true;
@@ -736,7 +1145,7 @@ pub fn solve_aggregate_with(
     limits: &Limits,
     pricing: Pricing,
 ) -> Result<AggregateSolution, String> {
-    let (mut prep, mut notes, caches) = prepare(round);
+    let (mut prep, mut notes, caches) = prepare(round, Speeds::Seen);
     add_pairs(round, &mut prep, &mut notes);
     solve_prepared(round, prep, notes, caches, solver, limits, pricing)
 }
@@ -788,17 +1197,20 @@ pub(crate) fn solve_prepared(
         watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
     let value = |v: good_lp::Variable| solved.values[index[&v]];
     let mut choices = Vec::new();
+    let mut terms: Vec<f64> = prep.none_term.clone();
     for (j, slot) in slots.iter().enumerate() {
         let pick = match slot {
             Slot::Fixed(p) => *p,
             Slot::Free(..) => z[j].iter().find(|(v, _)| value(*v) > 0.5).map(|&(_, i)| i),
         };
         if let Some(i) = pick {
-            let (c, ty, _) = prep.cands[j][i];
+            let (c, ty, v, at) = prep.cands[j][i];
+            terms[j] = sense.term(v);
             choices.push(Pick {
                 job: j,
                 choice: c,
                 gpu_type: ty,
+                group: at.filter(|_| prep.pools.any_split()),
             });
         }
     }
@@ -817,14 +1229,39 @@ pub(crate) fn solve_prepared(
     // With the reduction, the solver's bound covers only the kept options;
     // the Lagrangian bound covers the whole model.
     let bound = match lagrange {
-        Some(l) => Some(if matches!(sense, Sense::MinPower(_)) {
-            -l
-        } else {
-            l
-        }),
+        Some(l) => {
+            let minimise = matches!(sense, Sense::MinPower(_));
+            let l = if minimise { -l } else { l };
+            // The solver's bound on the reduced model bounds the whole
+            // model too: fixing drops only options that cannot beat the
+            // incumbent, which the reduced model holds. With speed groups
+            // L is loose (near-substitute groups), so the tighter of the
+            // two is reported. Only there: elsewhere L is kept, so plans
+            // and bounds without variability stay as they were.
+            match solved.bound.filter(|_| prep.pools.any_split()) {
+                Some(b) if minimise => Some(l.max(b)),
+                Some(b) => Some(l.min(b)),
+                None => Some(l),
+            }
+        }
         None => solved.bound,
     };
     let bound = bound.and_then(|b| bound_to_mean(sense, b, round.jobs.len()));
+    for p in &pairs {
+        for (&j, &v) in p.members.iter().zip(&p.values) {
+            terms[j] = sense.term(v);
+        }
+    }
+    let total = match sense {
+        Sense::MaxMin => terms.iter().copied().fold(f64::INFINITY, f64::min),
+        _ => terms.iter().sum(),
+    };
+    let value = sense.to_mean(total, round.jobs.len());
+    let node_group = if prep.pools.any_split() {
+        prep.pools.of_node.clone()
+    } else {
+        Vec::new()
+    };
     Ok(AggregateSolution {
         choices,
         pairs,
@@ -832,6 +1269,8 @@ pub(crate) fn solve_prepared(
         bound,
         notes,
         caches,
+        node_group,
+        value,
     })
 }
 
@@ -868,7 +1307,7 @@ fn reduce(round: &Round, prep: &Prep) -> Option<(Vec<Slot>, Vec<Option<usize>>, 
         return None;
     }
     improve(round, &relax, &mut inc);
-    let inc_score: f64 = inc.iter().enumerate().map(|(j, &i)| relax.opts[j][i].0).sum();
+    let inc_score: f64 = inc.iter().enumerate().map(|(j, &i)| relax.opts[j][i].score).sum();
     // Keep an option only if a solution using it could beat the incumbent.
     let tol = 1e-9 * inc_score.abs().max(1.0);
     let mut slots = Vec::with_capacity(n);
@@ -876,7 +1315,7 @@ fn reduce(round: &Round, prep: &Prep) -> Option<(Vec<Slot>, Vec<Option<usize>>, 
         let last = if relax.none_ok[j] { o.len() } else { o.len() - 1 };
         let red: Vec<f64> = o[..last]
             .iter()
-            .map(|&(sc, gg, nn, _, t)| sc - lam[t] * gg - mu[t] * nn)
+            .map(|oi| relax.reduced(oi, &lam, &mu).0)
             .collect();
         let best = red.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let keep: Vec<usize> = (0..last)
@@ -917,8 +1356,10 @@ impl Planner for MipAggregate {
                 bound,
                 notes,
                 mut caches,
+                node_group,
+                ..
             }) => {
-                let packed = pack_with_groups(round, &choices, &pairs);
+                let packed = pack_grouped(round, &choices, &pairs, &node_group);
                 let mut plan = Plan::new(self.name, status);
                 for (i, a) in packed.allocations {
                     plan.allocations.insert(round.jobs[i].id, a);
@@ -967,5 +1408,41 @@ impl Planner for MipAggregate {
             }
             Err(reason) => Ok(fallback(self.name, round, &reason)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{job, round};
+    use gpuplan_core::{Interference, PerfClass, RoundVariability};
+
+    /// Five one-GPU nodes at 1.0, 1.1, 1.3, 1.35 and 2.0 for the one job's
+    /// class (each its own bin: no two within 2%). Merging to three groups
+    /// by least added slowdown: 1.3 + 1.35 first (adds 0.05), then 1.0 +
+    /// 1.1 (adds 0.1, against 0.25 for 1.1 into the 1.35 pair and 1.3 for
+    /// 2.0 into it). Each group counts at its slowest node; blind, one pool.
+    #[test]
+    fn nodes_merge_into_three_groups_by_least_added_slowdown() {
+        let mut j = job(0, 1, 0.0);
+        j.class = Some(PerfClass::ALL[0]);
+        let mut r = round("5x1", vec![j], Interference::Avoid);
+        r.variability = Some(RoundVariability {
+            per_node: [1.0, 1.1, 1.3, 1.35, 2.0]
+                .iter()
+                .map(|&s| vec![[s, 1.0, 1.0, 1.0]])
+                .collect(),
+            cross_node_factor: 1.7,
+        });
+        let p = Pools::new(&r, Speeds::Seen);
+        assert_eq!(p.of_node, vec![0, 0, 1, 1, 2]);
+        let s0: Vec<f64> = p.speed.iter().map(|s| s[0]).collect();
+        assert_eq!(s0, vec![1.1, 1.35, 2.0]);
+        assert_eq!(p.cap.iter().map(|c| c.nodes).collect::<Vec<_>>(), vec![2, 2, 1]);
+        assert!(p.split[0] && p.seen);
+        assert_eq!(p.type_speed[0][0], 2.0);
+        assert!(p.speed.iter().all(|s| s[1..] == [1.0; 3]));
+        let blind = Pools::new(&r, Speeds::Blind);
+        assert_eq!((blind.of_node, blind.split), (vec![0; 5], vec![false]));
     }
 }

@@ -62,12 +62,9 @@ type Class = (usize, u32, u32);
 
 /// Nodes grouped as the model counts them: by GPU type and, when the round
 /// has per-GPU variability, by speed for each application class among its
-/// jobs. A node's speed for a class is its slowest GPU's, the rule core
-/// applies to an unnamed slot ([`gpuplan_core::RoundVariability::slowdown`]):
-/// the model decides counts per node, not which GPUs, so only that speed
-/// holds for whatever GPUs the binder names. Speeds are binned
-/// ([`crate::bins`]) and a bin counts as its slowest member, so nodes in
-/// one bin form one group and no value is optimistic. Without variability
+/// jobs ([`crate::bins::node_speeds`]: a node's slowest GPU, binned, a bin
+/// counting as its slowest member), so nodes in one bin form one group and
+/// no value is optimistic. Without variability
 /// the groups are the GPU types, in `Cluster::types()` order.
 struct Groups {
     /// Per node: its group.
@@ -92,26 +89,11 @@ impl Groups {
                 cap,
             };
         };
-        let bins = crate::bins::Bins::new(v, crate::bins::DEFAULT_TOLERANCE);
-        let mut present = [false; 4];
-        for j in &round.jobs {
-            present[j.perf_class().index()] = true;
-        }
         // Per node: (type, speed per present class; 1 for the others).
-        let keys: Vec<(usize, [f64; 4])> = (0..round.cluster.nodes.len())
-            .map(|n| {
-                let speed = std::array::from_fn(|c| {
-                    let gpus = v.per_node.get(n).map_or(&[][..], |g| g.as_slice());
-                    let slowest = (0..gpus.len()).max_by(|&a, &b| gpus[a][c].total_cmp(&gpus[b][c]));
-                    match slowest.filter(|_| present[c]) {
-                        Some(i) => bins
-                            .bin(gpuplan_core::GpuId::new(NodeId(n as u32), i as u32), c)
-                            .map_or(gpus[i][c], |b| b.hi.max(gpus[i][c])),
-                        None => 1.0,
-                    }
-                });
-                (type_of[n], speed)
-            })
+        let keys: Vec<(usize, [f64; 4])> = crate::bins::node_speeds(round, v)
+            .into_iter()
+            .enumerate()
+            .map(|(n, speed)| (type_of[n], speed))
             .collect();
         // Groups by type, then speed (bits of positive floats sort as the floats).
         let bits = |k: &(usize, [f64; 4])| (k.0, k.1.map(f64::to_bits));

@@ -39,7 +39,7 @@
 use gpuplan_core::objective::restart_factor;
 use gpuplan_core::{Plan, PlanStatus, Round, RoundJob};
 
-use super::aggregate::{prepare, solve_prepared, AggregateSolution, Prep, Pricing};
+use super::aggregate::{prepare, solve_prepared, AggregateSolution, Prep, Pricing, Speeds};
 use super::MIP_TRAITS;
 use crate::candidates::{Choice, Sense};
 use crate::fallback::fallback;
@@ -80,7 +80,7 @@ fn revalue(round: &Round, prep: &mut Prep, caches: &mut [SpeedupCache]) {
         if j.model.is_none() {
             // Not profiled yet: one GPU (or its minimum) of each type.
             let least = j.min_gpus.max(1);
-            cands.retain(|&(c, _, _)| match c {
+            cands.retain(|&(c, ..)| match c {
                 Choice::Keep => true,
                 Choice::Config { gpus, .. } => gpus == least,
             });
@@ -93,7 +93,7 @@ fn revalue(round: &Round, prep: &mut Prep, caches: &mut [SpeedupCache]) {
         let norm = cands
             .iter()
             .filter(|x| x.0 != Choice::Keep)
-            .map(|&(c, ty, _)| raw(cache, c, ty))
+            .map(|&(c, ty, ..)| raw(cache, c, ty))
             .filter(|&s| s > 0.0)
             .fold(f64::INFINITY, f64::min);
         let norm = if norm.is_finite() { norm } else { 1.0 };
@@ -131,7 +131,7 @@ impl Planner for Sia {
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
-        let (mut prep, notes, mut caches) = prepare(round);
+        let (mut prep, notes, mut caches) = prepare(round, Speeds::Blind);
         revalue(round, &mut prep, &mut caches);
         match solve_prepared(round, prep, notes, caches, self.solver, limits, Pricing::Off) {
             Ok(AggregateSolution {
@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(node_of(1), NodeId(0), "{plan:?}");
 
         // The values behind it, by hand.
-        let (mut prep, _, mut caches) = prepare(&r);
+        let (mut prep, _, mut caches) = prepare(&r, Speeds::Blind);
         revalue(&r, &mut prep, &mut caches);
         let a100 = r
             .cluster
@@ -226,7 +226,7 @@ mod tests {
         old.state.age_s = 600.0;
         old.state.restarts = 2;
         let r = round("1x4:t4+1x4:a100", vec![fresh, old], Interference::Avoid);
-        let (mut prep, _, mut caches) = prepare(&r);
+        let (mut prep, _, mut caches) = prepare(&r, Speeds::Blind);
         revalue(&r, &mut prep, &mut caches);
         assert_eq!(prep.cands[0].len(), 2, "{:?}", prep.cands[0]);
         assert!(prep.cands[0]

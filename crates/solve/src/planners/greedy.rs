@@ -183,6 +183,7 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<Pi
                     job: j,
                     choice: cand.choice,
                     gpu_type: (typed && cand.choice != Choice::Keep).then_some(cand.ty),
+                    group: None,
                 }
             })
         })

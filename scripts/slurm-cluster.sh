@@ -43,7 +43,8 @@ stop() {
   # slurmd's environment, which does (SLURM_CONF). Its jobs' processes go
   # with it: killed first, from the leaves up, so none outlives its step.
   for p in $(pgrep -x slurmstepd 2>/dev/null || true); do
-    env=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null || true)
+    # (A step daemon of another cluster may end meanwhile: no message.)
+    env=$({ tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null || true)
     if grep -qxF "SLURM_CONF=$dir/slurm.conf" <<< "$env"; then
       tree="$p" next="$p"
       while [ -n "$next" ]; do

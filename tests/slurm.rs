@@ -411,12 +411,15 @@ fn failing_or_hanging_slurm_commands_are_named_and_retried_and_users_jobs_are_ad
     assert_eq!((nodes.len(), *world), (2, 8), "{layouts:#?}");
 
     // A user's own held job with --comment=gpuplan is adopted and run.
+    // One GPU at most: such a script cannot say when it is done, so a
+    // re-allocation that lands as it exits would run it again
+    // (docs/slurm.md); that is not what this checks.
     let script = dir.join("user.sh");
     let marker = dir.join("user-ran");
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\n#GPUPLAN min_gpus = 1\n#GPUPLAN max_gpus = 2\n#GPUPLAN batch_size = 32\n\
+            "#!/bin/sh\n#GPUPLAN min_gpus = 1\n#GPUPLAN max_gpus = 1\n#GPUPLAN batch_size = 32\n\
              echo \"$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES\" >> {}\n",
             marker.display()
         ),

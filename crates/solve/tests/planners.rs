@@ -689,7 +689,10 @@ fn with_variability(mut round: Round, speeds: &[f64], classes: &[u8]) -> Round {
 /// take all 8 GPUs, but across nodes it steps at the slow node's pace:
 /// 8/8 × f / 2.5 = 0.4 f < 4/8 × f = 0.5 f on the fast node alone (f the
 /// restart factor of a first start, fair share 8 GPUs). Blind to
-/// variability the job takes all 8 GPUs and gets the 0.4 f.
+/// variability the job takes all 8 GPUs and gets the 0.4 f. The same by
+/// hand for the aggregate model: its two nodes differ in speed, so they
+/// are two groups of one node, and "all 8 over the whole type" is valued
+/// at its slowest node, 0.4 f.
 #[test]
 fn hand_solved_variable_cluster() {
     let mut round = build(2, 4, vec![simple()], Interference::Avoid, -1.0);
@@ -700,23 +703,35 @@ fn hand_solved_variable_cluster() {
     });
     let f = 1000.0 / 1030.0;
     let eps = gpuplan_core::objective::EPSILON;
-    let p = plan("mip-exact", &round, 0);
-    validates("mip-exact", &round, &p);
-    assert_eq!(p.get(JobId(0)).per_node(), vec![(NodeId(1), 4)]);
-    assert_eq!(p.status, gpuplan_core::PlanStatus::Optimal);
-    assert!((evaluate(&round, &p) - (0.5 * f + eps)).abs() < 1e-9);
-    // The model's own optimum is the same by-hand value.
-    assert!((p.bound.unwrap() - (0.5 * f + eps)).abs() < 1e-6, "{:?}", p.bound);
-    round.params.variability_blind = true;
-    let blind = plan("mip-exact", &round, 0);
-    assert_eq!(blind.get(JobId(0)).num_gpus(), 8);
-    round.params.variability_blind = false;
-    assert!((evaluate(&round, &blind) - (0.4 * f + eps)).abs() < 1e-9);
+    for name in ["mip-exact", "mip-aggregate", "pollux-mip-aggregate"] {
+        let p = plan(name, &round, 0);
+        validates(name, &round, &p);
+        assert_eq!(p.get(JobId(0)).per_node(), vec![(NodeId(1), 4)], "{name}");
+        assert_eq!(p.status, gpuplan_core::PlanStatus::Optimal, "{name}");
+        assert!((evaluate(&round, &p) - (0.5 * f + eps)).abs() < 1e-9, "{name}");
+        // The model's own optimum is the same by-hand value.
+        assert!(
+            (p.bound.unwrap() - (0.5 * f + eps)).abs() < 1e-6,
+            "{name}: {:?}",
+            p.bound
+        );
+    }
+    for name in ["mip-exact", "mip-aggregate"] {
+        let mut blind_round = round.clone();
+        blind_round.params.variability_blind = true;
+        let blind = plan(name, &blind_round, 0);
+        assert_eq!(blind.get(JobId(0)).num_gpus(), 8, "{name}");
+        assert!(
+            (evaluate(&round, &blind) - (0.4 * f + eps)).abs() < 1e-9,
+            "{name}"
+        );
+    }
 }
 
 /// A node with one slow GPU is valued at that GPU's speed whatever GPUs
-/// the job gets (the rule for an unnamed slot), so the model's value is
-/// never above what the simulator's rule gives the bound plan.
+/// the job gets (the rule for an unnamed slot), in both models: one GPU
+/// on a node whose fourth GPU is 1.5× slower is worth 0.25 f / 1.5 in the
+/// model, while the bound plan (GPU 0, median speed) is worth 0.25 f.
 #[test]
 fn a_mixed_node_is_valued_at_its_slowest_gpu() {
     let mut round = build(1, 4, vec![simple()], Interference::Avoid, -1.0);
@@ -725,74 +740,23 @@ fn a_mixed_node_is_valued_at_its_slowest_gpu() {
         per_node: vec![vec![[1.0; 4], [1.0; 4], [1.0; 4], [1.5, 1.0, 1.0, 1.0]]],
         cross_node_factor: 1.7,
     });
-    let p = plan("mip-exact", &round, 0);
     let f = 1000.0 / 1030.0;
     let eps = gpuplan_core::objective::EPSILON;
-    // Fair share 4 GPUs; the job gets one GPU, bound to GPU 0 (speed 1).
-    assert_eq!(p.get(JobId(0)).gpus()[0], gpuplan_core::GpuId::new(NodeId(0), 0));
-    assert!((evaluate(&round, &p) - (0.25 * f + eps)).abs() < 1e-9);
-    assert!(
-        (p.bound.unwrap() - (0.25 * f / 1.5 + eps)).abs() < 1e-6,
-        "{:?}",
-        p.bound
-    );
-}
-
-/// The aggregate model on the round of [`hand_solved_variable_cluster`]:
-/// its two nodes differ in speed, so they are two groups of one node. The
-/// options, by hand (f the restart factor, fair share 8 GPUs): 4 GPUs on
-/// the fast node, 4/8 × f = 0.5 f; 4 on the slow node, 0.5 f / 2.5 =
-/// 0.2 f; all 8 over the whole type, valued at its slowest node,
-/// 8/8 × f / 2.5 = 0.4 f. It takes the fast node; blind, all 8 GPUs.
-#[test]
-fn aggregate_puts_the_job_on_the_fast_node() {
-    let mut round = build(2, 4, vec![simple()], Interference::Avoid, -1.0);
-    round.jobs[0].state.max_gpus_used = 8;
-    round.variability = Some(gpuplan_core::RoundVariability {
-        per_node: vec![vec![[2.5, 1.0, 1.0, 1.0]; 4], vec![[1.0; 4]; 4]],
-        cross_node_factor: 1.7,
-    });
-    let f = 1000.0 / 1030.0;
-    let eps = gpuplan_core::objective::EPSILON;
-    for name in ["mip-aggregate", "pollux-mip-aggregate"] {
+    for name in ["mip-exact", "mip-aggregate"] {
         let p = plan(name, &round, 0);
-        validates(name, &round, &p);
-        assert_eq!(p.get(JobId(0)).per_node(), vec![(NodeId(1), 4)], "{name}");
-        assert!((evaluate(&round, &p) - (0.5 * f + eps)).abs() < 1e-9, "{name}");
+        // Fair share 4 GPUs; the job gets one GPU, bound to GPU 0 (speed 1).
+        assert_eq!(
+            p.get(JobId(0)).gpus()[0],
+            gpuplan_core::GpuId::new(NodeId(0), 0),
+            "{name}"
+        );
+        assert!((evaluate(&round, &p) - (0.25 * f + eps)).abs() < 1e-9, "{name}");
         assert!(
-            (p.bound.unwrap() - (0.5 * f + eps)).abs() < 1e-6,
+            (p.bound.unwrap() - (0.25 * f / 1.5 + eps)).abs() < 1e-6,
             "{name}: {:?}",
             p.bound
         );
     }
-    round.params.variability_blind = true;
-    let blind = plan("mip-aggregate", &round, 0);
-    assert_eq!(blind.get(JobId(0)).num_gpus(), 8);
-    round.params.variability_blind = false;
-    assert!((evaluate(&round, &blind) - (0.4 * f + eps)).abs() < 1e-9);
-}
-
-/// The aggregate values a node at its slowest GPU too: one GPU on a node
-/// whose fourth GPU is 1.5× slower is worth 0.25 f / 1.5 in the model,
-/// while the bound plan (GPU 0, median speed) is worth 0.25 f.
-#[test]
-fn aggregate_values_a_mixed_node_at_its_slowest_gpu() {
-    let mut round = build(1, 4, vec![simple()], Interference::Avoid, -1.0);
-    round.jobs[0].max_gpus = 1;
-    round.variability = Some(gpuplan_core::RoundVariability {
-        per_node: vec![vec![[1.0; 4], [1.0; 4], [1.0; 4], [1.5, 1.0, 1.0, 1.0]]],
-        cross_node_factor: 1.7,
-    });
-    let p = plan("mip-aggregate", &round, 0);
-    let f = 1000.0 / 1030.0;
-    let eps = gpuplan_core::objective::EPSILON;
-    assert_eq!(p.get(JobId(0)).gpus()[0], gpuplan_core::GpuId::new(NodeId(0), 0));
-    assert!((evaluate(&round, &p) - (0.25 * f + eps)).abs() < 1e-9);
-    assert!(
-        (p.bound.unwrap() - (0.25 * f / 1.5 + eps)).abs() < 1e-6,
-        "{:?}",
-        p.bound
-    );
 }
 
 proptest! {

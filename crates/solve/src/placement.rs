@@ -121,7 +121,7 @@ mod tests {
 /// GPUs are always of one type: a multi-node job takes whole nodes of the
 /// first type (in `Cluster::types()` order) with enough of them.
 pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
-    pack_with_groups(round, choices, &[])
+    pack_grouped(round, choices, &[], &[])
 }
 
 /// What the packer places: one job, or a group (index into the groups)
@@ -139,18 +139,15 @@ enum Unit {
 /// of its jobs runs on), and all its jobs get the same named GPUs. A group
 /// that does not fit shrinks as a job does (never below any member's
 /// minimum), else all its jobs are left unallocated.
-pub fn pack_with_groups(round: &gpuplan_core::Round, choices: &[Pick], groups: &[GroupOpt]) -> Packed {
-    pack_grouped(round, choices, groups, &[])
-}
-
-/// [`pack_with_groups`] where a pick may name its node group
-/// ([`Pick::group`]; `node_group[n]` is node `n`'s group, empty for none):
-/// it then uses only that group's nodes. Picks with a group are placed
-/// first, then those without (whole-type multi-node choices of
-/// `mip-aggregate`). In that order every solution of the aggregate model
-/// packs whenever its one-node shapes pack within their group: the
-/// model's rows per group (each whole-type choice's nodes split over the
-/// groups) leave enough whole free nodes in each group for its share.
+///
+/// A pick may also name its node group ([`Pick::group`]; `node_group[n]`
+/// is node `n`'s group, empty for none): it then uses only that group's
+/// nodes. Picks with a group are placed first, then those without
+/// (whole-type multi-node choices of `mip-aggregate`). In that order every
+/// solution of the aggregate model packs whenever its one-node shapes pack
+/// within their group: the model's rows per group (each whole-type
+/// choice's nodes split over the groups) leave enough whole free nodes in
+/// each group for its share.
 pub fn pack_grouped(
     round: &gpuplan_core::Round,
     choices: &[Pick],

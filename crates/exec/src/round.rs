@@ -432,20 +432,40 @@ impl Daemon {
             .iter()
             .map(|g| (g.uuid.as_str(), g.memory_used_bytes))
             .collect();
+        let mut seen: Vec<(JobId, f64, Option<PredictAt>)> = Vec::new();
         let mut peaks: Vec<(JobId, f64)> = Vec::new();
         for j in self.jobs.values() {
             let gpus = j.running_gpus();
-            if gpus.is_empty() || !self.partners(j.id).is_empty() {
+            if gpus.is_empty() {
                 continue;
             }
-            let gib = gpus
-                .iter()
-                .filter_map(|u| used.get(u.as_str()))
-                .map(|&b| b as f64 / f64::from(1u32 << 30))
-                .fold(0.0, f64::max);
-            if gib > 0.0 && j.sharing.mem_gib_peak.is_none_or(|p| gib > p) {
-                peaks.push((j.id, gib));
+            let alone = self.partners(j.id).is_empty();
+            if alone {
+                let gib = gpus
+                    .iter()
+                    .filter_map(|u| used.get(u.as_str()))
+                    .map(|&b| b as f64 / f64::from(1u32 << 30))
+                    .fold(0.0, f64::max);
+                if gib > 0.0 && j.sharing.mem_gib_peak.is_none_or(|p| gib > p) {
+                    peaks.push((j.id, gib));
+                }
             }
+            let vals: Vec<f64> = gpus
+                .iter()
+                .filter_map(|u| pct.get(u.as_str()))
+                .map(|p| f64::from(*p) / 100.0)
+                .collect();
+            if vals.len() != gpus.len() {
+                continue;
+            }
+            let u = (vals.iter().sum::<f64>() / vals.len() as f64).clamp(0.0, 1.0);
+            let alone = alone.then(|| PredictAt {
+                nodes: node_count(&self.gpus, gpus),
+                gpus: gpus.len() as u32,
+                local_bsz: j.local_bsz,
+                gpu_type: node_type(&self.gpus, &gpus[0]),
+            });
+            seen.push((j.id, u, alone));
         }
         for (id, gib) in peaks {
             let j = self.jobs.get_mut(&id).expect("seen job exists");
@@ -454,26 +474,6 @@ impl Daemon {
                 self.dirty.insert(id);
             }
             j.sharing.mem_gib_peak = Some(gib);
-        }
-        let mut seen: Vec<(JobId, f64, Option<PredictAt>)> = Vec::new();
-        for j in self.jobs.values() {
-            let gpus = j.running_gpus();
-            let vals: Vec<f64> = gpus
-                .iter()
-                .filter_map(|u| pct.get(u.as_str()))
-                .map(|p| f64::from(*p) / 100.0)
-                .collect();
-            if vals.is_empty() || vals.len() != gpus.len() {
-                continue;
-            }
-            let u = (vals.iter().sum::<f64>() / vals.len() as f64).clamp(0.0, 1.0);
-            let alone = self.partners(j.id).is_empty().then(|| PredictAt {
-                nodes: node_count(&self.gpus, gpus),
-                gpus: gpus.len() as u32,
-                local_bsz: j.local_bsz,
-                gpu_type: node_type(&self.gpus, &gpus[0]),
-            });
-            seen.push((j.id, u, alone));
         }
         for (id, u, at) in seen {
             let alone = at.is_some();

@@ -111,13 +111,20 @@ impl LocalEngine {
             }
         }
         let file = read_exit(dir, p.rank);
-        let wrapper_done = file.is_some() || self.reaped.contains_key(&p.pgid);
-        if group_alive(p.pgid) && !(wrapper_done && is_zombie(p.pgid)) {
+        // A zombie leader is a wrapper that has ended but that this engine
+        // cannot reap: one an earlier engine in this same process spawned
+        // (init reaps those of a daemon that really restarted). Killed before
+        // it wrote its exit file, it would otherwise look alive forever.
+        let zombie = is_zombie(p.pgid);
+        let wrapper_done = file.is_some() || self.reaped.contains_key(&p.pgid) || zombie;
+        if group_alive(p.pgid) {
             if wrapper_done {
                 // The command is done; stray children of it must not hold GPUs.
                 self.signal(p, Stop::Now);
             }
-            return RankStatus::Running;
+            if !zombie {
+                return RankStatus::Running;
+            }
         }
         let reaped = self.reaped.remove(&p.pgid);
         RankStatus::Exited(file.or(reaped).flatten())
@@ -342,5 +349,74 @@ impl LocalEngine {
         let pgid = child.id() as i32;
         self.children.insert(pgid, child);
         Ok(pgid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(command: &str) -> AttemptSpec {
+        AttemptSpec {
+            job: JobId(1),
+            attempt: 1,
+            command: command.into(),
+            nodes: vec![("n0".into(), vec!["g0".into()])],
+            env: Vec::new(),
+            uid: None,
+        }
+    }
+
+    /// Rank 0's status once it stops reading as running (or after 5 s).
+    fn settled(e: &mut LocalEngine, h: &Handle) -> RankStatus {
+        for _ in 0..500 {
+            let s = e.status(h)[0];
+            if s != RankStatus::Running {
+                return s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        RankStatus::Running
+    }
+
+    /// A rank adopted by a second engine of the same process (as the daemon
+    /// tests restart it) and killed before its wrapper wrote an exit file
+    /// stays a zombie nobody reaps: it must read as exited, not running.
+    #[test]
+    fn an_adopted_rank_killed_before_its_exit_file_is_exited() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-local-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut first = LocalEngine::new(&dir);
+        let mut h = first.locate(JobId(1), 1);
+        first.start(&spec("exec sleep 30"), &mut h).unwrap();
+        let mut second = LocalEngine::new(&dir);
+        let mut adopted = Handle {
+            ranks: Vec::new(),
+            ..h.clone()
+        };
+        let mut found = false;
+        for _ in 0..200 {
+            found = second.adopt(&mut adopted, 1);
+            if found {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            found && adopted.ranks == h.ranks,
+            "{:?} vs {:?}",
+            adopted.ranks,
+            h.ranks
+        );
+        assert_eq!(second.status(&adopted), vec![RankStatus::Running]);
+        second.stop(&adopted, Stop::Now);
+        assert_eq!(
+            settled(&mut second, &adopted),
+            RankStatus::Exited(None),
+            "killed, no exit file"
+        );
+        // The first engine still holds the child: reaping it is its job.
+        assert_eq!(settled(&mut first, &h), RankStatus::Exited(None));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -23,6 +23,7 @@ pub mod pipeline;
 pub mod placement;
 pub mod placements;
 pub mod planners;
+pub(crate) mod pools;
 pub mod registry;
 #[cfg(test)]
 mod sharing_tests;

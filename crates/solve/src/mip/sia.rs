@@ -39,11 +39,12 @@
 use gpuplan_core::objective::restart_factor;
 use gpuplan_core::{Plan, PlanStatus, Round, RoundJob};
 
-use super::aggregate::{prepare, solve_prepared, AggregateSolution, Prep, Pricing, Speeds};
+use super::aggregate::{prepare, solve_prepared, AggregateSolution, Prep, Pricing};
 use super::MIP_TRAITS;
 use crate::candidates::{Choice, Sense};
 use crate::fallback::fallback;
 use crate::placement::pack;
+use crate::pools::Speeds;
 use crate::solver::Solver;
 use crate::speedup::SpeedupCache;
 use crate::{Limits, PlanError, Planner, PlannerTraits};

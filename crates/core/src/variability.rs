@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, NodeId};
 use crate::job::{Allocation, GpuId};
 
 /// PAL's application classes, in table order.
@@ -120,11 +120,31 @@ impl RoundVariability {
         if worst == 0.0 {
             return 1.0;
         }
-        if cross_node && alloc.num_nodes() > 1 {
+        self.spanning(worst, alloc.num_nodes(), cross_node)
+    }
+
+    /// [`Self::job_factor`] from its parts: the slowest GPU's slowdown
+    /// `worst`, times L when `cross_node` applies and the job spans
+    /// `nodes` > 1. Planners that keep GPU counts per node (pollux-ga) call
+    /// this so that they value a row exactly as the simulator charges it.
+    pub fn spanning(&self, worst: f64, nodes: u32, cross_node: bool) -> f64 {
+        if cross_node && nodes > 1 {
             worst * self.cross_node_factor
         } else {
             worst
         }
+    }
+
+    /// Per node, what an unnamed slot there counts as for `class` (its
+    /// slowest GPU, [`Self::slowdown`]), for planners that decide counts
+    /// per node and leave the GPUs to the binder.
+    pub fn node_slowest(&self, class: usize) -> Vec<f64> {
+        (0..self.per_node.len())
+            .map(|n| {
+                self.slowdown(GpuId::new(NodeId(n as u32), GpuId::ANY), class)
+                    .unwrap_or(1.0)
+            })
+            .collect()
     }
 
     /// Shape and value problems against `cluster`, each naming its path

@@ -728,6 +728,50 @@ fn hand_solved_variable_cluster() {
     }
 }
 
+/// The round above for the heuristics: greedy, seeing that node 0 is 2.5×
+/// slower, keeps the job on node 1's 4 GPUs (0.5 f), and its own value of
+/// its choices is exactly the common objective of the plan it packs.
+/// Blind, it grows the job to all 8 GPUs (0.4 f). pollux-ga, seeded, keeps
+/// the job off the slow node when it sees it.
+#[test]
+fn greedy_and_pollux_ga_see_a_slow_node() {
+    use gpuplan_solve::planners::greedy::{greedy_choices, plan_from_choices};
+    let mut round = build(2, 4, vec![simple()], Interference::Avoid, -1.0);
+    round.jobs[0].state.max_gpus_used = 8;
+    round.variability = Some(gpuplan_core::RoundVariability {
+        per_node: vec![vec![[2.5, 1.0, 1.0, 1.0]; 4], vec![[1.0; 4]; 4]],
+        cross_node_factor: 1.7,
+    });
+    let f = 1000.0 / 1030.0;
+    let eps = gpuplan_core::objective::EPSILON;
+    let p = plan("greedy", &round, 0);
+    validates("greedy", &round, &p);
+    assert_eq!(p.get(JobId(0)).per_node(), vec![(NodeId(1), 4)]);
+    assert!((evaluate(&round, &p) - (0.5 * f + eps)).abs() < 1e-9);
+    let ch = greedy_choices(&round);
+    let own = plan_from_choices("greedy", &round, &ch, gpuplan_core::PlanStatus::Feasible);
+    assert!(
+        (ch.value - evaluate(&round, &own)).abs() < 1e-12,
+        "{} vs {}",
+        ch.value,
+        evaluate(&round, &own)
+    );
+    let mut blind_round = round.clone();
+    blind_round.params.variability_blind = true;
+    let blind = plan("greedy", &blind_round, 0);
+    assert_eq!(blind.get(JobId(0)).num_gpus(), 8);
+    assert!((evaluate(&round, &blind) - (0.4 * f + eps)).abs() < 1e-9);
+    for seed in 0..3 {
+        let ga = plan("pollux-ga", &round, seed);
+        validates("pollux-ga", &round, &ga);
+        let a = ga.get(JobId(0));
+        assert!(
+            !a.is_empty() && a.nodes().all(|n| n == NodeId(1)),
+            "seed {seed}: {a:?}"
+        );
+    }
+}
+
 /// A node with one slow GPU is valued at that GPU's speed whatever GPUs
 /// the job gets (the rule for an unnamed slot), in both models: one GPU
 /// on a node whose fourth GPU is 1.5× slower is worth 0.25 f / 1.5 in the
@@ -796,9 +840,22 @@ proptest! {
         // (L = 1: a rigid job across nodes pays L under any variability.)
         let mut median = with_variability(plain.clone(), &[1.0], &classes);
         median.variability.as_mut().unwrap().cross_node_factor = 1.0;
-        let a = plan("mip-exact", &median, 0);
-        let b = plan("mip-exact", &plain, 0);
-        prop_assert_eq!(&a.allocations, &b.allocations);
+        for name in ["mip-exact", "greedy", "pollux-ga"] {
+            let a = plan(name, &median, 0);
+            let b = plan(name, &plain, 0);
+            prop_assert_eq!(&a.allocations, &b.allocations, "{}", name);
+        }
+        // Greedy's own value of its choices (each at its speed pool's
+        // slowest node) is never above the true objective of the plan it
+        // packs, when it packs as chosen.
+        let ch = gpuplan_solve::planners::greedy::greedy_choices(&round);
+        let packed = gpuplan_solve::placement::pack_grouped(&round, &ch.picks, &[], &ch.node_group);
+        if packed.notes.is_empty() {
+            let own = gpuplan_solve::planners::greedy::plan_from_choices(
+                "greedy", &round, &ch, gpuplan_core::PlanStatus::Feasible);
+            let obj = evaluate(&round, &own);
+            prop_assert!(ch.value <= obj + 1e-9 * obj.abs().max(1.0), "greedy {} above the true {}", ch.value, obj);
+        }
     }
 }
 

@@ -11,10 +11,9 @@ use std::collections::BinaryHeap;
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
-use crate::candidates::{
-    charge, job_options, type_capacity, Candidate, Choice, JobOptions, Pick, Sense, Shapes,
-};
-use crate::placement::pack;
+use crate::candidates::{charge, job_options, type_capacity, Choice, Pick, Sense, Shapes};
+use crate::placement::pack_grouped;
+use crate::pools::{in_pools, Pools, Speeds};
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 
@@ -34,12 +33,83 @@ fn gain(sense: Sense, from: f64, to: f64) -> f64 {
     }
 }
 
-/// GPUs a candidate takes from its type's pool (`g`: that type's GPUs per
-/// node): whole nodes for an unpackable size.
-fn gpus_of(c: &Candidate, job: &gpuplan_core::RoundJob, g: &[u32]) -> u32 {
-    match c.choice {
-        Choice::Keep => job.current().num_gpus(),
-        Choice::Config { nodes, gpus } => charge(nodes, gpus, g[c.ty]).0,
+/// A candidate as greedy counts it: its choice and value (valued at its
+/// speed pool's slowest node under variability, [`in_pools`]), its GPU
+/// type, and where its GPUs come from.
+struct Cand {
+    choice: Choice,
+    value: f64,
+    ty: usize,
+    /// The pool ([`Pools`]) a choice must use; `None` for "keep" (its own
+    /// GPUs, charged per node) and for a multi-node choice over a whole
+    /// split type (charged to that type's pools, slowest first).
+    pool: Option<usize>,
+    /// GPUs it takes in all: whole nodes for an unpackable size ([`charge`]).
+    gpus: u32,
+}
+
+/// The GPUs each pool has left and what each job's pick holds per pool.
+/// Without variability (or blind to it) the pools are the GPU types, so
+/// this counts per type exactly as greedy always did.
+struct Ledger<'a> {
+    pools: &'a Pools,
+    left: Vec<u32>,
+    held: Vec<Vec<(usize, u32)>>,
+}
+
+impl Ledger<'_> {
+    /// What `c` would take from each pool, given the GPUs left once job
+    /// `j`'s own are freed; `None` if it does not fit.
+    fn takes(&self, round: &Round, j: usize, c: &Cand) -> Option<Vec<(usize, u32)>> {
+        let held = |p: usize| -> u32 { self.held[j].iter().filter(|h| h.0 == p).map(|h| h.1).sum() };
+        let free = |p: usize| self.left[p] + held(p);
+        match (c.choice, c.pool) {
+            (Choice::Keep, _) => {
+                let mut out: Vec<(usize, u32)> = Vec::new();
+                for (n, k) in round.jobs[j].current().per_node() {
+                    let p = self.pools.of_node[n.0 as usize];
+                    match out.iter_mut().find(|x| x.0 == p) {
+                        Some(x) => x.1 += k,
+                        None => out.push((p, k)),
+                    }
+                }
+                out.iter().all(|&(p, k)| k <= free(p)).then_some(out)
+            }
+            (_, Some(p)) => (c.gpus <= free(p)).then(|| vec![(p, c.gpus)]),
+            (_, None) => {
+                // Over the whole type, slowest pool first for the job's class:
+                // the choice is valued at the type's slowest anyway, and the
+                // faster pools stay for choices that are worth more there.
+                let class = round.jobs[j].perf_class().index();
+                let mut ps: Vec<usize> = self.pools.of_type(c.ty).collect();
+                ps.sort_by(|&a, &b| self.pools.speed[b][class].total_cmp(&self.pools.speed[a][class]));
+                let mut need = c.gpus;
+                let mut out = Vec::new();
+                for p in ps {
+                    let x = need.min(free(p));
+                    if x > 0 {
+                        out.push((p, x));
+                        need -= x;
+                    }
+                }
+                (need == 0).then_some(out)
+            }
+        }
+    }
+
+    /// Free job `j`'s GPUs and take `takes` instead.
+    fn apply(&mut self, j: usize, takes: Vec<(usize, u32)>) {
+        for &(p, k) in &self.held[j] {
+            self.left[p] += k;
+        }
+        for &(p, k) in &takes {
+            self.left[p] -= k;
+        }
+        self.held[j] = takes;
+    }
+
+    fn holds(&self, j: usize) -> u32 {
+        self.held[j].iter().map(|h| h.1).sum()
     }
 }
 
@@ -69,34 +139,24 @@ impl Ord for Move {
 }
 
 /// Best next move of job `j` given its current pick and the GPUs left per
-/// type (`g`: each type's GPUs per node, for what an unpackable shape
-/// takes). Every type's candidates compete by value: a faster type's higher
-/// goodput wins over "first that fits". A move to another type frees the
-/// old type's GPUs and must fit in the new type's.
+/// pool. Every type's (and pool's) candidates compete by value: a faster
+/// type's or pool's higher goodput wins over "first that fits". A move
+/// frees the job's own GPUs and must fit in what its new pools have left.
 fn best_move(
     round: &Round,
-    opts: &JobOptions,
+    cands: &[Cand],
+    none_value: f64,
     j: usize,
     pick: Option<usize>,
-    left: &[u32],
+    ledger: &Ledger,
     sense: Sense,
-    g: &[u32],
 ) -> Option<Move> {
-    let job = &round.jobs[j];
-    let (cur_v, cur_g, cur_ty) = match pick {
-        Some(c) => (
-            opts.candidates[c].value,
-            gpus_of(&opts.candidates[c], job, g),
-            Some(opts.candidates[c].ty),
-        ),
-        None => (opts.none_value, 0, None),
-    };
+    let cur_v = pick.map_or(none_value, |c| cands[c].value);
+    let cur_g = ledger.holds(j);
     let mut best: Option<Move> = None;
-    for (ci, c) in opts.candidates.iter().enumerate() {
-        let k = gpus_of(c, job, g);
-        let same = cur_ty.is_none_or(|t| t == c.ty);
-        let held = if same { cur_g } else { 0 };
-        if k <= cur_g || k - held > left[c.ty] {
+    for (ci, c) in cands.iter().enumerate() {
+        let k = c.gpus;
+        if k <= cur_g || ledger.takes(round, j, c).is_none() {
             continue;
         }
         let score = gain(sense, cur_v, c.value) / (k - cur_g) as f64;
@@ -111,9 +171,20 @@ fn best_move(
     best
 }
 
+/// Greedy's choices, the node groups their [`Pick::group`]s index (empty
+/// when no GPU type is split into speed pools) and greedy's own value of
+/// them (the power mean of each job's chosen candidate value), which tests
+/// hold against the true objective of the packed plan.
+#[derive(Debug, Clone)]
+pub struct Choices {
+    pub picks: Vec<Pick>,
+    pub node_group: Vec<usize>,
+    pub value: f64,
+}
+
 /// The greedy choice per job (a job without a pick gets nothing), shared
 /// with the MIP fallback.
-pub fn greedy_choices(round: &Round) -> Vec<Pick> {
+pub fn greedy_choices(round: &Round) -> Choices {
     let mut caches: Vec<SpeedupCache> = round
         .jobs
         .iter()
@@ -127,72 +198,125 @@ pub fn greedy_choices(round: &Round) -> Vec<Pick> {
 
 /// [`greedy_choices`] over speedup tables the caller already holds (one
 /// per job, in round order), so a MIP's warm start does not redo them.
-pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<Pick> {
+///
+/// Under per-GPU variability, capacity is counted per speed pool and each
+/// choice is valued at its pool's slowest node (× L across nodes for a
+/// rigid job), the pools and values `mip-aggregate` uses ([`Pools`],
+/// [`in_pools`]), so greedy sees the slow nodes the simulator will charge.
+pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Choices {
     let opts = job_options(round, caches, Shapes::Packable);
     let sense = Sense::of(round.params.p);
-    // Per type: node size for what an unpackable shape takes (`charge`), and GPUs left.
+    // Per type: node size for what an unpackable shape takes (`charge`).
     let types = type_capacity(&round.cluster);
     let g: Vec<u32> = types.iter().map(|t| t.max_node).collect();
-    let mut left: Vec<u32> = types.iter().map(|t| t.gpus).collect();
+    let pools = Pools::new(round, Speeds::Seen);
+    let cands: Vec<Vec<Cand>> = opts
+        .iter()
+        .enumerate()
+        .map(|(j, o)| {
+            let typed = o
+                .candidates
+                .iter()
+                .map(|c| (c.choice, Some(c.ty), c.value))
+                .collect();
+            in_pools(round, &pools, j, typed)
+                .into_iter()
+                .map(|(choice, ty, value, pool)| {
+                    let ty = ty.unwrap_or(0);
+                    let gpus = match choice {
+                        Choice::Keep => round.jobs[j].current().num_gpus(),
+                        Choice::Config { nodes, gpus } => charge(nodes, gpus, g[ty]).0,
+                    };
+                    Cand {
+                        choice,
+                        value,
+                        ty,
+                        pool,
+                        gpus,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let mut ledger = Ledger {
+        pools: &pools,
+        left: pools.cap.iter().map(|c| c.gpus).collect(),
+        held: vec![Vec::new(); round.jobs.len()],
+    };
     let mut pick: Vec<Option<usize>> = vec![None; round.jobs.len()];
     for (j, o) in opts.iter().enumerate() {
         if o.pinned {
-            if let Some(ci) = o.candidates.iter().position(|c| c.choice == Choice::Keep) {
+            if let Some(ci) = cands[j].iter().position(|c| c.choice == Choice::Keep) {
                 pick[j] = Some(ci);
-                let t = o.candidates[ci].ty;
-                left[t] = left[t].saturating_sub(round.jobs[j].current().num_gpus());
+                // Pinned jobs hold their GPUs whatever is left.
+                for (n, k) in round.jobs[j].current().per_node() {
+                    let p = pools.of_node[n.0 as usize];
+                    ledger.left[p] = ledger.left[p].saturating_sub(k);
+                }
             }
         }
     }
+    let mv = |j: usize, pick: Option<usize>, ledger: &Ledger| {
+        best_move(round, &cands[j], opts[j].none_value, j, pick, ledger, sense)
+    };
     let mut heap = BinaryHeap::new();
     for (j, o) in opts.iter().enumerate() {
         if !o.pinned {
-            if let Some(m) = best_move(round, o, j, pick[j], &left, sense, &g) {
+            if let Some(m) = mv(j, pick[j], &ledger) {
                 heap.push(m);
             }
         }
     }
     while let Some(m) = heap.pop() {
         // Re-check against the GPUs left now; re-queue if the best move changed.
-        let Some(now) = best_move(round, &opts[m.job], m.job, pick[m.job], &left, sense, &g) else {
+        let Some(now) = mv(m.job, pick[m.job], &ledger) else {
             continue;
         };
         if now.cand != m.cand || (now.score - m.score).abs() > 1e-12 * m.score.abs().max(1.0) {
             heap.push(now);
             continue;
         }
-        let job = &round.jobs[m.job];
-        if let Some(c) = pick[m.job] {
-            let old = &opts[m.job].candidates[c];
-            left[old.ty] += gpus_of(old, job, &g);
-        }
-        let new = &opts[m.job].candidates[m.cand];
-        left[new.ty] -= gpus_of(new, job, &g);
+        let takes = ledger
+            .takes(round, m.job, &cands[m.job][m.cand])
+            .expect("best_move offers only moves that fit");
+        ledger.apply(m.job, takes);
         pick[m.job] = Some(m.cand);
-        if let Some(next) = best_move(round, &opts[m.job], m.job, pick[m.job], &left, sense, &g) {
+        if let Some(next) = mv(m.job, pick[m.job], &ledger) {
             heap.push(next);
         }
     }
     let typed = types.len() > 1;
-    pick.iter()
+    let split = pools.any_split();
+    let values: Vec<f64> = pick
+        .iter()
+        .enumerate()
+        .map(|(j, p)| p.map_or(opts[j].none_value, |c| cands[j][c].value))
+        .collect();
+    let picks = pick
+        .iter()
         .enumerate()
         .filter_map(|(j, p)| {
             p.map(|c| {
-                let cand = &opts[j].candidates[c];
+                let cand = &cands[j][c];
                 Pick {
                     job: j,
                     choice: cand.choice,
                     gpu_type: (typed && cand.choice != Choice::Keep).then_some(cand.ty),
-                    group: None,
+                    group: if split { cand.pool } else { None },
                 }
             })
         })
-        .collect()
+        .collect();
+    Choices {
+        picks,
+        node_group: if split { pools.of_node.clone() } else { Vec::new() },
+        value: gpuplan_core::objective::power_mean(&values, round.params.p),
+    }
 }
 
-/// Pack choices into a plan with the given status.
-pub fn plan_from_choices(name: &str, round: &Round, choices: &[Pick], status: PlanStatus) -> Plan {
-    let packed = pack(round, choices);
+/// Pack greedy's choices (in their speed pools) into a plan with the given status.
+pub fn plan_from_choices(name: &str, round: &Round, choices: &Choices, status: PlanStatus) -> Plan {
+    let packed = pack_grouped(round, &choices.picks, &[], &choices.node_group);
     let mut plan = Plan::new(name, status);
     for (i, a) in packed.allocations {
         plan.allocations.insert(round.jobs[i].id, a);

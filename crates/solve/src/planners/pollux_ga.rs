@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use gpuplan_core::objective::restart_factor;
-use gpuplan_core::{Allocation, JobId, NodeId, Plan, PlanStatus, Round};
+use gpuplan_core::{Allocation, JobId, NodeId, Plan, PlanStatus, Round, RoundVariability};
 use rand::distributions::Bernoulli;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -48,11 +48,18 @@ pub struct PolluxGa {
     pub config: GaConfig,
     /// Last round's final population, by job id and node count.
     last: Option<(Vec<JobId>, usize, Vec<Vec<u32>>)>,
+    /// The fitness of last round's pick, for tests that hold it against
+    /// the common objective's per-job values.
+    fitness: f64,
 }
 
 impl PolluxGa {
     pub fn new(config: GaConfig) -> Self {
-        PolluxGa { config, last: None }
+        PolluxGa {
+            config,
+            last: None,
+            fitness: 0.0,
+        }
     }
 }
 
@@ -110,6 +117,51 @@ struct Ctx<'a> {
     /// Per job and type, its one-GPU speedup there: repair keeps the type
     /// where the job's GPUs are worth most, not the one that holds most.
     type_speed: Vec<Vec<f64>>,
+    /// Under per-GPU variability, per job: each node's slowdown for the
+    /// job's class and whether L applies ([`Slowdowns`]); `None` without.
+    slow: Option<Slowdowns<'a>>,
+}
+
+/// What a row of GPU counts costs in speed under per-GPU variability, by
+/// core's rule ([`RoundVariability::node_slowest`] for the unnamed slots
+/// the plan's counts become, [`RoundVariability::spanning`] for L): the
+/// slowdown the common objective and the simulator apply to the plan.
+struct Slowdowns<'a> {
+    v: &'a RoundVariability,
+    /// Per job, each node's slowdown for the job's class.
+    node: Vec<Vec<f64>>,
+    /// Per job, whether L applies across nodes (a rigid job).
+    cross: Vec<bool>,
+}
+
+impl Slowdowns<'_> {
+    fn new(round: &Round) -> Option<Slowdowns<'_>> {
+        let v = round.variability.as_ref()?;
+        let per_class: Vec<Vec<f64>> = (0..4).map(|c| v.node_slowest(c)).collect();
+        Some(Slowdowns {
+            v,
+            node: round
+                .jobs
+                .iter()
+                .map(|j| per_class[j.perf_class().index()].clone())
+                .collect(),
+            cross: round.jobs.iter().map(|j| j.pays_cross_node()).collect(),
+        })
+    }
+
+    /// How many times slower job `j` runs on `row` (1 on no GPUs).
+    fn factor(&self, j: usize, row: &[u32]) -> f64 {
+        let (n, _) = shape(row);
+        let worst = row
+            .iter()
+            .zip(&self.node[j])
+            .filter(|(&x, _)| x > 0)
+            .fold(0.0, |w: f64, (_, &s)| w.max(s));
+        if worst == 0.0 {
+            return 1.0;
+        }
+        self.v.spanning(worst, n, self.cross[j])
+    }
 }
 
 /// Buffers reused across repairs, mutations and survivor selections.
@@ -187,6 +239,17 @@ impl Ctx<'_> {
             let (n, k) = shape(row);
             let ty = row.iter().position(|&x| x > 0).map_or(0, |m| self.node_type[m]);
             let changed = row != &self.current[j][..];
+            if let Some(slow) = &self.slow {
+                // The value depends on which nodes, not only on the shape:
+                // no memo, the speedup table is memoised already.
+                let f = slow.factor(j, row);
+                let s = cache[j].get(&self.round.jobs[j], ty, n, k) / f;
+                let v = s * self.scale * if changed { self.factor[j] } else { 1.0 } + 1e-3;
+                min = min.min(v);
+                acc += if p == 0.0 { v.libm_ln() } else { v.libm_pow(p) };
+                util += s / self.total_gpus;
+                continue;
+            }
             let t = &mut terms[j];
             let slot = t.slot(ty, n, k, changed);
             let (v, term, u) = match slot.map(|i| t.cells[i]) {
@@ -525,6 +588,7 @@ impl Planner for PolluxGa {
             n_types: node_type.iter().max().map_or(1, |m| m + 1),
             node_type,
             type_speed: Vec::new(),
+            slow: Slowdowns::new(round),
         };
         let mut cache: Vec<SpeedupCache> = max_g
             .iter()
@@ -644,6 +708,7 @@ impl Planner for PolluxGa {
                 plan.allocations.insert(job.id, Allocation::from_counts(&counts));
             }
         }
+        self.fitness = objs[best].0;
         self.last = Some((round.jobs.iter().map(|j| j.id).collect(), nodes, pop));
         Ok(plan)
     }
@@ -694,6 +759,64 @@ mod tests {
         idle.allocations
             .retain(|id, _| r.jobs.iter().any(|j| j.id == *id && !j.current().is_empty()));
         assert!(objective::evaluate(&r, &a) > objective::evaluate(&r, &idle));
+    }
+
+    /// Under per-GPU variability the GA's fitness of its pick is Pollux's
+    /// fitness over the common objective's per-job values: each job's
+    /// speedup divided by core's slowdown for the plan's GPUs
+    /// ([`Round::variability_factor`]), scaled and restart-charged as
+    /// Pollux does. Node 0 is 1.5× slower for class A and node 1 has one
+    /// GPU 1.2× slower, so which nodes a job gets matters.
+    #[test]
+    fn fitness_agrees_with_core_under_variability() {
+        let mut r = small_round();
+        let mut node1 = vec![[1.0; 4]; 4];
+        node1[3] = [1.2, 1.1, 1.0, 1.0];
+        r.variability = Some(RoundVariability {
+            per_node: vec![vec![[1.5, 1.0, 1.3, 1.0]; 4], node1],
+            cross_node_factor: 1.7,
+        });
+        r.jobs[2].class = Some(gpuplan_core::PerfClass::ALL[2]);
+        let mut ga = PolluxGa::new(GaConfig {
+            population: 30,
+            generations: 30,
+            ..Default::default()
+        });
+        let plan = ga.plan(&r, &Limits::default()).unwrap();
+        validate(&r, &plan).unwrap();
+        let fair = objective::fair_share(&r);
+        let p = r.params.p;
+        let vals: Vec<f64> = r
+            .jobs
+            .iter()
+            .map(|j| {
+                let a = plan.get(j.id);
+                let s = objective::speedup(j, None, a.num_nodes(), a.num_gpus(), fair);
+                let changed = a.per_node() != j.current().per_node();
+                let restart = if changed {
+                    restart_factor(j, &r.params)
+                } else {
+                    1.0
+                };
+                s / r.variability_factor(j, &a) * 0.25 * restart + 1e-3
+            })
+            .collect();
+        let n = vals.len() as f64;
+        let want = if p == 0.0 {
+            (vals.iter().map(|v| v.ln()).sum::<f64>() / n).exp()
+        } else {
+            (vals.iter().map(|v| v.powf(p)).sum::<f64>() / n).powf(1.0 / p)
+        };
+        assert!(
+            (ga.fitness - want).abs() < 1e-12 * want,
+            "{} vs {want}",
+            ga.fitness
+        );
+        // Some job's value is really changed by the slow GPUs.
+        assert!(r
+            .jobs
+            .iter()
+            .any(|j| r.variability_factor(j, &plan.get(j.id)) > 1.0));
     }
 
     /// The published peeling, quadratic: the reference for [`fronts`].

@@ -685,6 +685,18 @@ fn with_variability(mut round: Round, speeds: &[f64], classes: &[u8]) -> Round {
     round
 }
 
+/// Two 4-GPU nodes, node 0 2.5× slower for class A, one job that may use
+/// all 8 GPUs (the rounds of the two tests below).
+fn slow_node_round() -> Round {
+    let mut round = build(2, 4, vec![simple()], Interference::Avoid, -1.0);
+    round.jobs[0].state.max_gpus_used = 8;
+    round.variability = Some(gpuplan_core::RoundVariability {
+        per_node: vec![vec![[2.5, 1.0, 1.0, 1.0]; 4], vec![[1.0; 4]; 4]],
+        cross_node_factor: 1.7,
+    });
+    round
+}
+
 /// Two 4-GPU nodes, node 0 2.5× slower for the job's class. The job could
 /// take all 8 GPUs, but across nodes it steps at the slow node's pace:
 /// 8/8 × f / 2.5 = 0.4 f < 4/8 × f = 0.5 f on the fast node alone (f the
@@ -695,12 +707,7 @@ fn with_variability(mut round: Round, speeds: &[f64], classes: &[u8]) -> Round {
 /// at its slowest node, 0.4 f.
 #[test]
 fn hand_solved_variable_cluster() {
-    let mut round = build(2, 4, vec![simple()], Interference::Avoid, -1.0);
-    round.jobs[0].state.max_gpus_used = 8;
-    round.variability = Some(gpuplan_core::RoundVariability {
-        per_node: vec![vec![[2.5, 1.0, 1.0, 1.0]; 4], vec![[1.0; 4]; 4]],
-        cross_node_factor: 1.7,
-    });
+    let round = slow_node_round();
     let f = 1000.0 / 1030.0;
     let eps = gpuplan_core::objective::EPSILON;
     for name in ["mip-exact", "mip-aggregate", "pollux-mip-aggregate"] {
@@ -736,12 +743,7 @@ fn hand_solved_variable_cluster() {
 #[test]
 fn greedy_and_pollux_ga_see_a_slow_node() {
     use gpuplan_solve::planners::greedy::{greedy_choices, plan_from_choices};
-    let mut round = build(2, 4, vec![simple()], Interference::Avoid, -1.0);
-    round.jobs[0].state.max_gpus_used = 8;
-    round.variability = Some(gpuplan_core::RoundVariability {
-        per_node: vec![vec![[2.5, 1.0, 1.0, 1.0]; 4], vec![[1.0; 4]; 4]],
-        cross_node_factor: 1.7,
-    });
+    let round = slow_node_round();
     let f = 1000.0 / 1030.0;
     let eps = gpuplan_core::objective::EPSILON;
     let p = plan("greedy", &round, 0);

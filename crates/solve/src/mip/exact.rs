@@ -1140,24 +1140,13 @@ fn keep_all(round: &Round) -> Plan {
     p
 }
 
-/// The node-level model values GPUs of a type alike: say so where the round
-/// has per-GPU variability that it then does not see.
-fn variability_unseen(round: &Round, mut solved: SolvedPlan) -> SolvedPlan {
-    if round.variability.is_some() {
-        solved
-            .notes
-            .push("the node-level model does not see per-GPU variability".into());
-    }
-    solved
-}
-
 /// Build, warm-start, solve and decode the pattern model. `Err` is the reason for a fallback.
 pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
     if round.params.interference == Interference::Allow {
         // Without the rule a node may hold pieces of several multi-node jobs,
         // and slot counts no longer guarantee that one job's pieces land on
         // distinct nodes; the node-level model stays exact there.
-        return super::node::solve_node(round, solver, limits).map(|s| variability_unseen(round, s));
+        return super::node::solve_node(round, solver, limits);
     }
     let t0 = web_time::Instant::now();
     let mut ctx = Ctx::new(round);
@@ -1166,7 +1155,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
         solved
             .notes
             .push("pattern model too large for these node sizes; node-level model solved instead".into());
-        return Ok(variability_unseen(round, solved));
+        return Ok(solved);
     };
     // Warm start: the better of the greedy plan and "keep everything running"
     // (last round's plan as applied) that the model can represent. Both reuse

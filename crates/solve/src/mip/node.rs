@@ -70,6 +70,8 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
     }
     struct JobVars {
         z: Vec<Variable>,
+        /// What each `z` stands for.
+        opts: Vec<SpeedOption>,
         none: Variable,
         x: Vec<Variable>,
         y: Vec<Variable>,
@@ -77,6 +79,12 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
     }
     let mut jv: Vec<Option<JobVars>> = Vec::with_capacity(opts.len());
     let node_type = round.cluster.type_index();
+    // Under per-GPU variability, each node's speed per class as mip-exact
+    // assumes it (its slowest GPU, binned: [`crate::bins::node_speeds`]).
+    let speeds: Option<Vec<[f64; 4]>> = round
+        .variability
+        .as_ref()
+        .map(|v| crate::bins::node_speeds(round, v));
     let n_types = round.cluster.types().len();
     let mut type_vars: Vec<Option<Vec<Variable>>> = Vec::new();
     let mut pinned_allocs: BTreeMap<usize, Allocation> = BTreeMap::new();
@@ -91,11 +99,7 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
                     multi_taken[n.0 as usize] += 1.0;
                 }
             }
-            let v = o
-                .candidates
-                .iter()
-                .find(|c| c.choice == Choice::Keep)
-                .map_or(0.0, |c| c.value);
+            let v = pinned_value(round, j, &o.candidates);
             match t {
                 Some(t) => m.constraints.push(Expression::from(t).leq(sense.term(v))),
                 None => m.offset += sense.term(v),
@@ -114,7 +118,8 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
             type_vars.push(None);
             continue;
         }
-        let z: Vec<Variable> = o.candidates.iter().map(|_| m.binary()).collect();
+        let opts_j = speed_options(round, j, &o.candidates, speeds.as_deref(), &node_type);
+        let z: Vec<Variable> = opts_j.iter().map(|_| m.binary()).collect();
         let x: Vec<Variable> = cap.iter().map(|&c| m.integer(0.0, c)).collect();
         let y: Vec<Variable> = cap.iter().map(|_| m.binary()).collect();
         let cur: Vec<f64> = {
@@ -134,9 +139,10 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
         let none = m.binary();
         let mut value = none_term * none;
         let mut keep_var = None;
-        for (c, &v) in o.candidates.iter().zip(&z) {
+        for (so, &v) in opts_j.iter().zip(&z) {
+            let c = &o.candidates[so.cand];
             pick += v;
-            value += sense.term(c.value) * v;
+            value += sense.term(so.value) * v;
             let (cn, ck) = match c.choice {
                 Choice::Keep => {
                     keep_var = Some(v);
@@ -167,6 +173,24 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
             Choice::Config { nodes, .. } => nodes > 1,
         });
         let mut ws = vec![None; n_nodes];
+        if let Some(sp) = &speeds {
+            // A choice valued at speed θ may use no node slower than θ.
+            let class = job.perf_class().index();
+            for n in 0..n_nodes {
+                let slower: Vec<Variable> = opts_j
+                    .iter()
+                    .zip(&z)
+                    .filter(|(so, _)| so.speed.is_some_and(|t| sp[n][class] > t))
+                    .map(|(_, &v)| v)
+                    .collect();
+                // No row where nothing is slower: all-median GPUs give the
+                // very model (and plan) of no variability.
+                if !slower.is_empty() {
+                    let slower: Expression = slower.into_iter().map(Expression::from).sum();
+                    m.constraints.push((y[n] + slower).leq(1.0));
+                }
+            }
+        }
         for n in 0..n_nodes {
             m.constraints.push(Expression::from(x[n]).leq(cap[n] * y[n]));
             m.constraints.push(Expression::from(y[n]).leq(x[n]));
@@ -197,7 +221,8 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
                     .push(Expression::from(y[n]).leq(pick_type[node_type[n]]));
             }
             // A configuration is valued on its type, so it must run there.
-            for (c, &v) in o.candidates.iter().zip(&z) {
+            for (so, &v) in opts_j.iter().zip(&z) {
+                let c = &o.candidates[so.cand];
                 if matches!(c.choice, Choice::Config { .. }) {
                     m.constraints.push(Expression::from(v).leq(pick_type[c.ty]));
                 }
@@ -206,7 +231,14 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
         } else {
             type_vars.push(None);
         }
-        jv.push(Some(JobVars { z, none, x, y, w: ws }));
+        jv.push(Some(JobVars {
+            z,
+            opts: opts_j,
+            none,
+            x,
+            y,
+            w: ws,
+        }));
     }
     for n in 0..n_nodes {
         m.constraints.push(load[n].clone().leq(cap_left[n].max(0.0)));
@@ -217,11 +249,13 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
     }
     // Symmetry: untouched nodes of the same size and type are interchangeable;
     // order them by load.
-    let mut classes: BTreeMap<(u32, gpuplan_core::GpuType), Vec<usize>> = BTreeMap::new();
+    // Nodes of different speeds are not interchangeable.
+    let mut classes: BTreeMap<(u32, gpuplan_core::GpuType, [u64; 4]), Vec<usize>> = BTreeMap::new();
     for (n, node) in round.cluster.nodes.iter().enumerate() {
         if !touched[n] {
+            let speed = speeds.as_ref().map_or([0; 4], |sp| sp[n].map(f64::to_bits));
             classes
-                .entry((node.gpus, node.gpu_type.clone()))
+                .entry((node.gpus, node.gpu_type.clone(), speed))
                 .or_default()
                 .push(n);
         }
@@ -265,11 +299,7 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
         let o = &opts[j];
         let Some(vars) = vars else {
             if o.pinned {
-                let v = o
-                    .candidates
-                    .iter()
-                    .find(|c| c.choice == Choice::Keep)
-                    .map_or(0.0, |c| c.value);
+                let v = pinned_value(round, j, &o.candidates);
                 min_term = min_term.min(sense.term(v));
             } else {
                 min_term = min_term.min(sense.term(o.none_value));
@@ -283,7 +313,7 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
         }
         let used = xs.iter().filter(|&&v| v > 0.0).count() as u32;
         let k = alloc.num_gpus();
-        let pick = if alloc.is_empty() {
+        let cand = if alloc.is_empty() {
             None
         } else if alloc.same_gpus(job.current()) {
             o.candidates.iter().position(|c| c.choice == Choice::Keep)
@@ -296,6 +326,16 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
                 Choice::Keep => false,
             })
         };
+        // Its speed option: the slowest node it uses (relabelling keeps speeds).
+        let slowest = speeds.as_ref().map(|sp| {
+            let class = job.perf_class().index();
+            alloc.nodes().map(|n| sp[n.0 as usize][class]).fold(0.0, f64::max)
+        });
+        let pick = cand.and_then(|c| {
+            vars.opts
+                .iter()
+                .position(|so| so.cand == c && (so.speed.is_none() || so.speed == slowest))
+        });
         if pick.is_none() {
             xs.iter_mut().for_each(|v| *v = 0.0);
         }
@@ -318,7 +358,7 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
                 m.initial.push((w, if multi && xn > 0.0 { 1.0 } else { 0.0 }));
             }
         }
-        let v = pick.map_or(o.none_value, |ci| o.candidates[ci].value);
+        let v = pick.map_or(o.none_value, |ci| vars.opts[ci].value);
         min_term = min_term.min(sense.term(v));
     }
     if let Some(t) = t {
@@ -360,6 +400,77 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
         .bound
         .and_then(|b| bound_to_mean(sense, b, round.jobs.len()));
     Ok(SolvedPlan { plan, notes })
+}
+
+/// A pinned job's value: keeping its GPUs, at their true speed
+/// ([`Round::variability_factor`], 1 without variability).
+fn pinned_value(round: &Round, j: usize, cands: &[crate::candidates::Candidate]) -> f64 {
+    let job = &round.jobs[j];
+    cands
+        .iter()
+        .find(|c| c.choice == Choice::Keep)
+        .map_or(0.0, |c| c.value / round.variability_factor(job, job.current()))
+}
+
+/// One binary of a job: a candidate (index into its options) valued at
+/// speed `speed` for its class: it may use no node slower. `None`: no
+/// speed limit (no variability, or "keep", valued at its GPUs' true speed).
+struct SpeedOption {
+    cand: usize,
+    speed: Option<f64>,
+    value: f64,
+}
+
+/// A job's binaries. Without variability, one per candidate at its value,
+/// as before. With it, "keep" at the simulator's rule for its GPUs
+/// ([`Round::variability_factor`]) and each configuration once per
+/// distinct node speed θ of its type (mip-exact's binned node speeds),
+/// valued at 1/θ (× L across nodes for a rigid job); the model then keeps
+/// it off nodes slower than θ, so no value is optimistic.
+fn speed_options(
+    round: &Round,
+    j: usize,
+    cands: &[crate::candidates::Candidate],
+    speeds: Option<&[[f64; 4]]>,
+    node_type: &[usize],
+) -> Vec<SpeedOption> {
+    let Some((sp, v)) = speeds.zip(round.variability.as_ref()) else {
+        return (0..cands.len())
+            .map(|c| SpeedOption {
+                cand: c,
+                speed: None,
+                value: cands[c].value,
+            })
+            .collect();
+    };
+    let job = &round.jobs[j];
+    let class = job.perf_class().index();
+    let mut out = Vec::new();
+    for (ci, c) in cands.iter().enumerate() {
+        match c.choice {
+            Choice::Keep => out.push(SpeedOption {
+                cand: ci,
+                speed: None,
+                value: c.value / round.variability_factor(job, job.current()),
+            }),
+            Choice::Config { nodes, .. } => {
+                let mut thetas: Vec<f64> = (0..sp.len())
+                    .filter(|&n| node_type[n] == c.ty)
+                    .map(|n| sp[n][class])
+                    .collect();
+                thetas.sort_by(f64::total_cmp);
+                thetas.dedup();
+                for t in thetas {
+                    out.push(SpeedOption {
+                        cand: ci,
+                        speed: Some(t),
+                        value: c.value / v.spanning(t, nodes, job.pays_cross_node()),
+                    });
+                }
+            }
+        }
+    }
+    out
 }
 
 impl Planner for MipNode {

@@ -69,6 +69,13 @@ pub(crate) struct Pools {
 
 impl Pools {
     pub(crate) fn new(round: &Round, speeds: Speeds) -> Pools {
+        Pools::with_groups(round, speeds, MAX_GROUPS_PER_TYPE)
+    }
+
+    /// [`Pools::new`] with at most `max_groups` speed groups per type; with
+    /// 1, each type is one pool valued at its slowest node (greedy's
+    /// conservative alternative, [`crate::planners::greedy`]).
+    pub(crate) fn with_groups(round: &Round, speeds: Speeds, max_groups: usize) -> Pools {
         let types = type_capacity(&round.cluster);
         let type_of = round.cluster.type_index();
         let v = match (&round.variability, speeds) {
@@ -114,7 +121,7 @@ impl Pools {
                     _ => groups.push((node_speed[n], vec![n])),
                 }
             }
-            while groups.len() > MAX_GROUPS_PER_TYPE {
+            while groups.len() > max_groups.max(1) {
                 let loss = |a: &([f64; 4], Vec<usize>), b: &([f64; 4], Vec<usize>)| {
                     let m = slowest(a.0, b.0);
                     (0..4)

@@ -11,10 +11,10 @@ use std::collections::BinaryHeap;
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
-use crate::candidates::{charge, job_options, type_capacity, Choice, Pick, Sense, Shapes};
+use crate::candidates::{charge, job_options, type_capacity, Choice, JobOptions, Pick, Sense, Shapes};
 use crate::placement::pack_grouped;
 use crate::pools::{in_pools, Pools, Speeds};
-use crate::speedup::{max_gpus, SpeedupCache};
+use crate::speedup::{evaluate_cached, max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug, Default)]
@@ -205,11 +205,41 @@ pub fn greedy_choices(round: &Round) -> Choices {
 /// [`in_pools`]), so greedy sees the slow nodes the simulator will charge.
 pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Choices {
     let opts = job_options(round, caches, Shapes::Packable);
+    let pools = Pools::new(round, Speeds::Seen);
+    let fine = choose(round, &opts, &pools);
+    if !pools.any_split() {
+        return fine;
+    }
+    // Greedy is myopic: a job moving to a faster pool may push out a job
+    // kept there, two restarts for no gain. One pool per type, valued at
+    // its slowest node, keeps running jobs where they are; the plan the
+    // common objective values higher is taken (the finer one on a tie).
+    let coarse = choose(round, &opts, &Pools::with_groups(round, Speeds::Seen, 1));
+    let (a, b) = (
+        evaluate_cached(
+            round,
+            &plan_from_choices("greedy", round, &fine, PlanStatus::Feasible),
+            caches,
+        ),
+        evaluate_cached(
+            round,
+            &plan_from_choices("greedy", round, &coarse, PlanStatus::Feasible),
+            caches,
+        ),
+    );
+    if b > a {
+        coarse
+    } else {
+        fine
+    }
+}
+
+/// Greedy's moves over the candidates `opts`, counted and valued per pool.
+fn choose(round: &Round, opts: &[JobOptions], pools: &Pools) -> Choices {
     let sense = Sense::of(round.params.p);
     // Per type: node size for what an unpackable shape takes (`charge`).
     let types = type_capacity(&round.cluster);
     let g: Vec<u32> = types.iter().map(|t| t.max_node).collect();
-    let pools = Pools::new(round, Speeds::Seen);
     let cands: Vec<Vec<Cand>> = opts
         .iter()
         .enumerate()
@@ -219,7 +249,7 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Choice
                 .iter()
                 .map(|c| (c.choice, Some(c.ty), c.value))
                 .collect();
-            in_pools(round, &pools, j, typed)
+            in_pools(round, pools, j, typed)
                 .into_iter()
                 .map(|(choice, ty, value, pool)| {
                     let ty = ty.unwrap_or(0);
@@ -239,7 +269,7 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Choice
         })
         .collect();
     let mut ledger = Ledger {
-        pools: &pools,
+        pools,
         left: pools.cap.iter().map(|c| c.gpus).collect(),
         held: vec![Vec::new(); round.jobs.len()],
     };

@@ -61,6 +61,10 @@ pub struct Model {
     /// models gain nothing from it (see [`solve`]); placement models with
     /// many big-M rows do.
     pub presolve: bool,
+    /// Solve only the LP relaxation (HiGHS; microlp ignores it and solves
+    /// the MIP). For a warm start's guide: values only, status and bound are
+    /// the LP's.
+    pub relax: bool,
 }
 
 impl Model {
@@ -75,6 +79,7 @@ impl Model {
             offset: 0.0,
             integral: false,
             presolve: false,
+            relax: false,
         }
     }
 
@@ -162,10 +167,13 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
         offset,
         integral,
         presolve,
+        relax,
     } = model;
     // Only HiGHS reports a MIP bound; microlp builds (wasm) do not read it.
     #[cfg(not(feature = "highs"))]
-    let _ = (integral, presolve);
+    let _ = (integral, presolve, relax);
+    #[cfg(feature = "highs")]
+    let integral = integral && !relax;
     if watched.is_empty() {
         // Nothing to decide (every job pinned or unservable): HiGHS calls this
         // ModelEmpty; the optimum is the constant.
@@ -192,6 +200,7 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
             offset,
             integral,
             presolve,
+            relax,
             limits,
         ),
         Solver::Microlp => {
@@ -223,6 +232,7 @@ fn solve_highs(
     offset: f64,
     integral: bool,
     presolve: bool,
+    relax: bool,
     limits: &Limits,
 ) -> Result<Solved, ResolutionError> {
     use highs::{HighsModelStatus, HighsSolutionStatus};
@@ -237,6 +247,9 @@ fn solve_highs(
     // the rows; the root LP of this model is integral, so presolve buys nothing.
     let presolve = if presolve { "on" } else { "off" };
     model.try_set_option("presolve", presolve).map_err(opt)?;
+    if relax {
+        model.try_set_option("solve_relaxation", true).map_err(opt)?;
+    }
     model
         .try_set_option("time_limit", limits.time_limit_s.max(0.001))
         .map_err(opt)?;

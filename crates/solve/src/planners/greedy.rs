@@ -128,6 +128,28 @@ pub fn greedy_choices(round: &Round) -> Vec<Pick> {
 /// [`greedy_choices`] over speedup tables the caller already holds (one
 /// per job, in round order), so a MIP's warm start does not redo them.
 pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<Pick> {
+    greedy_choices_from(round, caches, &[])
+}
+
+/// A choice suggested from outside the greedy (`mip-exact`'s LP
+/// relaxation): keep the current GPUs, or up to `gpus` GPUs of type `ty`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Prefer {
+    Keep,
+    Gpus { ty: usize, gpus: u32 },
+}
+
+/// [`greedy_choices_with`] seated from suggestions first: in the order
+/// given, each job takes its suggestion (for `Gpus`, the largest packable
+/// size of that type up to `gpus` that still fits), then the usual
+/// marginal-gain moves fill what is left. Why: on rounds of several GPU
+/// types the plain greedy puts jobs on the wrong types (6% off the optimum
+/// at 256 GPUs), and an LP relaxation knows the types better.
+pub fn greedy_choices_from(
+    round: &Round,
+    caches: &mut [SpeedupCache],
+    prefer: &[(usize, Prefer)],
+) -> Vec<Pick> {
     let opts = job_options(round, caches, Shapes::Packable);
     let sense = Sense::of(round.params.p);
     // Per type: node size for what an unpackable shape takes (`charge`), and GPUs left.
@@ -142,6 +164,34 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Vec<Pi
                 let t = o.candidates[ci].ty;
                 left[t] = left[t].saturating_sub(round.jobs[j].current().num_gpus());
             }
+        }
+    }
+    for &(j, want) in prefer {
+        let o = &opts[j];
+        if o.pinned || pick[j].is_some() {
+            continue;
+        }
+        let job = &round.jobs[j];
+        let seat = o
+            .candidates
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| gpus_of(c, job, &g) <= left[c.ty])
+            .filter(|(_, c)| match (want, c.choice) {
+                (Prefer::Keep, Choice::Keep) => true,
+                (Prefer::Gpus { ty, gpus }, Choice::Config { gpus: k, .. }) => c.ty == ty && k <= gpus,
+                _ => false,
+            })
+            .max_by(|a, b| {
+                gpus_of(a.1, job, &g)
+                    .cmp(&gpus_of(b.1, job, &g))
+                    .then(a.1.value.total_cmp(&b.1.value))
+            })
+            .map(|(ci, _)| ci);
+        if let Some(ci) = seat {
+            let c = &o.candidates[ci];
+            left[c.ty] -= gpus_of(c, job, &g);
+            pick[j] = Some(ci);
         }
     }
     let mut heap = BinaryHeap::new();

@@ -65,6 +65,21 @@ pub struct Model {
     /// the MIP). For a warm start's guide: values only, status and bound are
     /// the LP's.
     pub relax: bool,
+    /// How HiGHS keeps LP rows and pool cuts (HiGHS only).
+    pub cuts: CutPool,
+}
+
+/// HiGHS's handling of cuts in the MIP's LP and cut pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CutPool {
+    /// HiGHS's defaults.
+    #[default]
+    Default,
+    /// Cuts leave the LP after 2 rounds unused (`mip_lp_age_limit`, default
+    /// 10) and the pool is kept to 100 (`mip_pool_soft_limit`, default
+    /// 10,000). Why: on rounds of several GPU types HiGHS spends its time in
+    /// the root cut loop; measured faster there (docs/heterogeneity.md).
+    Lean,
 }
 
 impl Model {
@@ -80,6 +95,7 @@ impl Model {
             integral: false,
             presolve: false,
             relax: false,
+            cuts: CutPool::Default,
         }
     }
 
@@ -168,10 +184,11 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
         integral,
         presolve,
         relax,
+        cuts,
     } = model;
     // Only HiGHS reports a MIP bound; microlp builds (wasm) do not read it.
     #[cfg(not(feature = "highs"))]
-    let _ = (integral, presolve, relax);
+    let _ = (integral, presolve, relax, cuts);
     #[cfg(feature = "highs")]
     let integral = integral && !relax;
     if watched.is_empty() {
@@ -201,6 +218,7 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
             integral,
             presolve,
             relax,
+            cuts,
             limits,
         ),
         Solver::Microlp => {
@@ -233,6 +251,7 @@ fn solve_highs(
     integral: bool,
     presolve: bool,
     relax: bool,
+    cuts: CutPool,
     limits: &Limits,
 ) -> Result<Solved, ResolutionError> {
     use highs::{HighsModelStatus, HighsSolutionStatus};
@@ -249,6 +268,10 @@ fn solve_highs(
     model.try_set_option("presolve", presolve).map_err(opt)?;
     if relax {
         model.try_set_option("solve_relaxation", true).map_err(opt)?;
+    }
+    if cuts == CutPool::Lean {
+        model.try_set_option("mip_lp_age_limit", 2).map_err(opt)?;
+        model.try_set_option("mip_pool_soft_limit", 100).map_err(opt)?;
     }
     model
         .try_set_option("time_limit", limits.time_limit_s.max(0.001))

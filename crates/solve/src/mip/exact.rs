@@ -26,7 +26,7 @@ use crate::pairs::{
     group_options, kept_groups, name_group_gpus, named_gpus, overlapping_now, GroupOpt, Sharer,
 };
 use crate::planners::greedy::{greedy_choices_from, greedy_choices_with, plan_from_choices, Prefer};
-use crate::solver::{solve, Model, Solver};
+use crate::solver::{solve, CutPool, Model, Solver};
 use crate::speedup::{evaluate_cached, max_gpus, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
@@ -1248,6 +1248,9 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
     starts.sort_by(|a, b| b.0.total_cmp(&a.0));
     if let Some(vals) = starts.iter().find_map(|(_, p)| ctx.start(&built, p)) {
         built.model.initial = vals;
+    }
+    if round.cluster.types().len() > 1 {
+        built.model.cuts = CutPool::Lean;
     }
     let watched = built.model.watched.clone();
     let index: HashMap<Variable, usize> = watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();

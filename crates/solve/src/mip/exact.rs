@@ -1151,6 +1151,14 @@ fn variability_unseen(round: &Round, mut solved: SolvedPlan) -> SolvedPlan {
     solved
 }
 
+/// Fewest model columns at which a round of several GPU types gets the
+/// LP-seated start and the lean cut pool. Measured (docs/heterogeneity.md,
+/// 3-type bench rounds): at 256 GPUs × 100 jobs (about 5,000 columns) they
+/// halved the solver's CPU time; at 64 × 40 (1,200-1,500 columns) they
+/// saved none and the median solve got slower, so smaller rounds keep the
+/// plain start.
+const TYPED_HELP_MIN_COLUMNS: usize = 3_000;
+
 /// On a round of two or more GPU types, one more warm-start candidate: the
 /// greedy seated from the LP relaxation, each job first offered its
 /// LP-heaviest option (type and GPU count, or keep), heaviest jobs first,
@@ -1238,7 +1246,12 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
     // the model's speedup tables.
     let picks = greedy_choices_with(round, &mut ctx.caches);
     let greedy = plan_from_choices("greedy", round, &picks, PlanStatus::Feasible);
-    let lp_greedy = lp_greedy_start(&mut ctx, solver, limits, t0);
+    let big_typed = round.cluster.types().len() > 1 && built.model.watched.len() >= TYPED_HELP_MIN_COLUMNS;
+    let lp_greedy = if big_typed {
+        lp_greedy_start(&mut ctx, solver, limits, t0)
+    } else {
+        None
+    };
     let mut starts: Vec<(f64, Plan)> = [Some(greedy), Some(keep_all(round)), lp_greedy]
         .into_iter()
         .flatten()
@@ -1249,7 +1262,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
     if let Some(vals) = starts.iter().find_map(|(_, p)| ctx.start(&built, p)) {
         built.model.initial = vals;
     }
-    if round.cluster.types().len() > 1 {
+    if big_typed {
         built.model.cuts = CutPool::Lean;
     }
     let watched = built.model.watched.clone();

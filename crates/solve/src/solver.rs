@@ -61,6 +61,25 @@ pub struct Model {
     /// models gain nothing from it (see [`solve`]); placement models with
     /// many big-M rows do.
     pub presolve: bool,
+    /// Solve only the LP relaxation (HiGHS; microlp ignores it and solves
+    /// the MIP). For a warm start's guide: values only, status and bound are
+    /// the LP's.
+    pub relax: bool,
+    /// How HiGHS keeps LP rows and pool cuts (HiGHS only).
+    pub cuts: CutPool,
+}
+
+/// HiGHS's handling of cuts in the MIP's LP and cut pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CutPool {
+    /// HiGHS's defaults.
+    #[default]
+    Default,
+    /// Cuts leave the LP after 2 rounds unused (`mip_lp_age_limit`, default
+    /// 10) and the pool is kept to 100 (`mip_pool_soft_limit`, default
+    /// 10,000). Why: on rounds of several GPU types HiGHS spends its time in
+    /// the root cut loop; measured faster there (docs/heterogeneity.md).
+    Lean,
 }
 
 impl Model {
@@ -75,6 +94,8 @@ impl Model {
             offset: 0.0,
             integral: false,
             presolve: false,
+            relax: false,
+            cuts: CutPool::Default,
         }
     }
 
@@ -162,10 +183,14 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
         offset,
         integral,
         presolve,
+        relax,
+        cuts,
     } = model;
     // Only HiGHS reports a MIP bound; microlp builds (wasm) do not read it.
     #[cfg(not(feature = "highs"))]
-    let _ = (integral, presolve);
+    let _ = (integral, presolve, relax, cuts);
+    #[cfg(feature = "highs")]
+    let integral = integral && !relax;
     if watched.is_empty() {
         // Nothing to decide (every job pinned or unservable): HiGHS calls this
         // ModelEmpty; the optimum is the constant.
@@ -192,6 +217,8 @@ pub fn solve(model: Model, solver: Solver, limits: &Limits) -> Result<Solved, Re
             offset,
             integral,
             presolve,
+            relax,
+            cuts,
             limits,
         ),
         Solver::Microlp => {
@@ -223,6 +250,8 @@ fn solve_highs(
     offset: f64,
     integral: bool,
     presolve: bool,
+    relax: bool,
+    cuts: CutPool,
     limits: &Limits,
 ) -> Result<Solved, ResolutionError> {
     use highs::{HighsModelStatus, HighsSolutionStatus};
@@ -237,6 +266,13 @@ fn solve_highs(
     // the rows; the root LP of this model is integral, so presolve buys nothing.
     let presolve = if presolve { "on" } else { "off" };
     model.try_set_option("presolve", presolve).map_err(opt)?;
+    if relax {
+        model.try_set_option("solve_relaxation", true).map_err(opt)?;
+    }
+    if cuts == CutPool::Lean {
+        model.try_set_option("mip_lp_age_limit", 2).map_err(opt)?;
+        model.try_set_option("mip_pool_soft_limit", 100).map_err(opt)?;
+    }
     model
         .try_set_option("time_limit", limits.time_limit_s.max(0.001))
         .map_err(opt)?;

@@ -204,9 +204,32 @@ pub fn greedy_choices(round: &Round) -> Choices {
 /// rigid job), the pools and values `mip-aggregate` uses ([`Pools`],
 /// [`in_pools`]), so greedy sees the slow nodes the simulator will charge.
 pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Choices {
+    greedy_choices_from(round, caches, &[])
+}
+
+/// A choice suggested from outside the greedy (`mip-exact`'s LP
+/// relaxation): keep the current GPUs, or up to `gpus` GPUs of type `ty`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Prefer {
+    Keep,
+    Gpus { ty: usize, gpus: u32 },
+}
+
+/// [`greedy_choices_with`] seated from suggestions first: in the order
+/// given, each job takes its suggestion (for `Gpus`, the largest packable
+/// size of that type up to `gpus` that still fits, in its fastest pool on
+/// a tie), then the usual marginal-gain moves fill what is left. Why: on
+/// rounds of several GPU types the plain greedy puts jobs on the wrong
+/// types (6% off the optimum at 256 GPUs), and an LP relaxation knows the
+/// types better.
+pub fn greedy_choices_from(
+    round: &Round,
+    caches: &mut [SpeedupCache],
+    prefer: &[(usize, Prefer)],
+) -> Choices {
     let opts = job_options(round, caches, Shapes::Packable);
     let pools = Pools::new(round, Speeds::Seen);
-    let fine = choose(round, &opts, &pools);
+    let fine = choose(round, &opts, &pools, prefer);
     if !pools.any_split() {
         return fine;
     }
@@ -214,7 +237,7 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Choice
     // kept there, two restarts for no gain. One pool per type, valued at
     // its slowest node, keeps running jobs where they are; the plan the
     // common objective values higher is taken (the finer one on a tie).
-    let coarse = choose(round, &opts, &Pools::with_groups(round, Speeds::Seen, 1));
+    let coarse = choose(round, &opts, &Pools::with_groups(round, Speeds::Seen, 1), prefer);
     let (a, b) = (
         evaluate_cached(
             round,
@@ -234,8 +257,9 @@ pub fn greedy_choices_with(round: &Round, caches: &mut [SpeedupCache]) -> Choice
     }
 }
 
-/// Greedy's moves over the candidates `opts`, counted and valued per pool.
-fn choose(round: &Round, opts: &[JobOptions], pools: &Pools) -> Choices {
+/// Greedy's moves over the candidates `opts`, counted and valued per pool,
+/// after seating the suggestions `prefer`.
+fn choose(round: &Round, opts: &[JobOptions], pools: &Pools, prefer: &[(usize, Prefer)]) -> Choices {
     let sense = Sense::of(round.params.p);
     // Per type: node size for what an unpackable shape takes (`charge`).
     let types = type_capacity(&round.cluster);
@@ -284,6 +308,29 @@ fn choose(round: &Round, opts: &[JobOptions], pools: &Pools) -> Choices {
                     ledger.left[p] = ledger.left[p].saturating_sub(k);
                 }
             }
+        }
+    }
+    for &(j, want) in prefer {
+        if opts[j].pinned || pick[j].is_some() {
+            continue;
+        }
+        let seat = cands[j]
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| match (want, c.choice) {
+                (Prefer::Keep, Choice::Keep) => true,
+                (Prefer::Gpus { ty, gpus }, Choice::Config { gpus: k, .. }) => c.ty == ty && k <= gpus,
+                _ => false,
+            })
+            .filter(|(_, c)| ledger.takes(round, j, c).is_some())
+            .max_by(|a, b| a.1.gpus.cmp(&b.1.gpus).then(a.1.value.total_cmp(&b.1.value)))
+            .map(|(ci, _)| ci);
+        if let Some(ci) = seat {
+            let takes = ledger
+                .takes(round, j, &cands[j][ci])
+                .expect("filtered on fitting");
+            ledger.apply(j, takes);
+            pick[j] = Some(ci);
         }
     }
     let mv = |j: usize, pick: Option<usize>, ledger: &Ledger| {

@@ -109,16 +109,16 @@ fn revalue(round: &Round, prep: &mut Prep, caches: &mut [SpeedupCache]) {
     }
 }
 
-/// Pollux's re-allocation factor, charged as Sia charges it: only to a
-/// job that holds GPUs now (a waiting job has no configuration to leave),
-/// and not to one younger than its restart penalty.
+/// Pollux's re-allocation factor, charged as Sia charges it
+/// (`spare_waiting`): only to a job that holds GPUs now (a waiting job has
+/// no configuration to leave), and not to one younger than its restart
+/// penalty.
 fn sia_restart_factor(j: &RoundJob, round: &Round) -> f64 {
-    let d = j.restart_penalty_s.unwrap_or(round.params.restart_penalty_s);
-    if j.current().is_empty() || j.state.age_s < d {
-        1.0
-    } else {
-        restart_factor(j, &round.params)
-    }
+    let params = gpuplan_core::PolicyParams {
+        spare_waiting: true,
+        ..round.params
+    };
+    restart_factor(j, &params)
 }
 
 impl Planner for Sia {

@@ -306,6 +306,7 @@ mod tests {
     /// and both start. The one evaluation agrees with the planner.
     #[test]
     fn a_left_out_cost_lets_one_job_wait_while_another_grows() {
+        use gpuplan_core::math::Libm;
         let jobs: Vec<gpuplan_core::RoundJob> = (0..2)
             .map(|id| {
                 let mut j = crate::testutil::job(id, 1, 0.0);
@@ -344,11 +345,11 @@ mod tests {
         // configuration (one GPU) is worth 1 and a waiting job pays no restart
         // factor (its 3 restarts would cost it (600 − 180)/(600 + 60) otherwise).
         let v0 = objective::left_out_value(&r.params);
-        assert!(((v0 + objective::EPSILON).powf(-0.5) - 1.1).abs() < 1e-12);
+        assert!(((v0 + objective::EPSILON).libm_pow(-0.5) - 1.1).abs() < 1e-12);
         let one = Allocation::from_counts(&[(NodeId(0), 1)]);
         assert!((objective::job_value(&r.jobs[0], &r.cluster, &one, fair, &r.params) - 1.0).abs() < 1e-12);
-        let both_start = (2.0 * (1.0 + objective::EPSILON).powf(-0.5) / 2.0).powf(-2.0);
-        let expect = ((((two + objective::EPSILON).powf(-0.5)) + 1.1) / 2.0).powf(-2.0);
+        let both_start = (2.0 * (1.0 + objective::EPSILON).libm_pow(-0.5) / 2.0).libm_pow(-2.0);
+        let expect = ((((two + objective::EPSILON).libm_pow(-0.5)) + 1.1) / 2.0).libm_pow(-2.0);
         assert!(
             (value - expect).abs() < 1e-9 && value > both_start,
             "{value} {expect} {both_start}"

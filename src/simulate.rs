@@ -47,6 +47,17 @@ pub struct SimOpts {
     /// restart factor (default 1, Pollux's; gpuplan-mip 2).
     #[arg(long)]
     pub restart_weight: Option<f64>,
+    /// Sia's valuation in goodput-based policies: each job's speedups divided
+    /// by its least configuration's, and a job left without GPUs costing
+    /// this in the objective's Σ (v+ε)^p (Sia: 1.1), so a job may wait while
+    /// another grows. Needs --p below 0 (Sia's: -0.5). Default 0: off, Pollux's.
+    /// See docs/heterogeneity.md
+    #[arg(long, default_value_t = 0.0)]
+    pub left_out_cost: f64,
+    /// Charge goodput-based policies' restart factor only to jobs that hold
+    /// GPUs (Sia's rule); by default a waiting job's start is charged too (Pollux's)
+    #[arg(long)]
+    pub spare_waiting: bool,
     /// Pollux's exploration cap in goodput-based policies: a job gets at most
     /// this many times the most GPUs it has run on (default 2, Pollux's).
     #[arg(long)]
@@ -231,6 +242,16 @@ impl SimOpts {
                 bail!("--restart-weight must be in 0..=100, got {w}");
             }
         }
+        let l = self.left_out_cost;
+        if !(l.is_finite() && (0.0..=1000.0).contains(&l)) {
+            bail!("--left-out-cost must be in 0..=1000, got {l}");
+        }
+        if l > 0.0 && !(self.p < 0.0 && self.p.is_finite()) {
+            bail!(
+                "--left-out-cost needs a finite --p below 0 (Sia's: -0.5), got --p {}",
+                self.p
+            );
+        }
         if self.exploration_factor == Some(0) {
             bail!("--exploration-factor must be >= 1");
         }
@@ -300,6 +321,8 @@ impl SimOpts {
         cfg.interference_slowdown = self.interference_slowdown;
         cfg.time_limit_s = self.time_limit;
         cfg.params.p = self.p;
+        cfg.params.left_out_cost = self.left_out_cost;
+        cfg.params.spare_waiting = self.spare_waiting;
         cfg.params.restart_penalty_s = self.restart_penalty.unwrap_or(self.restart_delay);
         if let Some(f) = self.exploration_factor {
             cfg.params.exploration_factor = f;

@@ -617,7 +617,19 @@ fn gpuplan_mip_rounds_carry_its_objective_and_flags_override_it() {
     assert_eq!(o["exploration_factor"], 2);
     assert!(o.get("restart_weight").is_none());
     assert_eq!(o["priority"]["exponent"], 1.0);
+    // Sia's valuation: absent unless asked for, then carried by the round.
+    assert!(
+        g.get("left_out_cost").is_none() && g.get("spare_waiting").is_none(),
+        "{g}"
+    );
+    let s = first_params(
+        "gpuplan-mip",
+        &["--left-out-cost", "1.1", "--spare-waiting", "--p=-0.5"],
+    );
+    assert_eq!(s["left_out_cost"], 1.1);
+    assert_eq!(s["spare_waiting"], true);
     for (flag, value) in [
+        ("--left-out-cost", "-1"),
         ("--restart-weight", "-1"),
         ("--priority-exponent", "9"),
         ("--priority-scale", "0"),
@@ -635,6 +647,18 @@ fn gpuplan_mip_rounds_carry_its_objective_and_flags_override_it() {
         assert_eq!(o.status.code(), Some(2), "{flag} {value}");
         assert!(stderr(&o).contains(flag), "{flag}: {}", stderr(&o));
     }
+    // λ needs p < 0: refused under p = 0, naming the flag.
+    let o = run(&[
+        "simulate",
+        "--workload",
+        "tests/data/short-workload.csv",
+        "--policy",
+        "gpuplan-mip",
+        "--left-out-cost=1.1",
+        "--p=0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--left-out-cost"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&tmp);
 }
 

@@ -57,15 +57,69 @@ pub fn fair_goodput(m: &GoodputModel, fair: (u32, u32)) -> f64 {
 /// round's; w is `params.restart_weight` (1 in Pollux), so a policy may
 /// charge a restart more than the time it takes (gpuplan-mip: a move also
 /// costs the job the rounds it spends re-growing).
+///
+/// Under `params.spare_waiting` (Sia's rule) a job that holds no GPUs, or
+/// is younger than its penalty, pays nothing: 1.
 pub fn restart_factor(job: &RoundJob, params: &PolicyParams) -> f64 {
-    let d = job.restart_penalty_s.unwrap_or(params.restart_penalty_s) * params.restart_weight;
+    let delta = job.restart_penalty_s.unwrap_or(params.restart_penalty_s);
+    if params.spare_waiting && (job.state.allocation.is_empty() || job.state.age_s < delta) {
+        return 1.0;
+    }
+    let d = delta * params.restart_weight;
     let age = job.state.age_s.max(0.0);
     ((age - d * job.state.restarts as f64).max(0.0)) / (age + d).max(1e-9)
 }
 
-/// The value a job contributes: its speedup, times the restart factor if its
-/// placement changes (any change, including a first start, as in Pollux),
-/// times its attained-service priority (1 unless `params.priority` is on).
+/// Under `params.left_out_cost` (Sia's valuation): the speedup of a job's
+/// least configuration, by which all its speedups are divided, so that
+/// every job's smallest allocation is worth 1 however well it scales —
+/// `min_gpus` (at least 1) GPUs, on one node where they fit, of the type
+/// on which that is slowest. 1 when off, or when the job gains nothing
+/// anywhere.
+pub fn least_speedup(job: &RoundJob, cluster: &Cluster, fair: (u32, u32), params: &PolicyParams) -> f64 {
+    if params.left_out_cost <= 0.0 {
+        return 1.0;
+    }
+    let k = job.min_gpus.max(1);
+    let mut least = f64::INFINITY;
+    for ty in cluster.types() {
+        let nodes = cluster.nodes.iter().filter(|n| n.gpu_type == ty);
+        let (count, most, total) = nodes.fold((0u32, 0u32, 0u32), |(c, m, t), n| {
+            (c + 1, m.max(n.gpus), t + n.gpus)
+        });
+        if count == 0 || total < k {
+            continue;
+        }
+        let span = if k <= most { 1 } else { 2 };
+        let s = speedup(job, Some(&ty), span, k, fair);
+        if s > 0.0 {
+            least = least.min(s);
+        }
+    }
+    if least.is_finite() {
+        least
+    } else {
+        1.0
+    }
+}
+
+/// What a job without GPUs is worth: 0, or under `params.left_out_cost` λ
+/// the value whose term (v+ε)^p is λ (Sia's λ_n), so that leaving a job out
+/// costs λ against 1 for its least configuration.
+pub fn left_out_value(params: &PolicyParams) -> f64 {
+    let l = params.left_out_cost;
+    if l > 0.0 && params.p < 0.0 {
+        (l.libm_pow(1.0 / params.p) - EPSILON).max(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// The value a job contributes: its speedup (under `params.left_out_cost`
+/// divided by [`least_speedup`], and [`left_out_value`] without GPUs), times
+/// the restart factor if its placement changes (any change, including a
+/// first start, as in Pollux, unless `params.spare_waiting`), times its
+/// attained-service priority (1 unless `params.priority` is on).
 pub fn job_value(
     job: &RoundJob,
     cluster: &Cluster,
@@ -73,13 +127,16 @@ pub fn job_value(
     fair: (u32, u32),
     params: &PolicyParams,
 ) -> f64 {
+    if alloc.num_gpus() == 0 {
+        return prioritise(job, params, left_out_value(params));
+    }
     let s = speedup(
         job,
         cluster.type_of(alloc),
         alloc.num_nodes(),
         alloc.num_gpus(),
         fair,
-    );
+    ) / least_speedup(job, cluster, fair, params);
     let v = if alloc.same_gpus(&job.state.allocation) {
         s
     } else {

@@ -59,6 +59,21 @@ pub struct PolicyParams {
     /// factor (`gpuplan-mip`: 2). Absent: 1, Pollux's.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub restart_weight: f64,
+    /// Sia's valuation (SOSP'23), for heterogeneous clusters under load:
+    /// when > 0 (Sia: 1.1), each job's speedups are divided by its least
+    /// configuration's ([`crate::objective::least_speedup`]), so every job's
+    /// smallest allocation is worth 1, and a job left without GPUs costs
+    /// this in Σ (v+ε)^p instead of ε^p. A planner may then leave a job
+    /// queued to grow another that gains more, which shortens average JCT
+    /// when jobs outnumber GPUs (docs/heterogeneity.md). Needs p < 0.
+    /// Absent: 0, off (Pollux's objective: every job is started first).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub left_out_cost: f64,
+    /// Charge the restart factor only to a job that holds GPUs and is
+    /// older than its restart penalty (Sia's rule): a waiting job has no
+    /// allocation to lose. Absent: off (Pollux charges every change).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spare_waiting: bool,
     /// Least-attained-service priority blended into the goodput mean
     /// (`gpuplan-mip`). Absent: off, Pollux's objective.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -148,6 +163,10 @@ fn is_one_u32(k: &u32) -> bool {
 
 fn one() -> f64 {
     1.0
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 fn is_one(v: &f64) -> bool {
@@ -290,6 +309,8 @@ impl Default for PolicyParams {
             placement: Placement::Default,
             sticky: Sticky::Replace,
             restart_weight: 1.0,
+            left_out_cost: 0.0,
+            spare_waiting: false,
             priority: Priority::default(),
             sharing: 1,
             sharing_pairs: SharingPairs::All,
@@ -571,6 +592,15 @@ impl Round {
         if !(w.is_finite() && (0.0..=100.0).contains(&w)) {
             errs.push(format!("params.restart_weight: must be in 0..=100, got {w}"));
         }
+        let l = self.params.left_out_cost;
+        if !(l.is_finite() && (0.0..=1000.0).contains(&l)) {
+            errs.push(format!("params.left_out_cost: must be in 0..=1000, got {l}"));
+        } else if l > 0.0 && !(self.params.p < 0.0 && self.params.p.is_finite()) {
+            errs.push(format!(
+                "params.left_out_cost: needs a finite p < 0, got p = {}",
+                self.params.p
+            ));
+        }
         let pr = self.params.priority;
         if !(pr.exponent.is_finite() && (0.0..=4.0).contains(&pr.exponent)) {
             errs.push(format!(
@@ -818,6 +848,8 @@ mod tests {
             "sticky",
             "class",
             "restart_weight",
+            "left_out_cost",
+            "spare_waiting",
             "priority",
             "sharing",
             "mem_gib",
@@ -852,6 +884,14 @@ mod tests {
                 "params.restart_weight: must be in 0..=100, got -1",
                 "params.priority.scale_gpu_s: must be > 0, got 0"
             ]
+        );
+        let mut l = r.clone();
+        l.params.left_out_cost = 1.1;
+        assert!(l.check().is_ok());
+        l.params.p = 0.0;
+        assert_eq!(
+            l.check().unwrap_err(),
+            vec!["params.left_out_cost: needs a finite p < 0, got p = 0"]
         );
         assert_eq!("pal".parse::<Placement>(), Ok(Placement::Pal));
         assert!("best".parse::<Placement>().unwrap_err().contains("pm-first"));

@@ -6,7 +6,7 @@
 //! other.
 
 use gpuplan_core::math::Libm;
-use gpuplan_core::objective::{fair_share, prioritise, restart_factor, EPSILON};
+use gpuplan_core::objective::{fair_share, left_out_value, prioritise, restart_factor, EPSILON};
 use gpuplan_core::{Cluster, Round, RoundJob};
 
 use crate::speedup::{max_gpus, SpeedupCache};
@@ -136,7 +136,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             }
             JobOptions {
                 candidates,
-                none_value: prioritise(j, &round.params, 0.0),
+                none_value: prioritise(j, &round.params, left_out_value(&round.params)),
                 pinned,
                 infeasible,
             }

@@ -297,6 +297,65 @@ mod tests {
     /// Type-blind planning (Pollux's): to the planner an a100 and a t4
     /// allocation of one shape are worth the same, the t4's worth; type-aware,
     /// the a100 is worth more, and pollux-ga takes it.
+    /// Sia's valuation (`left_out_cost`, with `spare_waiting` and p = −0.5)
+    /// on two waiting jobs and one 2-GPU node: each job's one GPU is worth
+    /// 1 and two GPUs r ≈ 1.9 (its least configuration's multiple), so
+    /// starting both costs 2·1^−0.5 = 2 while growing one and leaving the
+    /// other out costs r^−0.5 + 1.1 ≈ 1.83: gpuplan-mip grows one. Off
+    /// (Pollux's valuation, the same p), a job left out costs ε^−0.5 ≈ 32
+    /// and both start. The one evaluation agrees with the planner.
+    #[test]
+    fn a_left_out_cost_lets_one_job_wait_while_another_grows() {
+        use gpuplan_core::math::Libm;
+        let jobs: Vec<gpuplan_core::RoundJob> = (0..2)
+            .map(|id| {
+                let mut j = crate::testutil::job(id, 1, 0.0);
+                j.model = Some(crate::testutil::model());
+                j.state.max_gpus_used = 1;
+                j.state.restarts = 3;
+                j
+            })
+            .collect();
+        let mut r = crate::testutil::round("1x2", jobs, Interference::Avoid);
+        r.params = registry::default_params("gpuplan-mip");
+        r.params.p = -0.5;
+        let fair = objective::fair_share(&r);
+        let two = objective::speedup(&r.jobs[0], None, 1, 2, fair)
+            / objective::speedup(&r.jobs[0], None, 1, 1, fair);
+        assert!(two > 1.0 / (0.9f64 * 0.9), "two GPUs worth only {two}× one");
+        let run = |r: &Round| {
+            let d = run_round(
+                registry::create("gpuplan-mip").unwrap().as_mut(),
+                r,
+                &Limits::default(),
+            )
+            .unwrap();
+            gpuplan_core::validate(r, &d.plan).unwrap();
+            let mut k: Vec<u32> = (0..2).map(|i| d.plan.gpus_of(JobId(i)).num_gpus()).collect();
+            k.sort();
+            (k, objective::evaluate(r, &d.plan))
+        };
+        assert_eq!(run(&r).0, vec![1, 1], "Pollux's valuation starts both");
+
+        r.params.left_out_cost = 1.1;
+        r.params.spare_waiting = true;
+        let (k, value) = run(&r);
+        assert_eq!(k, vec![0, 2], "one grows, one waits");
+        // By hand: the left-out job's term is λ = 1.1; the grown one's least
+        // configuration (one GPU) is worth 1 and a waiting job pays no restart
+        // factor (its 3 restarts would cost it (600 − 180)/(600 + 60) otherwise).
+        let v0 = objective::left_out_value(&r.params);
+        assert!(((v0 + objective::EPSILON).libm_pow(-0.5) - 1.1).abs() < 1e-12);
+        let one = Allocation::from_counts(&[(NodeId(0), 1)]);
+        assert!((objective::job_value(&r.jobs[0], &r.cluster, &one, fair, &r.params) - 1.0).abs() < 1e-12);
+        let both_start = (2.0 * (1.0 + objective::EPSILON).libm_pow(-0.5) / 2.0).libm_pow(-2.0);
+        let expect = ((((two + objective::EPSILON).libm_pow(-0.5)) + 1.1) / 2.0).libm_pow(-2.0);
+        assert!(
+            (value - expect).abs() < 1e-9 && value > both_start,
+            "{value} {expect} {both_start}"
+        );
+    }
+
     #[test]
     fn a_type_blind_planner_values_every_type_alike() {
         let mut j = crate::testutil::job(0, 2, 0.0);

@@ -3,7 +3,7 @@
 //! optimisation.
 
 use gpuplan_core::objective;
-use gpuplan_core::{Allocation, GoodputModel, GpuType, Plan, Round, RoundJob};
+use gpuplan_core::{Allocation, Cluster, GoodputModel, GpuType, Plan, PolicyParams, Round, RoundJob};
 
 /// Lazily filled speedup table of one job for one round, per GPU type
 /// (indexed as `Cluster::types()`): a job's goodput depends on the type.
@@ -20,6 +20,11 @@ pub struct SpeedupCache {
     base: Option<f64>,
     /// The job's model per type, computed once each.
     models: Vec<Option<Option<GoodputModel>>>,
+    /// Under `params.left_out_cost`, what [`objective::least_speedup`] needs
+    /// (kept only then), and its answer once computed: every speedup is
+    /// divided by it, as [`objective::job_value`] divides.
+    least_of: Option<Box<(Cluster, PolicyParams)>>,
+    least: Option<f64>,
 }
 
 impl SpeedupCache {
@@ -35,7 +40,21 @@ impl SpeedupCache {
             node_type: round.cluster.type_index(),
             types,
             base: None,
+            least_of: (round.params.left_out_cost > 0.0)
+                .then(|| Box::new((round.cluster.clone(), round.params))),
+            least: None,
         }
+    }
+
+    /// The divisor of this job's speedups: 1 unless `params.left_out_cost`.
+    fn least(&mut self, job: &RoundJob) -> f64 {
+        let Some(of) = &self.least_of else {
+            return 1.0;
+        };
+        let fair = self.fair;
+        *self
+            .least
+            .get_or_insert_with(|| objective::least_speedup(job, &of.0, fair, &of.1))
     }
 
     /// GPU types of the round's cluster, in `Cluster::types()` order.
@@ -49,6 +68,16 @@ impl SpeedupCache {
         if gpus == 0 {
             return 0.0;
         }
+        let s = self.get_raw(job, ty, nodes, gpus);
+        if self.least_of.is_none() {
+            s
+        } else {
+            s / self.least(job)
+        }
+    }
+
+    /// [`Self::get`] before the `left_out_cost` normalisation.
+    fn get_raw(&mut self, job: &RoundJob, ty: usize, nodes: u32, gpus: u32) -> f64 {
         // The model sees only "one node or several" (`GoodputModel::sync_time`),
         // so every multi-node count shares one cell.
         let nodes = nodes.min(2);
@@ -117,6 +146,10 @@ pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) 
         .zip(caches.iter_mut())
         .map(|(j, c)| {
             let a = plan.get(j.id);
+            if a.num_gpus() == 0 {
+                let v = objective::left_out_value(&round.params);
+                return objective::prioritise(j, &round.params, v);
+            }
             let s = c.get_alloc(j, &a);
             let v = if a.same_gpus(&j.state.allocation) {
                 s

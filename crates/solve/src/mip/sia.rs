@@ -21,10 +21,16 @@
 //!   factor (age − δ·restarts)/(age + δ), which Sia uses; a waiting job
 //!   and a job younger than δ are not penalised.
 //! - **Fairness**: Sia minimises Σ value^p with p = [`SIA_P`] (−0.5), each
-//!   job that gets nothing costing [`SIA_LAMBDA_NO_ALLOC`] (1.1), above
-//!   any allocated job's term (values ≥ 1 give terms ≤ 1), so Sia runs as
-//!   many jobs as fit before it grows any. Its p is its own: the round's
-//!   `params.p` is the power mean every plan is judged by, not Sia's.
+//!   job that gets nothing costing [`SIA_LAMBDA_NO_ALLOC`] (1.1). A job's
+//!   least configuration costs 1, so starting it saves only 0.1, less than
+//!   growing another from 1 GPU to 2 (1 − 2^−0.5 ≈ 0.29 where it scales
+//!   well): when GPUs are short, Sia leaves jobs waiting and grows others.
+//!   That is what makes it win on loaded workloads (docs/heterogeneity.md),
+//!   and it is also why its plans score low under the power mean with
+//!   ε-terms, where a left-out job costs 1/ε. Its p is its own: the round's
+//!   `params.p` is the power mean every plan is judged by, not Sia's. The
+//!   same valuation is open to every goodput planner as `params.left_out_cost`
+//!   and `params.spare_waiting`.
 //! - **Placement**: the shared packer ([`crate::placement::pack`]), kept
 //!   jobs on their own GPUs first. Sia's ILP knows neither locality nor
 //!   interference beyond its shapes; the packer's whole-node rule for
@@ -110,16 +116,16 @@ fn revalue(round: &Round, prep: &mut Prep, caches: &mut [SpeedupCache]) {
     }
 }
 
-/// Pollux's re-allocation factor, charged as Sia charges it: only to a
-/// job that holds GPUs now (a waiting job has no configuration to leave),
-/// and not to one younger than its restart penalty.
+/// Pollux's re-allocation factor, charged as Sia charges it
+/// (`spare_waiting`): only to a job that holds GPUs now (a waiting job has
+/// no configuration to leave), and not to one younger than its restart
+/// penalty.
 fn sia_restart_factor(j: &RoundJob, round: &Round) -> f64 {
-    let d = j.restart_penalty_s.unwrap_or(round.params.restart_penalty_s);
-    if j.current().is_empty() || j.state.age_s < d {
-        1.0
-    } else {
-        restart_factor(j, &round.params)
-    }
+    let params = gpuplan_core::PolicyParams {
+        spare_waiting: true,
+        ..round.params
+    };
+    restart_factor(j, &params)
 }
 
 impl Planner for Sia {

@@ -628,37 +628,26 @@ fn gpuplan_mip_rounds_carry_its_objective_and_flags_override_it() {
     );
     assert_eq!(s["left_out_cost"], 1.1);
     assert_eq!(s["spare_waiting"], true);
-    for (flag, value) in [
-        ("--left-out-cost", "-1"),
-        ("--restart-weight", "-1"),
-        ("--priority-exponent", "9"),
-        ("--priority-scale", "0"),
-        ("--exploration-factor", "0"),
+    // Each refused with exit 2, naming the flag; λ needs p < 0.
+    for (flag, bad) in [
+        ("--left-out-cost", &["--left-out-cost=-1"][..]),
+        ("--left-out-cost", &["--left-out-cost=1.1", "--p=0"]),
+        ("--restart-weight", &["--restart-weight=-1"]),
+        ("--priority-exponent", &["--priority-exponent=9"]),
+        ("--priority-scale", &["--priority-scale=0"]),
+        ("--exploration-factor", &["--exploration-factor=0"]),
     ] {
-        let arg = format!("{flag}={value}");
-        let o = run(&[
+        let sim = [
             "simulate",
             "--workload",
             "tests/data/short-workload.csv",
             "--policy",
             "gpuplan-mip",
-            &arg,
-        ]);
-        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+        ];
+        let o = run(&[&sim[..], bad].concat());
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
         assert!(stderr(&o).contains(flag), "{flag}: {}", stderr(&o));
     }
-    // λ needs p < 0: refused under p = 0, naming the flag.
-    let o = run(&[
-        "simulate",
-        "--workload",
-        "tests/data/short-workload.csv",
-        "--policy",
-        "gpuplan-mip",
-        "--left-out-cost=1.1",
-        "--p=0",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--left-out-cost"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&tmp);
 }
 

@@ -294,9 +294,6 @@ mod tests {
         gpuplan_core::validate(&r, &plan).unwrap();
     }
 
-    /// Type-blind planning (Pollux's): to the planner an a100 and a t4
-    /// allocation of one shape are worth the same, the t4's worth; type-aware,
-    /// the a100 is worth more, and pollux-ga takes it.
     /// Sia's valuation (`left_out_cost`, with `spare_waiting` and p = −0.5)
     /// on two waiting jobs and one 2-GPU node: each job's one GPU is worth
     /// 1 and two GPUs r ≈ 1.9 (its least configuration's multiple), so
@@ -356,6 +353,9 @@ mod tests {
         );
     }
 
+    /// Type-blind planning (Pollux's): to the planner an a100 and a t4
+    /// allocation of one shape are worth the same, the t4's worth; type-aware,
+    /// the a100 is worth more, and pollux-ga takes it.
     #[test]
     fn a_type_blind_planner_values_every_type_alike() {
         let mut j = crate::testutil::job(0, 2, 0.0);

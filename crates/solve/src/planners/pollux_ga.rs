@@ -7,14 +7,14 @@
 //! pick is the individual with the best fitness. The population is kept
 //! across rounds as the next round's warm start.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use gpuplan_core::objective::restart_factor;
 use gpuplan_core::{Allocation, JobId, NodeId, Plan, PlanStatus, Round, RoundVariability};
 use rand::distributions::Bernoulli;
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::speedup::{max_gpus, SpeedupCache};
@@ -51,6 +51,8 @@ pub struct PolluxGa {
     /// The fitness of last round's pick, for tests that hold it against
     /// the common objective's per-job values.
     fitness: f64,
+    /// Tests force the one-thread or the two-thread search; `None`: by size.
+    pipeline: Option<bool>,
 }
 
 impl PolluxGa {
@@ -59,6 +61,7 @@ impl PolluxGa {
             config,
             last: None,
             fitness: 0.0,
+            pipeline: None,
         }
     }
 }
@@ -164,6 +167,34 @@ impl Slowdowns<'_> {
     }
 }
 
+/// `rand` 0.8's rejection zone for a draw below `range` (< 2^32): a 32-bit
+/// word `v` is accepted iff the low half of `v × range` is at most this.
+fn zone(range: u32) -> u32 {
+    (range << range.leading_zeros()).wrapping_sub(1)
+}
+
+/// `order.shuffle(rng)` exactly: the same words drawn, the same swaps, so the
+/// same permutation and the same stream after it (the seed's results must
+/// not move), for slices shorter than 2^32. `rand` loops on each rejected
+/// word; a rejection is a coin flip to the branch predictor (up to half the
+/// words are rejected), and the shuffles were a quarter of a pollux-ga
+/// simulation. Here a rejected word swaps an element with itself and the
+/// same index is drawn again: no branch on the word. `zones[i]` is
+/// [`zone`]`(i + 1)`.
+fn shuffle_exact(order: &mut [usize], rng: &mut ChaCha8Rng, zones: &[u32]) {
+    debug_assert!(order.len() <= zones.len() && order.len() as u64 <= u64::from(u32::MAX));
+    let Some(mut i) = order.len().checked_sub(1) else {
+        return;
+    };
+    while i > 0 {
+        let m = u64::from(rng.next_u32()) * (i as u64 + 1);
+        let accept = (m as u32) <= zones[i];
+        let j = if accept { (m >> 32) as usize } else { i };
+        order.swap(i, j);
+        i -= usize::from(accept);
+    }
+}
+
 /// Buffers reused across repairs, mutations and survivor selections.
 #[derive(Default)]
 struct Scratch {
@@ -171,57 +202,16 @@ struct Scratch {
     free_nodes: Vec<usize>,
     taken: Vec<bool>,
     nodes_order: Vec<usize>,
+    /// [`zone`] of 1..=nodes, for [`shuffle_exact`].
+    zones: Vec<u32>,
+    /// [`Ctx::repair`]'s node orders.
+    orders: Vec<u32>,
     per_type: Vec<u32>,
     /// [`fronts`]: each individual's front, the sort order, each front's last member.
     rank: Vec<usize>,
     sorted: Vec<usize>,
     last: Vec<usize>,
 }
-
-/// FxHash-style hasher for the generation's set of genomes: hashing only
-/// decides where a genome sits in the set, never whether it is there (that
-/// is equality), so the set answers as with the default hasher, faster.
-#[derive(Default)]
-struct GenomeHasher(u64);
-
-impl GenomeHasher {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::K);
-    }
-}
-
-impl Hasher for GenomeHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().unwrap()));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut buf = [0u8; 8];
-            buf[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(buf));
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        // murmur3's finaliser, so every bit of the hash depends on every word.
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-}
-
-type GenomeSet = HashSet<Vec<u32>, BuildHasherDefault<GenomeHasher>>;
 
 impl Ctx<'_> {
     /// (fitness, utility): both to maximise.
@@ -332,6 +322,45 @@ impl Ctx<'_> {
     }
 
     fn repair(&self, g: &mut [u32], rng: &mut ChaCha8Rng, s: &mut Scratch) {
+        let mut orders = std::mem::take(&mut s.orders);
+        orders.clear();
+        self.draw_orders(rng, s, &mut orders);
+        self.repair_with(g, &orders, s);
+        s.orders = orders;
+    }
+
+    /// Cells of a genome, then of the node orders its repair uses.
+    fn cells(&self) -> usize {
+        self.jobs * self.nodes
+    }
+
+    fn order_cells(&self) -> usize {
+        self.pinned.iter().filter(|&&p| !p).count() * self.nodes
+    }
+
+    /// Repair's only draws, which depend on nothing but the stream: the node
+    /// order each unpinned job's GPUs are capped in (one shuffle each, in job
+    /// order, each starting from the last), appended to `out`, `nodes` per
+    /// unpinned job. Drawing them apart from [`Ctx::repair_with`] lets the
+    /// draws run ahead on one thread while another repairs.
+    fn draw_orders(&self, rng: &mut ChaCha8Rng, s: &mut Scratch, out: &mut Vec<u32>) {
+        let nodes = self.nodes;
+        out.reserve_exact(self.order_cells());
+        let order = &mut s.nodes_order;
+        order.clear();
+        order.extend(0..nodes);
+        if s.zones.len() != nodes {
+            s.zones.clear();
+            s.zones.extend((1..=nodes as u32).map(zone));
+        }
+        for _ in self.pinned.iter().filter(|&&p| !p) {
+            shuffle_exact(order, rng, &s.zones);
+            out.extend(order.iter().map(|&n| n as u32));
+        }
+    }
+
+    /// Pollux's repair given the node orders [`Ctx::draw_orders`] drew.
+    fn repair_with(&self, g: &mut [u32], orders: &[u32], s: &mut Scratch) {
         let nodes = self.nodes;
         // Pinned jobs keep their allocation, whatever the genome says.
         for ((row, cur), &pinned) in g.chunks_exact_mut(nodes).zip(&self.current).zip(&self.pinned) {
@@ -365,9 +394,7 @@ impl Ctx<'_> {
         // 2. Per-job caps: one GPU type (the one where the job's GPUs are
         // worth most: GPUs × its one-GPU speedup there; then most GPUs, then
         // the first), GPUs (random node order) and nodes.
-        let nodes_order = &mut s.nodes_order;
-        nodes_order.clear();
-        nodes_order.extend(0..nodes);
+        let mut orders = orders.chunks_exact(nodes.max(1));
         let n_types = self.n_types;
         for (j, ((row, &pinned), &max_gpus)) in g
             .chunks_exact_mut(nodes)
@@ -399,11 +426,19 @@ impl Ctx<'_> {
                     }
                 }
             }
-            nodes_order.shuffle(rng);
+            let nodes_order = orders.next().expect("one node order per unpinned job");
+            // Within both caps the walk below changes nothing: skip it (most
+            // rows; its branch on each cell, in random order, mispredicts).
+            let (used_nodes, gpus) = row.iter().fold((0u32, 0u32), |(n, k), &x| {
+                (n + u32::from(x > 0), k.saturating_add(x))
+            });
+            if gpus <= max_gpus && used_nodes <= self.max_nodes {
+                continue;
+            }
             let mut left = max_gpus;
             let mut nodes_left = self.max_nodes;
-            for &n in nodes_order.iter() {
-                let x = &mut row[n];
+            for &n in nodes_order {
+                let x = &mut row[n as usize];
                 if *x == 0 {
                     continue;
                 }
@@ -441,6 +476,426 @@ impl Ctx<'_> {
     fn pinned_first(&self) -> &[usize] {
         &self.order
     }
+}
+
+impl Ctx<'_> {
+    /// One try of a generation: two parents by binary tournament on fitness,
+    /// a cut between jobs, the two crossed children mutated, and the node
+    /// orders their repairs will use, appended to each child's cells (one
+    /// allocation per child). Every draw of a try is here, in the stream's
+    /// order; repairing, deduplicating and evaluating draw nothing.
+    fn breed(
+        &self,
+        pop: &Population,
+        cfg: &GaConfig,
+        rng: &mut ChaCha8Rng,
+        s: &mut Scratch,
+        spare: &mut Vec<Vec<u32>>,
+    ) -> [Vec<u32>; 2] {
+        let (genomes, objs) = (&pop.genomes, &pop.objs);
+        let pick = |rng: &mut ChaCha8Rng| {
+            // Indices drawn as u32: a usize range draws differently on
+            // 32-bit wasm than on 64-bit hosts, and the browser must
+            // reproduce the CLI's plans.
+            let a = rng.gen_range(0..genomes.len() as u32) as usize;
+            let b = rng.gen_range(0..genomes.len() as u32) as usize;
+            if objs[a].0 >= objs[b].0 {
+                a
+            } else {
+                b
+            }
+        };
+        let (a, b) = (pick(rng), pick(rng));
+        let cut = rng.gen_range(0..=self.jobs as u32) as usize * self.nodes;
+        // Buffers of genomes the search let go of, or new ones.
+        let mut cross = |x: &[u32], y: &[u32]| {
+            let mut c = spare.pop().unwrap_or_default();
+            c.clear();
+            c.reserve_exact(self.cells() + self.order_cells());
+            c.extend_from_slice(&x[..cut]);
+            c.extend_from_slice(&y[cut..]);
+            c
+        };
+        let mut kids = [cross(&genomes[a], &genomes[b]), cross(&genomes[b], &genomes[a])];
+        for c in kids.iter_mut() {
+            self.mutate(c, cfg, rng, s);
+            self.draw_orders(rng, s, c);
+        }
+        kids
+    }
+}
+
+/// A generation's parents and their (fitness, utility).
+struct Population {
+    genomes: Vec<Vec<u32>>,
+    objs: Vec<(f64, f64)>,
+    /// [`genome_hash`] of each genome, kept from when it was a child.
+    hashes: Vec<u64>,
+}
+
+impl Population {
+    fn new(genomes: Vec<Vec<u32>>, objs: Vec<(f64, f64)>) -> Self {
+        let hashes = genomes.iter().map(|g| genome_hash(g)).collect();
+        Population {
+            genomes,
+            objs,
+            hashes,
+        }
+    }
+}
+
+/// The genomes a generation has seen, without copies: 64-bit hash → the
+/// first genome with it (0.. the parents, then the children); equality, not
+/// the hash, decides, so a collision only costs a look in `overflow`.
+struct Seen {
+    first: HashMap<u64, u32, BuildHasherDefault<PassHasher>>,
+    overflow: Vec<(u64, u32)>,
+}
+
+/// For keys that are hashes already.
+#[derive(Default)]
+struct PassHasher(u64);
+
+impl Hasher for PassHasher {
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 keys")
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// FxHash-style over the genome's words two at a time, then murmur3's
+/// finaliser so every bit depends on every word: the hash only decides
+/// where a genome sits in [`Seen`], never whether it is there.
+fn genome_hash(g: &[u32]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let add = |h: u64, word: u64| (h.rotate_left(5) ^ word).wrapping_mul(K);
+    let mut pairs = g.chunks_exact(2);
+    let mut h = (&mut pairs).fold(0, |h, p| add(h, u64::from(p[0]) | u64::from(p[1]) << 32));
+    if let [x] = pairs.remainder() {
+        h = add(h, u64::from(*x));
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// One generation's children as they come: repaired, kept if new,
+/// evaluated, in the order tried (as one thread would).
+struct Brood<'p> {
+    parents: &'p [Vec<u32>],
+    seen: Seen,
+    children: Vec<Vec<u32>>,
+    objs: Vec<(f64, f64)>,
+    hashes: Vec<u64>,
+    /// Duplicates' buffers, for [`Ctx::breed`] to reuse.
+    spare: Vec<Vec<u32>>,
+}
+
+impl<'p> Brood<'p> {
+    fn new(pop: &'p Population, spare: Vec<Vec<u32>>) -> Self {
+        let parents = &pop.genomes[..];
+        let mut b = Brood {
+            parents,
+            seen: Seen {
+                first: HashMap::with_capacity_and_hasher(2 * parents.len() + 2, Default::default()),
+                overflow: Vec::new(),
+            },
+            children: Vec::with_capacity(parents.len() + 1),
+            objs: Vec::with_capacity(parents.len() + 1),
+            hashes: Vec::with_capacity(parents.len() + 1),
+            spare,
+        };
+        for (i, (g, &h)) in parents.iter().zip(&pop.hashes).enumerate() {
+            b.insert(g, h, i as u32);
+        }
+        b
+    }
+
+    fn genome(&self, id: u32) -> &[u32] {
+        let i = id as usize;
+        match self.parents.get(i) {
+            Some(g) => g,
+            None => &self.children[i - self.parents.len()],
+        }
+    }
+
+    /// Whether `g` is new; if so it is known as `id` from now on.
+    fn insert(&mut self, g: &[u32], h: u64, id: u32) -> bool {
+        use std::collections::hash_map::Entry;
+        let other = match self.seen.first.entry(h) {
+            Entry::Vacant(e) => {
+                e.insert(id);
+                return true;
+            }
+            Entry::Occupied(e) => *e.get(),
+        };
+        if self.genome(other) == g {
+            return false;
+        }
+        if self
+            .seen
+            .overflow
+            .iter()
+            .any(|&(x, i)| x == h && self.genome(i) == g)
+        {
+            return false;
+        }
+        self.seen.overflow.push((h, id));
+        true
+    }
+
+    /// Repairs a child from [`Ctx::breed`], keeps and evaluates it if new.
+    fn take(
+        &mut self,
+        ctx: &Ctx,
+        mut kid: Vec<u32>,
+        cache: &mut [SpeedupCache],
+        terms: &mut [Terms],
+        s: &mut Scratch,
+    ) {
+        let cells = ctx.cells();
+        let (g, orders) = kid.split_at_mut(cells);
+        ctx.repair_with(g, orders, s);
+        kid.truncate(cells);
+        let id = (self.parents.len() + self.children.len()) as u32;
+        let h = genome_hash(&kid);
+        if self.insert(&kid, h, id) {
+            self.objs.push(ctx.evaluate(&kid, cache, terms));
+            self.children.push(kid);
+            self.hashes.push(h);
+        } else {
+            self.spare.push(kid);
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.children.len() >= self.parents.len()
+    }
+
+    fn done(self) -> Bred {
+        Bred {
+            children: Population {
+                genomes: self.children,
+                objs: self.objs,
+                hashes: self.hashes,
+            },
+            spare: self.spare,
+        }
+    }
+}
+
+/// The population after the search, and why it stopped early, if it did.
+struct Evolved {
+    pop: Vec<Vec<u32>>,
+    objs: Vec<(f64, f64)>,
+    stopped: Option<String>,
+}
+
+/// A generation's children, and buffers to reuse.
+struct Bred {
+    children: Population,
+    spare: Vec<Vec<u32>>,
+}
+
+/// The generations: `breed_generation` makes each one's children and their
+/// objectives (up to 4 × population tries, until population new genomes)
+/// from the parents and buffers to reuse, NSGA-II keeps the population's
+/// size. `deadline(gen)` says why to stop before `gen`.
+fn evolve(
+    cfg: &GaConfig,
+    pop: Population,
+    cache: &mut [SpeedupCache],
+    terms: &mut [Terms],
+    deadline: impl Fn(usize) -> Option<String>,
+    mut breed_generation: impl FnMut(&Arc<Population>, Vec<Vec<u32>>, &mut [SpeedupCache], &mut [Terms]) -> Bred,
+) -> Evolved {
+    let mut scratch = Scratch::default();
+    let mut pop = Arc::new(pop);
+    let mut spare = Vec::new();
+    let mut stopped = None;
+    for gen in 0..cfg.generations {
+        if let Some(why) = deadline(gen) {
+            stopped = Some(why);
+            break;
+        }
+        let bred = breed_generation(&pop, std::mem::take(&mut spare), cache, terms);
+        let Population {
+            mut genomes,
+            mut objs,
+            mut hashes,
+        } = Arc::into_inner(pop).expect("a generation's breeders have let go of its parents");
+        genomes.extend(bred.children.genomes);
+        objs.extend(bred.children.objs);
+        hashes.extend(bred.children.hashes);
+        spare = bred.spare;
+        let keep = select_survivors(&objs, cfg.population, &mut scratch);
+        // Survivors are distinct indices: move them out instead of cloning.
+        pop = Arc::new(Population {
+            genomes: keep.iter().map(|&i| std::mem::take(&mut genomes[i])).collect(),
+            objs: keep.iter().map(|&i| objs[i]).collect(),
+            hashes: keep.iter().map(|&i| hashes[i]).collect(),
+        });
+        spare.extend(genomes.into_iter().filter(|g| g.capacity() > 0));
+    }
+    let Population { genomes, objs, .. } = Arc::into_inner(pop).expect("no breeder is left");
+    Evolved {
+        pop: genomes,
+        objs,
+        stopped,
+    }
+}
+
+/// Whether to breed on a second thread (natively only).
+fn pipelined(jobs: usize, nodes: usize) -> bool {
+    jobs * nodes >= PIPELINE_MIN_CELLS
+}
+
+/// Rounds of fewer jobs × nodes breed on one thread, sparing a thread for
+/// a search that is over in microseconds. Workload-6 takes as long from
+/// 1 to 32 (37.5 against 37.7-38.4 s) and longer at 128 (41.3 s).
+const PIPELINE_MIN_CELLS: usize = 32;
+
+/// [`evolve`] with the draws on a second thread: it breeds tries ahead
+/// (every draw of a try is in [`Ctx::breed`]) while this thread repairs,
+/// deduplicates and evaluates them in order. When this thread has its
+/// generation's children it tells the breeder which try was the last used;
+/// the breeder rewinds its stream to just after that try (ChaCha's word
+/// position), so the next generation draws exactly what one thread would:
+/// the same plans for a seed, on two cores.
+#[cfg(not(target_arch = "wasm32"))]
+fn evolve_pipelined(
+    ctx: &Ctx,
+    cfg: &GaConfig,
+    pop: Population,
+    mut rng: ChaCha8Rng,
+    cache: &mut [SpeedupCache],
+    terms: &mut [Terms],
+    deadline: impl Fn(usize) -> Option<String>,
+) -> Evolved {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+
+    /// Hand-overs are a few µs apart and both threads are busy, so a
+    /// waiting thread spins a while before it sleeps: waking a sleeper
+    /// costs more than a try. Measured on workload-6 (2 cores): 2^11
+    /// polls 37.4-38.0 s; 2^9 38.7 s; 2^14 44-53 s (long spins starve the
+    /// other thread when the simulator's pool threads wake).
+    const SPINS: u32 = 1 << 11;
+    fn recv<T>(rx: &mpsc::Receiver<T>) -> Result<T, mpsc::RecvError> {
+        for _ in 0..SPINS {
+            match rx.try_recv() {
+                Ok(v) => return Ok(v),
+                Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+                Err(mpsc::TryRecvError::Disconnected) => return Err(mpsc::RecvError),
+            }
+        }
+        rx.recv()
+    }
+    fn send<T>(tx: &mpsc::SyncSender<T>, mut v: T) -> Result<(), mpsc::SendError<T>> {
+        for _ in 0..SPINS {
+            match tx.try_send(v) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::TrySendError::Full(back)) => {
+                    v = back;
+                    std::hint::spin_loop();
+                }
+                Err(mpsc::TrySendError::Disconnected(back)) => return Err(mpsc::SendError(back)),
+            }
+        }
+        tx.send(v)
+    }
+    /// A try's two children, or: the breeder has let go of the parents.
+    enum Msg {
+        Try([Vec<u32>; 2]),
+        Done,
+    }
+    const RUNNING: usize = usize::MAX;
+    let stop_after = AtomicUsize::new(RUNNING);
+    let (gen_tx, gen_rx) = mpsc::channel::<(Arc<Population>, Vec<Vec<u32>>)>();
+    let (try_tx, try_rx) = mpsc::sync_channel::<Msg>(8);
+    std::thread::scope(|scope| {
+        let stop_after = &stop_after;
+        scope.spawn(move || {
+            let mut s = Scratch::default();
+            let mut after: Vec<u128> = Vec::new();
+            while let Ok((pop, mut spare)) = recv(&gen_rx) {
+                after.clear();
+                let tries = 4 * pop.genomes.len();
+                loop {
+                    let stop = stop_after.load(Ordering::Acquire);
+                    if stop != RUNNING {
+                        if rng.get_word_pos() != after[stop] {
+                            rng.set_word_pos(after[stop]);
+                        }
+                        break;
+                    }
+                    if after.len() == tries {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let kids = ctx.breed(&pop, cfg, &mut rng, &mut s, &mut spare);
+                    after.push(rng.get_word_pos());
+                    if send(&try_tx, Msg::Try(kids)).is_err() {
+                        return;
+                    }
+                }
+                drop(pop);
+                if send(&try_tx, Msg::Done).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut s = Scratch::default();
+        let evolved = evolve(cfg, pop, cache, terms, deadline, |pop, spare, cache, terms| {
+            let tries = 4 * pop.genomes.len();
+            stop_after.store(RUNNING, Ordering::Release);
+            // The buffers go to the breeder; duplicates come back next time.
+            gen_tx
+                .send((Arc::clone(pop), spare))
+                .expect("the breeder runs while evolve does");
+            let mut brood = Brood::new(pop, Vec::new());
+            let mut used = 0;
+            loop {
+                match recv(&try_rx).expect("the breeder answers every generation") {
+                    Msg::Try(_) if used == tries || brood.full() => {}
+                    Msg::Try(kids) => {
+                        for kid in kids {
+                            brood.take(ctx, kid, cache, terms, &mut s);
+                        }
+                        used += 1;
+                        if used == tries || brood.full() {
+                            stop_after.store(used - 1, Ordering::Release);
+                        }
+                    }
+                    Msg::Done => return brood.done(),
+                }
+            }
+        });
+        drop(gen_tx);
+        evolved
+    })
+}
+
+#[cfg(target_arch = "wasm32")]
+fn evolve_pipelined(
+    _: &Ctx,
+    _: &GaConfig,
+    _: Population,
+    _: ChaCha8Rng,
+    _: &mut [SpeedupCache],
+    _: &mut [Terms],
+    _: impl Fn(usize) -> Option<String>,
+) -> Evolved {
+    unreachable!("pipelined() is false on wasm32")
 }
 
 fn dominates(x: (f64, f64), y: (f64, f64)) -> bool {
@@ -634,68 +1089,49 @@ impl Planner for PolluxGa {
         for g in pop.iter_mut() {
             ctx.repair(g, &mut rng, &mut scratch);
         }
-        let mut objs: Vec<(f64, f64)> = pop
+        let objs: Vec<(f64, f64)> = pop
             .iter()
             .map(|g| ctx.evaluate(g, &mut cache, &mut terms))
             .collect();
         // The time limit stops the search between generations (a generation
         // of 3000 jobs takes ~0.1 s); the best individual so far is the plan.
-        for gen in 0..self.config.generations {
-            if t0.elapsed().as_secs_f64() > limits.time_limit_s {
-                plan.reason = Some(format!(
+        let deadline = |gen: usize| {
+            (t0.elapsed().as_secs_f64() > limits.time_limit_s).then(|| {
+                format!(
                     "time limit reached after {gen} of {} generations",
                     self.config.generations
-                ));
-                break;
-            }
-            // Sized for parents and children at once: no rehash as it fills.
-            let mut seen = GenomeSet::with_capacity_and_hasher(2 * pop.len() + 2, Default::default());
-            seen.extend(pop.iter().cloned());
-            let mut children = Vec::with_capacity(pop.len());
-            let mut tries = 0;
-            while children.len() < pop.len() && tries < 4 * pop.len() {
-                tries += 1;
-                let pick = |rng: &mut ChaCha8Rng| {
-                    // Indices drawn as u32: a usize range draws differently on
-                    // 32-bit wasm than on 64-bit hosts, and the browser must
-                    // reproduce the CLI's plans.
-                    let a = rng.gen_range(0..pop.len() as u32) as usize;
-                    let b = rng.gen_range(0..pop.len() as u32) as usize;
-                    if objs[a].0 >= objs[b].0 {
-                        a
-                    } else {
-                        b
+                )
+            })
+        };
+        let cfg = &self.config;
+        let pop = Population::new(pop, objs);
+        let two_threads = self.pipeline.unwrap_or_else(|| pipelined(jobs, nodes)) && !pop.genomes.is_empty();
+        let evolved = if cfg!(not(target_arch = "wasm32")) && two_threads {
+            evolve_pipelined(&ctx, cfg, pop, rng, &mut cache, &mut terms, deadline)
+        } else {
+            evolve(
+                cfg,
+                pop,
+                &mut cache,
+                &mut terms,
+                deadline,
+                |pop, spare, cache, terms| {
+                    let mut brood = Brood::new(pop, spare);
+                    for _ in 0..4 * pop.genomes.len() {
+                        let kids = ctx.breed(pop, cfg, &mut rng, &mut scratch, &mut brood.spare);
+                        for kid in kids {
+                            brood.take(&ctx, kid, cache, terms, &mut scratch);
+                        }
+                        if brood.full() {
+                            break;
+                        }
                     }
-                };
-                let (a, b) = (pick(&mut rng), pick(&mut rng));
-                let cut = rng.gen_range(0..=jobs as u32) as usize * nodes;
-                let cross = |x: &[u32], y: &[u32]| {
-                    let mut c = Vec::with_capacity(jobs * nodes);
-                    c.extend_from_slice(&x[..cut]);
-                    c.extend_from_slice(&y[cut..]);
-                    c
-                };
-                let (c1, c2) = (cross(&pop[a], &pop[b]), cross(&pop[b], &pop[a]));
-                for mut c in [c1, c2] {
-                    ctx.mutate(&mut c, &self.config, &mut rng, &mut scratch);
-                    ctx.repair(&mut c, &mut rng, &mut scratch);
-                    if seen.insert(c.clone()) {
-                        children.push(c);
-                    }
-                }
-            }
-            let child_objs: Vec<(f64, f64)> = children
-                .iter()
-                .map(|g| ctx.evaluate(g, &mut cache, &mut terms))
-                .collect();
-            pop.extend(children);
-            objs.extend(child_objs);
-            let keep = select_survivors(&objs, self.config.population, &mut scratch);
-            // Survivors are distinct indices: move them out instead of cloning.
-            let mut all = std::mem::take(&mut pop);
-            pop = keep.iter().map(|&i| std::mem::take(&mut all[i])).collect();
-            objs = keep.iter().map(|&i| objs[i]).collect();
-        }
+                    brood.done()
+                },
+            )
+        };
+        let (pop, objs) = (evolved.pop, evolved.objs);
+        plan.reason = evolved.stopped;
         let best = (0..pop.len())
             .max_by(|&a, &b| objs[a].0.total_cmp(&objs[b].0).then(b.cmp(&a)))
             .unwrap_or(0);
@@ -719,6 +1155,31 @@ mod tests {
     use super::*;
     use crate::testutil::{job, model, round, running};
     use gpuplan_core::{objective, validate, Interference};
+
+    /// The GA's results for a seed must not move: [`shuffle_exact`] draws
+    /// the very words, and makes the very swaps, of `rand`'s shuffle.
+    #[test]
+    fn exact_shuffle_is_rands_shuffle() {
+        use rand::seq::SliceRandom;
+        for len in 0..70usize {
+            let zones: Vec<u32> = (1..=len as u32).map(zone).collect();
+            for seed in 0..40u64 {
+                let (mut a, mut b) = (ChaCha8Rng::seed_from_u64(seed), ChaCha8Rng::seed_from_u64(seed));
+                // Start mid-block, as repair does after other draws.
+                for _ in 0..seed % 7 {
+                    a.next_u32();
+                    b.next_u32();
+                }
+                let (mut x, mut y): (Vec<usize>, Vec<usize>) = ((0..len).collect(), (0..len).collect());
+                for _ in 0..5 {
+                    x.shuffle(&mut a);
+                    shuffle_exact(&mut y, &mut b, &zones);
+                    assert_eq!(x, y, "len {len}, seed {seed}");
+                    assert_eq!(a.get_word_pos(), b.get_word_pos(), "len {len}, seed {seed}");
+                }
+            }
+        }
+    }
 
     fn small_round() -> Round {
         let mut jobs = vec![
@@ -759,6 +1220,62 @@ mod tests {
         idle.allocations
             .retain(|id, _| r.jobs.iter().any(|j| j.id == *id && !j.current().is_empty()));
         assert!(objective::evaluate(&r, &a) > objective::evaluate(&r, &idle));
+    }
+
+    /// The two-thread search is the one-thread search, draw for draw: the
+    /// same plans, fitness and final population over consecutive rounds
+    /// (each warm-started from the last), with pinned jobs, both
+    /// interference rules, several seeds and populations small enough that
+    /// generations often run out of tries.
+    #[test]
+    fn two_threads_search_as_one_does() {
+        let rounds = |interference| {
+            (0..3)
+                .map(|k| {
+                    let mut jobs: Vec<gpuplan_core::RoundJob> = (0..9)
+                        .map(|i| {
+                            let mut j = job(i, 1 + i % 4, 10.0 * f64::from(i));
+                            j.model = Some(model());
+                            j.state.max_gpus_used = 1 + (i + k) % 5;
+                            j
+                        })
+                        .collect();
+                    jobs[0] = running(jobs[0].clone(), &[(0, 2), (1, 2)]);
+                    jobs[1] = running(jobs[1].clone(), &[(2, 3)]);
+                    jobs[2] = running(jobs[2].clone(), &[(3, 1)]);
+                    jobs[2].preemptible = false;
+                    jobs.truncate(6 + k as usize);
+                    round("6x4", jobs, interference)
+                })
+                .collect::<Vec<_>>()
+        };
+        for interference in [Interference::Avoid, Interference::Allow] {
+            for (seed, population) in [(0, 12), (3, 30), (11, 5)] {
+                let cfg = GaConfig {
+                    population,
+                    generations: 25,
+                    ..Default::default()
+                };
+                let lim = Limits {
+                    seed,
+                    time_limit_s: 1e9,
+                    ..Default::default()
+                };
+                let (mut one, mut two) = (PolluxGa::new(cfg), PolluxGa::new(cfg));
+                one.pipeline = Some(false);
+                two.pipeline = Some(true);
+                for r in rounds(interference) {
+                    let (a, b) = (one.plan(&r, &lim).unwrap(), two.plan(&r, &lim).unwrap());
+                    validate(&r, &b).unwrap();
+                    assert_eq!(
+                        a.allocations, b.allocations,
+                        "seed {seed}, population {population}"
+                    );
+                    assert_eq!(one.fitness.to_bits(), two.fitness.to_bits());
+                    assert_eq!(one.last, two.last);
+                }
+            }
+        }
     }
 
     /// Under per-GPU variability the GA's fitness of its pick is Pollux's

@@ -72,9 +72,19 @@ command -v slurmctld >/dev/null || { echo "slurm-cluster.sh: slurmctld not found
 [ "$(id -u)" -eq 0 ] || { echo "slurm-cluster.sh: needs root (slurmd runs jobs as their users)" >&2; exit 1; }
 
 mkdir -p /run/munge && chown munge:munge /run/munge
+# Parallel tests start clusters at once: one of them starts munged, under a
+# lock, or the second munged fails to bind the socket the first just took.
+exec 9>/run/munge/gpuplan-start.lock
+flock 9
 if ! pgrep -x munged >/dev/null; then
   munged --force
 fi
+for i in $(seq 1 50); do
+  [ -S /run/munge/munge.socket.2 ] && break
+  sleep 0.1
+done
+flock -u 9
+exec 9>&-
 
 mkdir -p "$dir"/{state,log,spool/n1,spool/n2}
 for g in $(seq 0 $((gpus - 1))); do

@@ -269,71 +269,115 @@ impl Gradient for Problem<'_> {
 }
 
 /// Fit [`PerfParams`] to observations. Deterministic; never NaN; with no
-/// observations returns [`prior_perf_params`].
+/// observations returns [`prior_perf_params`]. Runs [`FitStarts`] in turn.
 pub fn fit_perf_params(obs: &[Observation]) -> PerfParams {
-    let obs: Vec<Observation> = obs
-        .iter()
-        .copied()
-        .filter(|o| {
-            o.gpus > 0
-                && o.nodes > 0
-                && o.accum_time_s.is_finite()
-                && o.step_time_s.is_finite()
-                && o.accum_time_s > 0.0
-                && o.step_time_s > 0.0
+    match FitStarts::new(obs) {
+        Err(prior) => prior,
+        Ok(starts) => starts.finish((0..starts.len()).map(|k| starts.run(k))),
+    }
+}
+
+/// The artifact starts at γ = 1.001; through the logistic that point is
+/// nearly flat, so we also start from γ = 2 and keep the better fit.
+const GAMMA_STARTS: [f64; 2] = [1.1, 2.0];
+
+/// A fit's independent L-BFGS starts. [`fit_perf_params`] runs them one
+/// after the other; a caller with threads may run them at once (fitting is
+/// most of a goodput policy's simulation time, and a round often refits
+/// one job only) and get the very same parameters from [`FitStarts::finish`].
+/// Core itself stays thread-free.
+#[derive(Debug, Clone)]
+pub struct FitStarts {
+    obs: Vec<Observation>,
+    fixed: [Option<f64>; 7],
+    multi_node: bool,
+}
+
+/// One start's candidate points, in the order the fit meets them: the
+/// start itself, then the solver's best (when finite).
+#[derive(Debug, Clone)]
+pub struct Start(Vec<(f64, Vec<f64>)>);
+
+impl FitStarts {
+    /// The starts of a fit to `obs`, or the prior when no observation is usable.
+    pub fn new(obs: &[Observation]) -> Result<FitStarts, PerfParams> {
+        let obs: Vec<Observation> = obs
+            .iter()
+            .copied()
+            .filter(|o| {
+                o.gpus > 0
+                    && o.nodes > 0
+                    && o.accum_time_s.is_finite()
+                    && o.step_time_s.is_finite()
+                    && o.accum_time_s > 0.0
+                    && o.step_time_s > 0.0
+            })
+            .collect();
+        if obs.is_empty() {
+            return Err(prior_perf_params());
+        }
+        let mut fixed: [Option<f64>; 7] = [None; 7];
+        let mut bsz: Vec<u32> = obs.iter().map(|o| o.local_bsz).collect();
+        bsz.sort_unstable();
+        bsz.dedup();
+        if bsz.len() == 1 {
+            // One batch size cannot separate α_c from β_c: split the time evenly.
+            let mean = obs.iter().map(|o| o.accum_time_s).sum::<f64>() / obs.len() as f64;
+            fixed[0] = Some(mean / 2.0);
+        }
+        let multi_node = obs.iter().any(|o| o.nodes > 1);
+        let single_node_multi = obs.iter().any(|o| o.nodes == 1 && o.gpus > 1);
+        let many = obs.iter().any(|o| o.gpus > 2);
+        if !multi_node {
+            fixed[2] = Some(LOWER);
+            fixed[3] = Some(LOWER);
+        }
+        if !single_node_multi {
+            fixed[4] = Some(LOWER);
+            fixed[5] = Some(LOWER);
+        }
+        if !many {
+            fixed[3] = Some(LOWER);
+            fixed[5] = Some(LOWER);
+        }
+        Ok(FitStarts {
+            obs,
+            fixed,
+            multi_node,
         })
-        .collect();
-    if obs.is_empty() {
-        return prior_perf_params();
     }
-    let mut fixed: [Option<f64>; 7] = [None; 7];
-    let mut bsz: Vec<u32> = obs.iter().map(|o| o.local_bsz).collect();
-    bsz.sort_unstable();
-    bsz.dedup();
-    if bsz.len() == 1 {
-        // One batch size cannot separate α_c from β_c: split the time evenly.
-        let mean = obs.iter().map(|o| o.accum_time_s).sum::<f64>() / obs.len() as f64;
-        fixed[0] = Some(mean / 2.0);
+
+    /// How many starts there are (with nothing free to fit, one).
+    pub fn len(&self) -> usize {
+        if self.fixed.iter().all(Option::is_some) {
+            1
+        } else {
+            GAMMA_STARTS.len()
+        }
     }
-    let multi_node = obs.iter().any(|o| o.nodes > 1);
-    let single_node_multi = obs.iter().any(|o| o.nodes == 1 && o.gpus > 1);
-    let many = obs.iter().any(|o| o.gpus > 2);
-    if !multi_node {
-        fixed[2] = Some(LOWER);
-        fixed[3] = Some(LOWER);
+
+    /// Never: every fit has a start.
+    pub fn is_empty(&self) -> bool {
+        false
     }
-    if !single_node_multi {
-        fixed[4] = Some(LOWER);
-        fixed[5] = Some(LOWER);
-    }
-    if !many {
-        fixed[3] = Some(LOWER);
-        fixed[5] = Some(LOWER);
-    }
-    let problem = Problem::new(&obs, fixed);
-    // The artifact starts at γ = 1.001; through the logistic that point is
-    // nearly flat, so we also start from γ = 2 and keep the better fit.
-    let mut best_x: Vec<f64> = Vec::new();
-    let mut best = f64::INFINITY;
-    for gamma0 in [1.1, 2.0] {
-        let init = [0.1, 0.01, 0.1, 0.01, 0.1, 0.01, gamma0];
+
+    /// Runs start `k` (`0..len()`), independently of the others.
+    pub fn run(&self, k: usize) -> Start {
+        let problem = Problem::new(&self.obs, self.fixed);
+        let init = [0.1, 0.01, 0.1, 0.01, 0.1, 0.01, GAMMA_STARTS[k]];
         let x0: Vec<f64> = (0..7)
-            .filter(|&i| fixed[i].is_none())
+            .filter(|&i| self.fixed[i].is_none())
             .map(|i| from_value(i, init[i]))
             .collect();
-        let l0 = problem.loss(&x0);
-        if l0 < best {
-            best = l0;
-            best_x = x0.clone();
-        }
+        let mut out = vec![(problem.loss(&x0), x0.clone())];
         if x0.is_empty() {
-            break;
+            return Start(out);
         }
         let Ok(solver) = LBFGS::new(MoreThuenteLineSearch::new(), 7)
             .with_tolerance_grad(1e-10)
             .and_then(|s| s.with_tolerance_cost(1e-14))
         else {
-            continue;
+            return Start(out);
         };
         let res = Executor::new(problem.clone(), solver)
             .configure(|s| s.param(x0).max_iters(300))
@@ -341,20 +385,34 @@ pub fn fit_perf_params(obs: &[Observation]) -> PerfParams {
         if let Ok(res) = res {
             if let Some(x) = res.state().get_best_param() {
                 let l = problem.loss(x);
-                if l.is_finite() && l < best {
-                    best = l;
-                    best_x = x.clone();
+                if l.is_finite() {
+                    out.push((l, x.clone()));
                 }
             }
         }
+        Start(out)
     }
-    let mut p = params_of(&problem.values(&best_x));
-    if !multi_node {
-        // Never seen across nodes: assume inter-node sync is 10% slower than intra-node.
-        p.alpha_n = p.alpha_n.max(1.1 * p.alpha_r);
-        p.beta_n = p.beta_n.max(1.1 * p.beta_r);
+
+    /// The fit from every start's result, in start order: the first point
+    /// of least loss.
+    pub fn finish(&self, starts: impl IntoIterator<Item = Start>) -> PerfParams {
+        let mut best_x: Vec<f64> = Vec::new();
+        let mut best = f64::INFINITY;
+        for (l, x) in starts.into_iter().flat_map(|s| s.0) {
+            if l < best {
+                best = l;
+                best_x = x;
+            }
+        }
+        let problem = Problem::new(&self.obs, self.fixed);
+        let mut p = params_of(&problem.values(&best_x));
+        if !self.multi_node {
+            // Never seen across nodes: assume inter-node sync is 10% slower than intra-node.
+            p.alpha_n = p.alpha_n.max(1.1 * p.alpha_r);
+            p.beta_n = p.beta_n.max(1.1 * p.beta_r);
+        }
+        p
     }
-    p
 }
 
 #[cfg(test)]
@@ -516,5 +574,41 @@ mod tests {
             step_time_s: -1.0,
         }];
         assert_eq!(fit_perf_params(&bad), prior_perf_params());
+    }
+
+    /// The starts share nothing: run on two threads, the second first, they
+    /// give the serial fit's very bits (the simulator runs them at once).
+    #[test]
+    fn starts_run_apart_give_the_serial_fit() {
+        let truth = PerfParams {
+            alpha_c: 0.03,
+            beta_c: 0.0007,
+            alpha_n: 0.09,
+            beta_n: 0.003,
+            alpha_r: 0.02,
+            beta_r: 0.001,
+            gamma: 2.5,
+        };
+        let all = synth(truth);
+        for n in [1, 3, 7, all.len()] {
+            let obs = &all[..n];
+            let serial = fit_perf_params(obs);
+            let starts = FitStarts::new(obs).expect("usable observations");
+            assert_eq!(starts.len(), 2);
+            let (second, first) = std::thread::scope(|s| {
+                let b = s.spawn(|| starts.run(1)).join().unwrap();
+                let a = s.spawn(|| starts.run(0)).join().unwrap();
+                (b, a)
+            });
+            let apart = starts.finish([first, second]);
+            let bits = |p: PerfParams| {
+                [
+                    p.alpha_c, p.beta_c, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, p.gamma,
+                ]
+                .map(f64::to_bits)
+            };
+            assert_eq!(bits(apart), bits(serial), "{n} observations");
+        }
+        assert!(FitStarts::new(&[]).is_err());
     }
 }

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use gpuplan_core::fit::{fit_perf_params, Observation};
+use gpuplan_core::fit::{FitStarts, Observation};
 use gpuplan_core::{
     BatchLimits, GoodputModel, GpuType, GradParams, JobSpec, JobState, Oracle, PerfParams, RoundJob,
     TypedModel,
@@ -108,6 +108,22 @@ pub struct FitMemo {
     fits: Mutex<HashMap<Vec<[u64; 5]>, PerfParams>>,
 }
 
+/// `core::fit::fit_perf_params`, natively with its two starts on two threads (the
+/// same parameters): a round often refits one job only, and one fit would
+/// otherwise hold one core while the other waits.
+fn fit_both_starts(obs: &[Observation]) -> PerfParams {
+    let starts = match FitStarts::new(obs) {
+        Err(prior) => return prior,
+        Ok(starts) => starts,
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    if starts.len() == 2 {
+        let (a, b) = rayon::join(|| starts.run(0), || starts.run(1));
+        return starts.finish([a, b]);
+    }
+    starts.finish((0..starts.len()).map(|k| starts.run(k)))
+}
+
 impl FitMemo {
     const CAPACITY: usize = 1 << 16;
 
@@ -129,7 +145,7 @@ impl FitMemo {
         if let Some(p) = lock().get(&key) {
             return *p;
         }
-        let p = fit_perf_params(obs);
+        let p = fit_both_starts(obs);
         let mut fits = lock();
         if fits.len() >= Self::CAPACITY {
             fits.clear();

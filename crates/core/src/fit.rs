@@ -580,16 +580,10 @@ mod tests {
     /// give the serial fit's very bits (the simulator runs them at once).
     #[test]
     fn starts_run_apart_give_the_serial_fit() {
-        let truth = PerfParams {
-            alpha_c: 0.03,
-            beta_c: 0.0007,
-            alpha_n: 0.09,
-            beta_n: 0.003,
-            alpha_r: 0.02,
-            beta_r: 0.001,
+        let all = synth(PerfParams {
             gamma: 2.5,
-        };
-        let all = synth(truth);
+            ..prior_perf_params()
+        });
         for n in [1, 3, 7, all.len()] {
             let obs = &all[..n];
             let serial = fit_perf_params(obs);

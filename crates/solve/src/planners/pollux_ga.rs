@@ -195,17 +195,65 @@ fn shuffle_exact(order: &mut [usize], rng: &mut ChaCha8Rng, zones: &[u32]) {
     }
 }
 
+/// The words [`shuffle_exact`] of `len` elements would draw, drawn and
+/// dropped: the same rejections, no swaps. Most children never walk a
+/// node order, so the breeder only moves the stream past them and repair
+/// draws an order again ([`NodeOrders`]) when it needs one.
+fn skip_shuffle(len: usize, rng: &mut ChaCha8Rng, zones: &[u32]) {
+    debug_assert!(len <= zones.len());
+    let Some(mut i) = len.checked_sub(1) else {
+        return;
+    };
+    while i > 0 {
+        let m = u64::from(rng.next_u32()) * (i as u64 + 1);
+        i -= usize::from((m as u32) <= zones[i]);
+    }
+}
+
+/// One child as [`Ctx::breed`] made it: its cells, and where in the stream
+/// the node orders its repair may walk begin.
+struct Kid {
+    genome: Vec<u32>,
+    orders_at: u128,
+}
+
+/// The node orders of one repair, drawn on demand: the u-th unpinned job's
+/// order is `0..nodes` shuffled u + 1 times in a row from `at`, as the
+/// breeder drew them before it only skipped them (the same plans for a
+/// seed). `rng` is a second stream of the same seed, moved to `at` at the
+/// first order asked for.
+struct NodeOrders<'a> {
+    rng: &'a mut ChaCha8Rng,
+    at: u128,
+    order: &'a mut Vec<usize>,
+    drawn: usize,
+}
+
+impl NodeOrders<'_> {
+    fn get(&mut self, u: usize, zones: &[u32]) -> &[usize] {
+        if self.drawn == 0 {
+            self.rng.set_word_pos(self.at);
+            self.order.clear();
+            self.order.extend(0..zones.len());
+        }
+        while self.drawn <= u {
+            shuffle_exact(self.order, self.rng, zones);
+            self.drawn += 1;
+        }
+        self.order
+    }
+}
+
 /// Buffers reused across repairs, mutations and survivor selections.
 #[derive(Default)]
 struct Scratch {
     used: Vec<u32>,
     free_nodes: Vec<usize>,
     taken: Vec<bool>,
+    /// The node order [`NodeOrders`] draws.
     nodes_order: Vec<usize>,
     /// [`zone`] of 1..=nodes, for [`shuffle_exact`].
     zones: Vec<u32>,
-    /// [`Ctx::repair`]'s node orders.
-    orders: Vec<u32>,
     per_type: Vec<u32>,
     /// [`fronts`]: each individual's front, the sort order, each front's last member.
     rank: Vec<usize>,
@@ -321,12 +369,11 @@ impl Ctx<'_> {
         }
     }
 
-    fn repair(&self, g: &mut [u32], rng: &mut ChaCha8Rng, s: &mut Scratch) {
-        let mut orders = std::mem::take(&mut s.orders);
-        orders.clear();
-        self.draw_orders(rng, s, &mut orders);
-        self.repair_with(g, &orders, s);
-        s.orders = orders;
+    /// Repair drawing from `rng` (`replay`: a second stream of its seed).
+    fn repair(&self, g: &mut [u32], rng: &mut ChaCha8Rng, replay: &mut ChaCha8Rng, s: &mut Scratch) {
+        let at = rng.get_word_pos();
+        self.skip_orders(rng, s);
+        self.repair_with(g, at, replay, s);
     }
 
     /// Cells of a genome, then of the node orders its repair uses.
@@ -334,34 +381,31 @@ impl Ctx<'_> {
         self.jobs * self.nodes
     }
 
-    fn order_cells(&self) -> usize {
-        self.pinned.iter().filter(|&&p| !p).count() * self.nodes
-    }
-
     /// Repair's only draws, which depend on nothing but the stream: the node
     /// order each unpinned job's GPUs are capped in (one shuffle each, in job
-    /// order, each starting from the last), appended to `out`, `nodes` per
-    /// unpinned job. Drawing them apart from [`Ctx::repair_with`] lets the
+    /// order, each starting from the last). Only the stream moves past them
+    /// here ([`skip_shuffle`]); repair draws an order again from where they
+    /// began when it walks one ([`NodeOrders`]). Apart from repair, the
     /// draws run ahead on one thread while another repairs.
-    fn draw_orders(&self, rng: &mut ChaCha8Rng, s: &mut Scratch, out: &mut Vec<u32>) {
+    fn skip_orders(&self, rng: &mut ChaCha8Rng, s: &mut Scratch) {
         let nodes = self.nodes;
-        out.reserve_exact(self.order_cells());
-        let order = &mut s.nodes_order;
-        order.clear();
-        order.extend(0..nodes);
         if s.zones.len() != nodes {
             s.zones.clear();
             s.zones.extend((1..=nodes as u32).map(zone));
         }
         for _ in self.pinned.iter().filter(|&&p| !p) {
-            shuffle_exact(order, rng, &s.zones);
-            out.extend(order.iter().map(|&n| n as u32));
+            skip_shuffle(nodes, rng, &s.zones);
         }
     }
 
-    /// Pollux's repair given the node orders [`Ctx::draw_orders`] drew.
-    fn repair_with(&self, g: &mut [u32], orders: &[u32], s: &mut Scratch) {
+    /// Pollux's repair, its node orders drawn from `at` in `replay` when
+    /// walked ([`Ctx::skip_orders`] moved the breeding stream past them).
+    fn repair_with(&self, g: &mut [u32], at: u128, replay: &mut ChaCha8Rng, s: &mut Scratch) {
         let nodes = self.nodes;
+        if s.zones.len() != nodes {
+            s.zones.clear();
+            s.zones.extend((1..=nodes as u32).map(zone));
+        }
         // Pinned jobs keep their allocation, whatever the genome says.
         for ((row, cur), &pinned) in g.chunks_exact_mut(nodes).zip(&self.current).zip(&self.pinned) {
             if pinned {
@@ -394,7 +438,13 @@ impl Ctx<'_> {
         // 2. Per-job caps: one GPU type (the one where the job's GPUs are
         // worth most: GPUs × its one-GPU speedup there; then most GPUs, then
         // the first), GPUs (random node order) and nodes.
-        let mut orders = orders.chunks_exact(nodes.max(1));
+        let mut orders = NodeOrders {
+            rng: replay,
+            at,
+            order: &mut s.nodes_order,
+            drawn: 0,
+        };
+        let mut unpinned = 0;
         let n_types = self.n_types;
         for (j, ((row, &pinned), &max_gpus)) in g
             .chunks_exact_mut(nodes)
@@ -426,7 +476,8 @@ impl Ctx<'_> {
                     }
                 }
             }
-            let nodes_order = orders.next().expect("one node order per unpinned job");
+            let u = unpinned;
+            unpinned += 1;
             // Within both caps the walk below changes nothing: skip it (most
             // rows; its branch on each cell, in random order, mispredicts).
             let (used_nodes, gpus) = row.iter().fold((0u32, 0u32), |(n, k), &x| {
@@ -437,8 +488,8 @@ impl Ctx<'_> {
             }
             let mut left = max_gpus;
             let mut nodes_left = self.max_nodes;
-            for &n in nodes_order {
-                let x = &mut row[n as usize];
+            for &n in orders.get(u, &s.zones) {
+                let x = &mut row[n];
                 if *x == 0 {
                     continue;
                 }
@@ -491,7 +542,7 @@ impl Ctx<'_> {
         rng: &mut ChaCha8Rng,
         s: &mut Scratch,
         spare: &mut Vec<Vec<u32>>,
-    ) -> [Vec<u32>; 2] {
+    ) -> [Kid; 2] {
         let (genomes, objs) = (&pop.genomes, &pop.objs);
         let pick = |rng: &mut ChaCha8Rng| {
             // Indices drawn as u32: a usize range draws differently on
@@ -511,17 +562,18 @@ impl Ctx<'_> {
         let mut cross = |x: &[u32], y: &[u32]| {
             let mut c = spare.pop().unwrap_or_default();
             c.clear();
-            c.reserve_exact(self.cells() + self.order_cells());
+            c.reserve_exact(self.cells());
             c.extend_from_slice(&x[..cut]);
             c.extend_from_slice(&y[cut..]);
             c
         };
-        let mut kids = [cross(&genomes[a], &genomes[b]), cross(&genomes[b], &genomes[a])];
-        for c in kids.iter_mut() {
-            self.mutate(c, cfg, rng, s);
-            self.draw_orders(rng, s, c);
-        }
-        kids
+        let kids = [cross(&genomes[a], &genomes[b]), cross(&genomes[b], &genomes[a])];
+        kids.map(|mut genome| {
+            self.mutate(&mut genome, cfg, rng, s);
+            let orders_at = rng.get_word_pos();
+            self.skip_orders(rng, s);
+            Kid { genome, orders_at }
+        })
     }
 }
 
@@ -657,15 +709,17 @@ impl<'p> Brood<'p> {
     fn take(
         &mut self,
         ctx: &Ctx,
-        mut kid: Vec<u32>,
+        kid: Kid,
+        replay: &mut ChaCha8Rng,
         cache: &mut [SpeedupCache],
         terms: &mut [Terms],
         s: &mut Scratch,
     ) {
-        let cells = ctx.cells();
-        let (g, orders) = kid.split_at_mut(cells);
-        ctx.repair_with(g, orders, s);
-        kid.truncate(cells);
+        let Kid {
+            genome: mut kid,
+            orders_at,
+        } = kid;
+        ctx.repair_with(&mut kid, orders_at, replay, s);
         let id = (self.parents.len() + self.children.len()) as u32;
         let h = genome_hash(&kid);
         if self.insert(&kid, h, id) {
@@ -783,6 +837,8 @@ fn evolve_pipelined(
 ) -> Evolved {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
+    // This thread repairs, drawing node orders again from a second stream.
+    let replay = rng.clone();
 
     /// Hand-overs are a few µs apart and both threads are busy, so a
     /// waiting thread spins a while before it sleeps: waking a sleeper
@@ -815,7 +871,7 @@ fn evolve_pipelined(
     }
     /// A try's two children, or: the breeder has let go of the parents.
     enum Msg {
-        Try([Vec<u32>; 2]),
+        Try([Kid; 2]),
         Done,
     }
     const RUNNING: usize = usize::MAX;
@@ -855,6 +911,7 @@ fn evolve_pipelined(
             }
         });
         let mut s = Scratch::default();
+        let mut replay = replay;
         let evolved = evolve(cfg, pop, cache, terms, deadline, |pop, spare, cache, terms| {
             let tries = 4 * pop.genomes.len();
             stop_after.store(RUNNING, Ordering::Release);
@@ -869,7 +926,7 @@ fn evolve_pipelined(
                     Msg::Try(_) if used == tries || brood.full() => {}
                     Msg::Try(kids) => {
                         for kid in kids {
-                            brood.take(ctx, kid, cache, terms, &mut s);
+                            brood.take(ctx, kid, &mut replay, cache, terms, &mut s);
                         }
                         used += 1;
                         if used == tries || brood.full() {
@@ -996,6 +1053,8 @@ impl Planner for PolluxGa {
             return Ok(plan);
         }
         let mut rng = ChaCha8Rng::seed_from_u64(limits.seed);
+        // Repair draws its node orders again from here (see `NodeOrders`).
+        let mut replay = rng.clone();
         let current: Vec<Vec<u32>> = round
             .jobs
             .iter()
@@ -1087,7 +1146,7 @@ impl Planner for PolluxGa {
         }
         let mut scratch = Scratch::default();
         for g in pop.iter_mut() {
-            ctx.repair(g, &mut rng, &mut scratch);
+            ctx.repair(g, &mut rng, &mut replay, &mut scratch);
         }
         let objs: Vec<(f64, f64)> = pop
             .iter()
@@ -1120,7 +1179,7 @@ impl Planner for PolluxGa {
                     for _ in 0..4 * pop.genomes.len() {
                         let kids = ctx.breed(pop, cfg, &mut rng, &mut scratch, &mut brood.spare);
                         for kid in kids {
-                            brood.take(&ctx, kid, cache, terms, &mut scratch);
+                            brood.take(&ctx, kid, &mut replay, cache, terms, &mut scratch);
                         }
                         if brood.full() {
                             break;
@@ -1157,7 +1216,9 @@ mod tests {
     use gpuplan_core::{objective, validate, Interference};
 
     /// The GA's results for a seed must not move: [`shuffle_exact`] draws
-    /// the very words, and makes the very swaps, of `rand`'s shuffle.
+    /// the very words, and makes the very swaps, of `rand`'s shuffle;
+    /// [`skip_shuffle`] draws the very words; [`NodeOrders`] gives the u-th
+    /// of a run of shuffles, asked for out of turn.
     #[test]
     fn exact_shuffle_is_rands_shuffle() {
         use rand::seq::SliceRandom;
@@ -1171,11 +1232,26 @@ mod tests {
                     b.next_u32();
                 }
                 let (mut x, mut y): (Vec<usize>, Vec<usize>) = ((0..len).collect(), (0..len).collect());
-                for _ in 0..5 {
+                // The breeder skips the orders; repair draws them again from there.
+                let mut c = b.clone();
+                let at = c.get_word_pos();
+                let (mut replay, mut order) = (ChaCha8Rng::seed_from_u64(seed), Vec::new());
+                let mut lazy = NodeOrders {
+                    rng: &mut replay,
+                    at,
+                    order: &mut order,
+                    drawn: 0,
+                };
+                for u in 0..5 {
                     x.shuffle(&mut a);
                     shuffle_exact(&mut y, &mut b, &zones);
+                    skip_shuffle(len, &mut c, &zones);
                     assert_eq!(x, y, "len {len}, seed {seed}");
                     assert_eq!(a.get_word_pos(), b.get_word_pos(), "len {len}, seed {seed}");
+                    assert_eq!(a.get_word_pos(), c.get_word_pos(), "len {len}, seed {seed}");
+                    if u % 2 == 1 || len < 3 {
+                        assert_eq!(lazy.get(u, &zones), &x[..], "len {len}, seed {seed}, order {u}");
+                    }
                 }
             }
         }

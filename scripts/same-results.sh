@@ -6,6 +6,9 @@
 #
 #   scripts/same-results.sh OLD_BIN NEW_BIN [WORKLOAD [CLUSTER [POLICY...]]]
 #
+# SIM_FLAGS, split on spaces, goes to every simulate as more flags, e.g.
+#   SIM_FLAGS="--variability longhorn --seed 2" scripts/same-results.sh ...
+#
 # Exit 0 when every planner gives the same results, 1 otherwise.
 set -euo pipefail
 old=$1 new=$2
@@ -13,6 +16,7 @@ workload=${3:-traces/pollux/workloads/workload-6.csv}
 cluster=${4:-16x4}
 shift $(( $# < 4 ? $# : 4 ))
 policies=("$@")
+read -r -a extra <<< "${SIM_FLAGS:-}"
 if [ ${#policies[@]} -eq 0 ]; then
   mapfile -t policies < <("$new" policies)
 fi
@@ -24,7 +28,7 @@ for p in "${policies[@]}"; do
     bin=${!side}
     mkdir -p "$work/$side/$p"
     "$bin" simulate --workload "$workload" --cluster "$cluster" --policy "$p" --format json \
-      --out "$work/$side/$p" > "$work/$side/$p/summary.json"
+      "${extra[@]}" --out "$work/$side/$p" > "$work/$side/$p/summary.json"
   done
   if python3 - "$work/old/$p" "$work/new/$p" <<'PY'
 import csv, json, sys

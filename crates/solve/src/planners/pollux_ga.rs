@@ -261,6 +261,16 @@ struct Scratch {
     last: Vec<usize>,
 }
 
+impl Scratch {
+    /// [`zone`] of 1..=nodes in `zones`, for shuffles of `nodes` nodes.
+    fn zones_for(&mut self, nodes: usize) {
+        if self.zones.len() != nodes {
+            self.zones.clear();
+            self.zones.extend((1..=nodes as u32).map(zone));
+        }
+    }
+}
+
 impl Ctx<'_> {
     /// (fitness, utility): both to maximise.
     ///
@@ -376,7 +386,7 @@ impl Ctx<'_> {
         self.repair_with(g, at, replay, s);
     }
 
-    /// Cells of a genome, then of the node orders its repair uses.
+    /// Cells of a genome.
     fn cells(&self) -> usize {
         self.jobs * self.nodes
     }
@@ -389,10 +399,7 @@ impl Ctx<'_> {
     /// draws run ahead on one thread while another repairs.
     fn skip_orders(&self, rng: &mut ChaCha8Rng, s: &mut Scratch) {
         let nodes = self.nodes;
-        if s.zones.len() != nodes {
-            s.zones.clear();
-            s.zones.extend((1..=nodes as u32).map(zone));
-        }
+        s.zones_for(nodes);
         for _ in self.pinned.iter().filter(|&&p| !p) {
             skip_shuffle(nodes, rng, &s.zones);
         }
@@ -402,10 +409,7 @@ impl Ctx<'_> {
     /// walked ([`Ctx::skip_orders`] moved the breeding stream past them).
     fn repair_with(&self, g: &mut [u32], at: u128, replay: &mut ChaCha8Rng, s: &mut Scratch) {
         let nodes = self.nodes;
-        if s.zones.len() != nodes {
-            s.zones.clear();
-            s.zones.extend((1..=nodes as u32).map(zone));
-        }
+        s.zones_for(nodes);
         // Pinned jobs keep their allocation, whatever the genome says.
         for ((row, cur), &pinned) in g.chunks_exact_mut(nodes).zip(&self.current).zip(&self.pinned) {
             if pinned {
@@ -531,10 +535,11 @@ impl Ctx<'_> {
 
 impl Ctx<'_> {
     /// One try of a generation: two parents by binary tournament on fitness,
-    /// a cut between jobs, the two crossed children mutated, and the node
-    /// orders their repairs will use, appended to each child's cells (one
-    /// allocation per child). Every draw of a try is here, in the stream's
-    /// order; repairing, deduplicating and evaluating draw nothing.
+    /// a cut between jobs, the two crossed children mutated, and the stream
+    /// moved past the node orders their repairs may walk (each child keeps
+    /// where they begin). Every draw of a try is here, in the stream's
+    /// order; repairing, deduplicating and evaluating draw nothing (repair
+    /// draws orders again on a second stream).
     fn breed(
         &self,
         pop: &Population,

@@ -548,7 +548,11 @@ async function chartPoint(page, sel, x, y) {
   return page.locator(sel).evaluate((el, [x, y]) => {
     const u = el.uplot;
     const r = u.over.getBoundingClientRect();
-    return { x: r.left + u.valToPos(x, 'x'), y: r.top + u.valToPos(y, 'y') };
+    // Inside the plot: a value below the axis (a planner time that rounds
+    // to 0 on a fast machine) would put the click outside it, where
+    // nothing answers.
+    const py = Math.min(Math.max(u.valToPos(y, 'y'), 1), r.height - 1);
+    return { x: r.left + u.valToPos(x, 'x'), y: r.top + py };
   }, [x, y]);
 }
 
@@ -626,13 +630,22 @@ test('clicking a round in a time chart opens it in the round inspector', async (
   // alike here, so either run's round nearest that time may open).
   const mid = a.rounds[Math.floor(a.rounds.length / 2)];
   const q = await chartPoint(page, '#chart-planner', mid.time_s / 3600, Math.max(1e-3, mid.planner_ms));
-  await page.mouse.click(q.x, q.y);
-  await page.waitForFunction((k) => document.querySelector('#inspect-head b')?.textContent !== String(k), k);
-  const run = runs[Number(await page.inputValue('#inspect-run'))];
-  const index = Number(await page.textContent('#inspect-head b'));
   const t = mid.time_s;
   // Within the time one pixel spans (a long run has several rounds a pixel).
   const perPx = await page.locator('#chart-planner').evaluate((el) => (el.uplot.posToVal(1, 'x') - el.uplot.posToVal(0, 'x')) * 3600);
+  await page.mouse.click(q.x, q.y);
+  // Wait for the inspector to show a round near t (shown to 0.01 h), not
+  // merely another index: the pick, by measured planner time, may be either
+  // run's round, and its index may be k's.
+  await page.waitForFunction(
+    ({ t, tol }) => {
+      const m = document.querySelector('#inspect-head')?.textContent.match(/t = ([0-9.]+) h/);
+      return m !== null && Math.abs(Number(m[1]) * 3600 - t) <= tol;
+    },
+    { t, tol: 1.5 * perPx + 18 },
+  );
+  const run = runs[Number(await page.inputValue('#inspect-run'))];
+  const index = Number(await page.textContent('#inspect-head b'));
   assert.ok(Math.abs(run.rounds[index].time_s - t) <= 1.5 * perPx, `${run.rounds[index].time_s} vs ${t} (${perPx} s/px)`);
   assert.deepEqual(errors, []);
   await context.close();

@@ -102,6 +102,22 @@ fn param_value(i: usize, xi: f64) -> f64 {
     }
 }
 
+/// The 7 parameter values: the fixed ones, and the free coordinates `x` in order.
+fn values_of(fixed: &[Option<f64>; 7], x: &[f64]) -> [f64; 7] {
+    let mut v = [0.0; 7];
+    let mut k = 0;
+    for (i, vi) in v.iter_mut().enumerate() {
+        *vi = match fixed[i] {
+            Some(f) => f,
+            None => {
+                k += 1;
+                param_value(i, x[k - 1])
+            }
+        };
+    }
+    v
+}
+
 fn params_of(v: &[f64; 7]) -> PerfParams {
     PerfParams {
         alpha_c: v[0],
@@ -148,18 +164,7 @@ impl<'a> Problem<'a> {
     }
 
     fn values(&self, x: &[f64]) -> [f64; 7] {
-        let mut v = [0.0; 7];
-        let mut k = 0;
-        for (i, vi) in v.iter_mut().enumerate() {
-            *vi = match self.fixed[i] {
-                Some(f) => f,
-                None => {
-                    k += 1;
-                    param_value(i, x[k - 1])
-                }
-            };
-        }
-        v
+        values_of(&self.fixed, x)
     }
 
     /// Squared log errors of one observation: (accumulation, optimizer step).
@@ -273,7 +278,7 @@ impl Gradient for Problem<'_> {
 pub fn fit_perf_params(obs: &[Observation]) -> PerfParams {
     match FitStarts::new(obs) {
         Err(prior) => prior,
-        Ok(starts) => starts.finish((0..starts.len()).map(|k| starts.run(k))),
+        Ok(starts) => starts.finish((0..starts.count()).map(|k| starts.run(k))),
     }
 }
 
@@ -348,7 +353,7 @@ impl FitStarts {
     }
 
     /// How many starts there are (with nothing free to fit, one).
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         if self.fixed.iter().all(Option::is_some) {
             1
         } else {
@@ -356,12 +361,7 @@ impl FitStarts {
         }
     }
 
-    /// Never: every fit has a start.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// Runs start `k` (`0..len()`), independently of the others.
+    /// Runs start `k` (`0..count()`), independently of the others.
     pub fn run(&self, k: usize) -> Start {
         let problem = Problem::new(&self.obs, self.fixed);
         let init = [0.1, 0.01, 0.1, 0.01, 0.1, 0.01, GAMMA_STARTS[k]];
@@ -404,8 +404,7 @@ impl FitStarts {
                 best_x = x;
             }
         }
-        let problem = Problem::new(&self.obs, self.fixed);
-        let mut p = params_of(&problem.values(&best_x));
+        let mut p = params_of(&values_of(&self.fixed, &best_x));
         if !self.multi_node {
             // Never seen across nodes: assume inter-node sync is 10% slower than intra-node.
             p.alpha_n = p.alpha_n.max(1.1 * p.alpha_r);
@@ -588,7 +587,7 @@ mod tests {
             let obs = &all[..n];
             let serial = fit_perf_params(obs);
             let starts = FitStarts::new(obs).expect("usable observations");
-            assert_eq!(starts.len(), 2);
+            assert_eq!(starts.count(), 2);
             let (second, first) = std::thread::scope(|s| {
                 let b = s.spawn(|| starts.run(1)).join().unwrap();
                 let a = s.spawn(|| starts.run(0)).join().unwrap();

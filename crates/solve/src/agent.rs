@@ -117,11 +117,11 @@ fn fit_both_starts(obs: &[Observation]) -> PerfParams {
         Ok(starts) => starts,
     };
     #[cfg(not(target_arch = "wasm32"))]
-    if starts.len() == 2 {
+    if starts.count() == 2 {
         let (a, b) = rayon::join(|| starts.run(0), || starts.run(1));
         return starts.finish([a, b]);
     }
-    starts.finish((0..starts.len()).map(|k| starts.run(k)))
+    starts.finish((0..starts.count()).map(|k| starts.run(k)))
 }
 
 impl FitMemo {

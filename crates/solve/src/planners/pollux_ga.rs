@@ -843,7 +843,7 @@ fn evolve_pipelined(
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
     // This thread repairs, drawing node orders again from a second stream.
-    let replay = rng.clone();
+    let mut replay = rng.clone();
 
     /// Hand-overs are a few µs apart and both threads are busy, so a
     /// waiting thread spins a while before it sleeps: waking a sleeper
@@ -916,7 +916,6 @@ fn evolve_pipelined(
             }
         });
         let mut s = Scratch::default();
-        let mut replay = replay;
         let evolved = evolve(cfg, pop, cache, terms, deadline, |pop, spare, cache, terms| {
             let tries = 4 * pop.genomes.len();
             stop_after.store(RUNNING, Ordering::Release);

@@ -26,10 +26,9 @@ if [ ! -x "$venv/bin/python" ]; then
   "$venv/bin/pip" install -q numpy==1.23.5 pandas==1.5.3 scipy==1.9.3 pymoo==0.4.2.2 autograd==1.9.1
 fi
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log.time"' EXIT
 cd "$dir/simulator"
 /usr/bin/time -f "%e s wall, %U s user, %S s system" -o "$log.time" \
   "$venv/bin/python" simulator.py "$workload" --policy "$policy" > "$log" 2>/dev/null
 cat "$log.time"
-rm -f "$log.time"
 grep '^Average JCT' "$log" | tail -1

@@ -133,8 +133,13 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
 pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     let sizes = parse_sizes(&a.sizes)?;
     let sharing = a.sharing.unwrap_or(1);
-    if sharing == 0 {
-        bail!("--sharing must be >= 1 (jobs per GPU; 1 = no sharing), got 0");
+    let params = PolicyParams {
+        sharing,
+        ..PolicyParams::default()
+    };
+    // Core's one check; the only field bench sets is --sharing.
+    if let Some(e) = params.check(true).err().and_then(|es| es.into_iter().next()) {
+        bail!("--sharing: {}", e.problem);
     }
     let planners: Vec<String> = if a.planners.is_empty() {
         registry::names()
@@ -176,10 +181,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         let instances: Vec<Round> = (0..a.repeat)
             .map(|s| {
                 let mut r = with_types(generate_round(&profiles, &fitted, gpus, jobs, s as u64), &types);
-                r.params = PolicyParams {
-                    sharing,
-                    ..PolicyParams::default()
-                };
+                r.params = params;
                 if let Some(m) = &measured {
                     let l = gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR;
                     r.variability = Some(m.sample(&r.cluster, s as u64, l).gpus);

@@ -114,10 +114,15 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     let mut planner = registry::create(&a.planner)?;
     let mut round = load_round(&a.input)?;
     if let Some(p) = a.p {
-        if let Err(e) = gpuplan_core::check_p(p) {
-            bail!("--p: {e}");
-        }
         round.params.p = p;
+        let errs = round
+            .params
+            .check(round.variability.is_some())
+            .err()
+            .unwrap_or_default();
+        if let Some(e) = errs.iter().find(|e| e.field == gpuplan_core::ParamField::P) {
+            bail!("--p: {}", e.problem);
+        }
     }
     if a.time_limit.is_nan() || a.time_limit <= 0.0 || a.gap.is_nan() || a.gap < 0.0 {
         bail!("--time-limit must be > 0 and --gap >= 0");

@@ -123,9 +123,6 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     if a.interval.is_zero() {
         bail!("--interval must be > 0");
     }
-    if !a.restart_penalty.is_finite() || a.restart_penalty < 0.0 {
-        bail!("--restart-penalty must be >= 0");
-    }
     let state = a.state.unwrap_or_else(default_state_dir);
     let mut cfg = gpuplan_exec::Config::new(state, &a.planner);
     cfg.interval_s = a.interval.as_secs_f64();
@@ -135,12 +132,21 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     cfg.limits.time_limit_s = a.time_limit.as_secs_f64().max(0.01);
     cfg.params.restart_penalty_s = a.restart_penalty;
     if let Some(k) = a.sharing {
-        if k == 0 {
-            bail!("--sharing must be >= 1 (jobs per GPU; 1 = no sharing), got 0");
-        }
         cfg.params.sharing = k;
     }
     cfg.params.sharing_pairs = a.sharing_pairs.into();
+    // Core's one check of the params; only the flag names are ours.
+    if let Err(errs) = cfg.params.check(false) {
+        let lines: Vec<String> = errs
+            .iter()
+            .map(|e| match e.field {
+                gpuplan_core::ParamField::RestartPenalty => format!("--restart-penalty: {}", e.problem),
+                gpuplan_core::ParamField::Sharing => format!("--sharing: {}", e.problem),
+                _ => e.to_string(),
+            })
+            .collect();
+        bail!("{}", lines.join("; "));
+    }
     if a.mps.is_some() && cfg.params.sharing < 2 {
         bail!("--mps needs --sharing: without sharing no two jobs run on one GPU");
     }

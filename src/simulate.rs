@@ -8,7 +8,10 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpuplan_core::{Cluster, Interference, Placement, Sticky};
 use gpuplan_sim::data::Profiles;
-use gpuplan_sim::{simulate_workload as run_sim, Control, SimConfig, SimResult, WorkloadJob};
+use gpuplan_sim::{
+    simulate_workload as run_sim, Control, ParamFlags, ScenarioError, ScenarioField, SimConfig, SimResult,
+    SimScenario, WorkloadJob,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -207,166 +210,89 @@ pub struct SweepArgs {
 }
 
 impl SimOpts {
-    pub fn config(&self) -> Result<SimConfig> {
+    /// The scenario as stated by the flags; sim's builder checks it.
+    fn scenario(&self) -> Result<SimScenario> {
         let cluster: Cluster = crate::trace::load_cluster(&self.cluster)?;
-        if !(self.interval > 0.0 && self.interval.is_finite()) {
-            bail!("--interval must be > 0, got {}", self.interval);
-        }
-        if !(self.restart_delay >= 0.0 && self.restart_delay.is_finite()) {
-            bail!("--restart-delay must be >= 0, got {}", self.restart_delay);
-        }
-        if !(0.0..1.0).contains(&self.interference_slowdown) {
-            bail!(
-                "--interference-slowdown must be in [0, 1), got {}",
-                self.interference_slowdown
-            );
-        }
-        if !(self.max_sim_days > 0.0 && self.max_sim_days.is_finite()) {
-            bail!("--max-sim-days must be > 0, got {}", self.max_sim_days);
-        }
-        if let Err(e) = gpuplan_core::check_p(self.p) {
-            bail!("--p: {e}");
-        }
-        if let Some(e) = self.priority_exponent {
-            if !(e.is_finite() && (0.0..=4.0).contains(&e)) {
-                bail!("--priority-exponent must be in 0..=4, got {e}");
-            }
-        }
-        if let Some(s) = self.priority_scale {
-            if !(s.is_finite() && s > 0.0) {
-                bail!("--priority-scale must be > 0 GPU-seconds, got {s}");
-            }
-        }
-        if let Some(w) = self.restart_weight {
-            if !(w.is_finite() && (0.0..=100.0).contains(&w)) {
-                bail!("--restart-weight must be in 0..=100, got {w}");
-            }
-        }
-        let l = self.left_out_cost;
-        if !(l.is_finite() && (0.0..=1000.0).contains(&l)) {
-            bail!("--left-out-cost must be in 0..=1000, got {l}");
-        }
-        if l > 0.0 && !(self.p < 0.0 && self.p.is_finite()) {
-            bail!(
-                "--left-out-cost needs a finite --p below 0 (Sia's: -0.5), got --p {}",
-                self.p
-            );
-        }
-        if self.exploration_factor == Some(0) {
-            bail!("--exploration-factor must be >= 1");
-        }
-        if let Some(d) = self.restart_penalty {
-            if !(d.is_finite() && d >= 0.0) {
-                bail!("--restart-penalty must be >= 0, got {d}");
-            }
-        }
-        let mut cfg = SimConfig {
+        let variability = match self.variability.as_str() {
+            "none" => None,
+            name => Some(gpuplan_sim::variability::Measurements::load(name)?),
+        };
+        let draw: gpuplan_sim::variability::Draw = self
+            .variability_draw
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--variability-draw: {e}"))?;
+        let colocation = match self.sharing {
+            Some(k) if k > 1 => Some(self.gavel_table()?),
+            _ => None,
+        };
+        Ok(SimScenario {
             cluster,
             interval_s: self.interval,
             restart_delay_s: self.restart_delay,
-            ..Default::default()
-        };
-        cfg.seed = self.seed;
-        if !(self.cross_node_factor >= 1.0 && self.cross_node_factor.is_finite()) {
-            bail!("--cross-node-factor must be >= 1, got {}", self.cross_node_factor);
-        }
-        if self.variability == "none" && self.variability_draw != "node" {
-            bail!("--variability-draw needs --variability");
-        }
-        if self.variability != "none" {
-            cfg.variability = Some(gpuplan_sim::variability::Variability {
-                measurements: gpuplan_sim::variability::Measurements::load(&self.variability)?,
-                cross_node_factor: self.cross_node_factor,
-                draw: self
-                    .variability_draw
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("--variability-draw: {e}"))?,
-            });
-        }
-        cfg.params.placement = self
+            interference_slowdown: self.interference_slowdown,
+            time_limit_s: self.time_limit,
+            max_sim_s: self.max_sim_days * 86400.0,
+            seed: self.seed,
+            idle_rounds: if self.run_idle_rounds {
+                gpuplan_sim::IdleRounds::Run
+            } else {
+                gpuplan_sim::IdleRounds::Skip
+            },
+            variability,
+            // The flag's default is no statement: only another draw needs
+            // --variability.
+            variability_draw: (draw != Default::default()).then_some(draw),
+            cross_node_factor: self.cross_node_factor,
+            colocation,
+            colocation_gpu_type: self.trace.gavel_gpu_type.clone(),
+            params: self.param_flags()?,
+        })
+    }
+
+    /// The policy parameters the flags set (`None`: the policy's own).
+    fn param_flags(&self) -> Result<ParamFlags> {
+        let placement: Placement = self
             .placement
             .parse()
             .map_err(|e| anyhow::anyhow!("--placement: {e}"))?;
-        if matches!(
-            cfg.params.placement,
-            Placement::PmFirst | Placement::Pal | Placement::Mip
-        ) && cfg.variability.is_none()
-        {
-            bail!(
-                "--placement {} needs --variability: without per-GPU speeds every GPU is alike (use packed)",
-                self.placement
-            );
-        }
-        if self.sticky {
-            cfg.params.sticky = Sticky::Keep;
-        }
-        cfg.max_sim_s = self.max_sim_days * 86400.0;
-        if self.run_idle_rounds {
-            cfg.idle_rounds = gpuplan_sim::IdleRounds::Run;
-        }
-        if let Some(k) = self.sharing {
-            if k == 0 {
-                bail!("--sharing must be >= 1 (jobs per GPU; 1 = no sharing), got 0");
-            }
-            cfg.params.sharing = k;
-            if k > 1 {
-                let table = self.gavel_table()?;
-                cfg.colocation = Some(gpuplan_sim::colocation::ground_truth(&table));
-                cfg.colocation_jobs = gpuplan_sim::colocation::gavel_jobs(&table, &self.trace.gavel_gpu_type);
-            }
-        }
-        cfg.params.sharing_pairs = self.sharing_pairs.into();
-        cfg.params.type_blind = self.type_blind;
-        cfg.params.variability_blind = self.variability_blind;
-        cfg.interference_slowdown = self.interference_slowdown;
-        cfg.time_limit_s = self.time_limit;
-        cfg.params.p = self.p;
-        cfg.params.left_out_cost = self.left_out_cost;
-        cfg.params.spare_waiting = self.spare_waiting;
-        cfg.params.restart_penalty_s = self.restart_penalty.unwrap_or(self.restart_delay);
-        if let Some(f) = self.exploration_factor {
-            cfg.params.exploration_factor = f;
-        }
-        if let Some(e) = self.priority_exponent {
-            cfg.params.priority.exponent = e;
-        }
-        if let Some(s) = self.priority_scale {
-            cfg.params.priority.scale_gpu_s = s;
-        }
-        cfg.params.interference = match self.interference {
-            InterferenceArg::Avoid => Interference::Avoid,
-            InterferenceArg::Allow => Interference::Allow,
-        };
-        Ok(cfg)
+        Ok(ParamFlags {
+            p: Some(self.p),
+            restart_penalty_s: self.restart_penalty,
+            interference: Some(match self.interference {
+                InterferenceArg::Avoid => Interference::Avoid,
+                InterferenceArg::Allow => Interference::Allow,
+            }),
+            exploration_factor: self.exploration_factor,
+            placement: Some(placement),
+            sticky: self.sticky.then_some(Sticky::Keep),
+            restart_weight: self.restart_weight,
+            left_out_cost: Some(self.left_out_cost),
+            spare_waiting: Some(self.spare_waiting),
+            priority_exponent: self.priority_exponent,
+            priority_scale_gpu_s: self.priority_scale,
+            sharing: self.sharing,
+            sharing_pairs: Some(self.sharing_pairs.into()),
+            type_blind: Some(self.type_blind),
+            variability_blind: Some(self.variability_blind),
+        })
     }
-}
 
-impl SimOpts {
+    /// The checked simulator settings; every bad flag is named at once.
+    pub fn config(&self) -> Result<SimConfig> {
+        self.scenario()?.config().map_err(|es| {
+            let lines: Vec<String> = es.iter().map(flag_error).collect();
+            anyhow::anyhow!("{}", lines.join("; "))
+        })
+    }
+
     /// The run's params under one policy: the policy's own defaults
     /// (`registry::default_params`: `gpuplan-mip`'s objective) wherever the
     /// user gave no flag, so a sweep of several policies gives each its own.
-    pub fn params_for(
-        &self,
-        policy: &str,
-        params: &gpuplan_core::PolicyParams,
-    ) -> gpuplan_core::PolicyParams {
-        let d = gpuplan_solve::registry::default_params(policy);
-        let mut p = *params;
-        if self.exploration_factor.is_none() {
-            p.exploration_factor = d.exploration_factor;
-        }
-        if let Some(w) = self.restart_weight {
-            p.restart_weight = w;
-        } else {
-            p.restart_weight = d.restart_weight;
-        }
-        if self.priority_exponent.is_none() {
-            p.priority.exponent = d.priority.exponent;
-        }
-        if self.priority_scale.is_none() {
-            p.priority.scale_gpu_s = d.priority.scale_gpu_s;
-        }
-        p
+    pub fn params_for(&self, policy: &str) -> Result<gpuplan_core::PolicyParams> {
+        Ok(self.param_flags()?.over(
+            gpuplan_solve::registry::default_params(policy),
+            self.restart_delay,
+        ))
     }
 
     /// Gavel's throughput table, from `--gavel-throughputs` or the bundled
@@ -415,14 +341,37 @@ fn workload_name(path: &Path) -> String {
 
 /// A known policy that can honour the run's `--placement`.
 fn check_policy(name: &str, params: &gpuplan_core::PolicyParams) -> Result<()> {
-    let p = gpuplan_solve::registry::create(name)?;
-    gpuplan_solve::pipeline::check_placement(p.as_ref(), params).map_err(|e| {
-        anyhow::anyhow!(
-            "--policy {name}: {}",
-            e.to_string()
-                .replace("malformed round: params.placement", "--placement")
-        )
-    })
+    SimScenario::planner(name, params).map_err(|e| anyhow::anyhow!("{}", flag_error(&e)))?;
+    Ok(())
+}
+
+/// A scenario error worded with the flag that sets the field.
+fn flag_error(e: &ScenarioError) -> String {
+    use gpuplan_core::ParamField as P;
+    use ScenarioField as F;
+    let flag = match e.field {
+        F::Interval => "--interval",
+        F::RestartDelay => "--restart-delay",
+        F::InterferenceSlowdown => "--interference-slowdown",
+        F::TimeLimit => "--time-limit",
+        F::MaxSim => "--max-sim-days",
+        F::CrossNodeFactor => "--cross-node-factor",
+        // The other field is a flag too: name it.
+        F::VariabilityDraw => return "--variability-draw: needs --variability".into(),
+        F::Policy => "--policy",
+        F::Param(P::P) => "--p",
+        F::Param(P::RestartPenalty) => "--restart-penalty",
+        F::Param(P::ExplorationFactor) => "--exploration-factor",
+        F::Param(P::Placement) => "--placement",
+        F::Param(P::RestartWeight) => "--restart-weight",
+        F::Param(P::LeftOutCost) => "--left-out-cost",
+        F::Param(P::PriorityExponent) => "--priority-exponent",
+        F::Param(P::PriorityScale) => "--priority-scale",
+        F::Param(P::Sharing) => "--sharing",
+        // A field no flag of simulate sets: its round-file key.
+        _ => return e.to_string(),
+    };
+    format!("{flag}: {}", e.problem)
 }
 
 /// Run one simulation; the shared path of `simulate` and `sweep`.
@@ -505,7 +454,7 @@ pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
 
 pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
     let mut cfg = a.opts.config()?;
-    cfg.params = a.opts.params_for(&a.policy, &cfg.params);
+    cfg.params = a.opts.params_for(&a.policy)?;
     check_policy(&a.policy, &cfg.params)?;
     let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
     let jobs = load_workload(&a.workload, &a.opts, &profiles, &cfg.cluster)?;
@@ -848,7 +797,7 @@ fn finished_tasks(dir: &Path, tasks: &[SweepTask]) -> Result<BTreeMap<usize, Sim
 fn run_task(plan: &SweepPlan, t: &SweepTask, jobs: &[WorkloadJob], out: Option<&Path>) -> Result<SimResult> {
     let cfg = SimConfig {
         seed: t.seed,
-        params: plan.opts.params_for(&t.policy, &plan.cfg.params),
+        params: plan.opts.params_for(&t.policy)?,
         ..plan.cfg.clone()
     };
     let mut r = run_one_dumping(&cfg, &plan.profiles, &t.path, jobs, &t.policy, None)?;

@@ -556,7 +556,7 @@ fn the_pal_variability_draw_is_a_flag_with_clear_errors() {
     let o = with(&["--variability-draw", "pal"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("--variability-draw needs --variability"),
+        stderr(&o).contains("--variability-draw: needs --variability"),
         "{}",
         stderr(&o)
     );
@@ -707,7 +707,7 @@ fn sharing_is_a_flag_off_by_default() {
         "0",
     ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--sharing must be >= 1"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--sharing: must be >= 1"), "{}", stderr(&o));
     let v = json(&run(&[
         "sweep",
         "--workloads",

@@ -802,7 +802,7 @@ test('placement pal on a longhorn-variable cluster gives the CLI\'s results; the
   // pal without variability is refused, with the CLI's reason shown.
   await setField(page, 0, 'placement', 'pal');
   assert.match(await runAndWait(page), /^Failed/);
-  assert.match(await page.textContent('#error'), /placement pal needs GPU variability/);
+  assert.match(await page.textContent('#error'), /placement: pal needs GPU variability/);
   await setField(page, 0, 'variability', 'longhorn');
   assert.match(await runAndWait(page), /^Done/);
   const [run] = await exportedJson(page);

@@ -36,7 +36,7 @@ pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
 pub use plan::{validate, validate_under, JobGpus, JobVariability, Plan, PlanReport, PlanStatus, Violation};
 pub use round::{
-    check_p, Interference, Oracle, Placement, PolicyParams, Priority, Round, RoundJob, SharingPairs, Sticky,
-    TypedModel,
+    check_p, Interference, Oracle, ParamError, ParamField, Placement, PolicyParams, Priority, Round,
+    RoundJob, SharingPairs, Sticky, TypedModel,
 };
 pub use variability::{PerfClass, RoundVariability};

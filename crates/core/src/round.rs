@@ -219,6 +219,12 @@ impl Placement {
             Placement::Mip => "mip",
         }
     }
+
+    /// Whether the placement ranks GPUs by their measured speeds, and so
+    /// means nothing on a round without per-GPU variability.
+    pub fn needs_variability(self) -> bool {
+        matches!(self, Placement::PmFirst | Placement::Pal | Placement::Mip)
+    }
 }
 
 impl std::str::FromStr for Placement {
@@ -253,14 +259,157 @@ pub const P_MIN: f64 = -5.0;
 pub const P_MAX: f64 = 10.0;
 
 /// Whether `p` is one the planners handle: −∞ (max-min) or a number in
-/// [`P_MIN`]..=[`P_MAX`]. One message for the CLI and the round check.
+/// [`P_MIN`]..=[`P_MAX`]. Kept for callers that want the round file's
+/// wording; drivers use [`PolicyParams::check`] and name their own flag.
 pub fn check_p(p: f64) -> Result<(), String> {
+    p_problem(p).map_or(Ok(()), |problem| {
+        Err(ParamError::new(ParamField::P, problem).to_string())
+    })
+}
+
+fn p_problem(p: f64) -> Option<String> {
     if p == f64::NEG_INFINITY || (P_MIN..=P_MAX).contains(&p) {
-        Ok(())
+        None
     } else {
-        Err(format!(
-            "params.p: must be -inf (max-min) or in [{P_MIN}, {P_MAX}] (the range the solvers handle numerically), got {p}"
+        Some(format!(
+            "must be -inf (max-min) or in [{P_MIN}, {P_MAX}] (the range the solvers handle numerically), got {p}"
         ))
+    }
+}
+
+/// One setting of [`PolicyParams`]. Errors carry it, not a name, so each
+/// driver words a problem with its own flag (`--p`) or key (`p`) and no
+/// driver rewrites another's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ParamField {
+    /// `p`.
+    P,
+    /// `restart_penalty_s`.
+    RestartPenalty,
+    /// `exploration_factor`.
+    ExplorationFactor,
+    /// `max_nodes_per_job`.
+    MaxNodesPerJob,
+    /// `placement`.
+    Placement,
+    /// `restart_weight`.
+    RestartWeight,
+    /// `left_out_cost`.
+    LeftOutCost,
+    /// `priority.exponent`.
+    PriorityExponent,
+    /// `priority.scale_gpu_s`.
+    PriorityScale,
+    /// `sharing`.
+    Sharing,
+}
+
+impl ParamField {
+    /// The field's key under a round file's `params`.
+    pub fn key(self) -> &'static str {
+        match self {
+            ParamField::P => "p",
+            ParamField::RestartPenalty => "restart_penalty_s",
+            ParamField::ExplorationFactor => "exploration_factor",
+            ParamField::MaxNodesPerJob => "max_nodes_per_job",
+            ParamField::Placement => "placement",
+            ParamField::RestartWeight => "restart_weight",
+            ParamField::LeftOutCost => "left_out_cost",
+            ParamField::PriorityExponent => "priority.exponent",
+            ParamField::PriorityScale => "priority.scale_gpu_s",
+            ParamField::Sharing => "sharing",
+        }
+    }
+}
+
+/// A policy parameter out of range: which one, and what is wrong with it
+/// (`must be >= 1, got 0`), without the field's name so a driver can put
+/// its own in front. Displays as a round file's path: `params.sharing: …`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamError {
+    pub field: ParamField,
+    pub problem: String,
+}
+
+impl ParamError {
+    pub fn new(field: ParamField, problem: impl Into<String>) -> Self {
+        ParamError {
+            field,
+            problem: problem.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ParamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "params.{}: {}", self.field.key(), self.problem)
+    }
+}
+
+impl std::error::Error for ParamError {}
+
+impl PolicyParams {
+    /// Every parameter out of range, for a round whose GPUs do (`variability`
+    /// true) or do not carry per-GPU speeds. The one check of the params:
+    /// the round check, the simulator's scenario, the daemon and the bench
+    /// all call it, and only word its errors.
+    pub fn check(&self, variability: bool) -> Result<(), Vec<ParamError>> {
+        use ParamField as F;
+        let mut errs = Vec::new();
+        let mut bad = |field, problem: String| errs.push(ParamError::new(field, problem));
+        if let Some(e) = p_problem(self.p) {
+            bad(F::P, e);
+        }
+        if self.sharing == 0 {
+            bad(F::Sharing, "must be >= 1 (1 = a GPU per job)".into());
+        }
+        if self.max_nodes_per_job == 0 {
+            bad(F::MaxNodesPerJob, "must be >= 1".into());
+        }
+        if self.exploration_factor == 0 {
+            bad(F::ExplorationFactor, "must be >= 1".into());
+        }
+        if self.restart_penalty_s.is_nan() || self.restart_penalty_s < 0.0 {
+            bad(F::RestartPenalty, "must be >= 0".into());
+        }
+        let w = self.restart_weight;
+        if !(w.is_finite() && (0.0..=100.0).contains(&w)) {
+            bad(F::RestartWeight, format!("must be in 0..=100, got {w}"));
+        }
+        let l = self.left_out_cost;
+        if !(l.is_finite() && (0.0..=1000.0).contains(&l)) {
+            bad(F::LeftOutCost, format!("must be in 0..=1000, got {l}"));
+        } else if l > 0.0 && !(self.p < 0.0 && self.p.is_finite()) {
+            bad(
+                F::LeftOutCost,
+                format!("needs a finite p < 0, got p = {}", self.p),
+            );
+        }
+        let pr = self.priority;
+        if !(pr.exponent.is_finite() && (0.0..=4.0).contains(&pr.exponent)) {
+            bad(
+                F::PriorityExponent,
+                format!("must be in 0..=4, got {}", pr.exponent),
+            );
+        }
+        if !(pr.scale_gpu_s.is_finite() && pr.scale_gpu_s > 0.0) {
+            bad(F::PriorityScale, format!("must be > 0, got {}", pr.scale_gpu_s));
+        }
+        if self.placement.needs_variability() && !variability {
+            bad(
+                F::Placement,
+                format!(
+                    "{} needs GPU variability: without per-GPU speeds every GPU is alike (use packed)",
+                    self.placement.name()
+                ),
+            );
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs)
+        }
     }
 }
 
@@ -573,46 +722,11 @@ impl Round {
                 "cluster.nodes: {total} GPUs in all, more than the {MAX_GPUS_TOTAL} supported"
             ));
         }
-        if let Err(e) = check_p(self.params.p) {
-            errs.push(e);
+        if let Err(es) = self.params.check(self.variability.is_some()) {
+            errs.extend(es.iter().map(ToString::to_string));
         }
         if let Some(v) = &self.variability {
             v.check(&self.cluster, &mut errs);
-        }
-        if self.params.sharing == 0 {
-            errs.push("params.sharing: must be >= 1 (1 = a GPU per job)".into());
-        }
-        if self.params.max_nodes_per_job == 0 {
-            errs.push("params.max_nodes_per_job: must be >= 1".into());
-        }
-        if self.params.restart_penalty_s.is_nan() || self.params.restart_penalty_s < 0.0 {
-            errs.push("params.restart_penalty_s: must be >= 0".into());
-        }
-        let w = self.params.restart_weight;
-        if !(w.is_finite() && (0.0..=100.0).contains(&w)) {
-            errs.push(format!("params.restart_weight: must be in 0..=100, got {w}"));
-        }
-        let l = self.params.left_out_cost;
-        if !(l.is_finite() && (0.0..=1000.0).contains(&l)) {
-            errs.push(format!("params.left_out_cost: must be in 0..=1000, got {l}"));
-        } else if l > 0.0 && !(self.params.p < 0.0 && self.params.p.is_finite()) {
-            errs.push(format!(
-                "params.left_out_cost: needs a finite p < 0, got p = {}",
-                self.params.p
-            ));
-        }
-        let pr = self.params.priority;
-        if !(pr.exponent.is_finite() && (0.0..=4.0).contains(&pr.exponent)) {
-            errs.push(format!(
-                "params.priority.exponent: must be in 0..=4, got {}",
-                pr.exponent
-            ));
-        }
-        if !(pr.scale_gpu_s.is_finite() && pr.scale_gpu_s > 0.0) {
-            errs.push(format!(
-                "params.priority.scale_gpu_s: must be > 0, got {}",
-                pr.scale_gpu_s
-            ));
         }
         // Sorted ids find duplicates without hashing (the simulator checks
         // every round).
@@ -895,6 +1009,25 @@ mod tests {
         );
         assert_eq!("pal".parse::<Placement>(), Ok(Placement::Pal));
         assert!("best".parse::<Placement>().unwrap_err().contains("pm-first"));
+        // The one params check: typed fields, and the rule that was once
+        // only the CLI's (a placement by GPU speed needs variability) now
+        // holds for every round.
+        let mut q = r.clone();
+        q.params.placement = Placement::Pal;
+        q.params.exploration_factor = 0;
+        let e = q.params.check(false).unwrap_err();
+        let fields: Vec<ParamField> = e.iter().map(|e| e.field).collect();
+        assert_eq!(fields, vec![ParamField::ExplorationFactor, ParamField::Placement]);
+        assert_eq!(
+            e[1].problem,
+            "pal needs GPU variability: without per-GPU speeds every GPU is alike (use packed)"
+        );
+        assert!(q
+            .check()
+            .unwrap_err()
+            .iter()
+            .any(|m| m.starts_with("params.placement: pal needs")));
+        assert_eq!(q.params.check(true).unwrap_err().len(), 1);
     }
 
     #[test]

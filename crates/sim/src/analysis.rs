@@ -131,7 +131,7 @@ pub fn analyse(r: &SimResult) -> Analysis {
 
 /// Each job's JCT simulated alone (see [`ISOLATED`]), in the order of
 /// `jobs`. `keep_going` is asked before each job; [`Control::Cancel`] stops
-/// with the error "cancelled".
+/// with [`SimError::Cancelled`].
 pub fn isolated_jcts(
     cfg: &SimConfig,
     profiles: &Profiles,
@@ -141,7 +141,7 @@ pub fn isolated_jcts(
     let mut out = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
         if keep_going(i) == Control::Cancel {
-            return Err(SimError::Invalid("cancelled".into()));
+            return Err(SimError::Cancelled);
         }
         let mut planner = gpuplan_solve::registry::create("fifo")?;
         let r = simulate_workload(

@@ -15,7 +15,7 @@ use gpuplan_core::{
     Allocation, Cluster, GpuId, GpuType, JobSpec, JobState, Oracle, Plan, PolicyParams, Round,
 };
 use gpuplan_solve::agent::{round_job, Agent, BatchTarget, FitMemo, JobFacts};
-use gpuplan_solve::pipeline::{batch_adapts, run_round};
+use gpuplan_solve::pipeline::{batch_adapts, run_round, Change};
 use gpuplan_solve::{Limits, PlanError, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -712,25 +712,30 @@ pub fn simulate_workload(
                 .wrapping_add(round_index),
         };
         round_index += 1;
-        let plan = match run_round(planner, &round, &limits) {
-            Ok(d) => d.plan,
+        let decision = match run_round(planner, &round, &limits) {
+            Ok(d) => d,
             Err(PlanError::InvalidPlan { planner, violations }) => {
+                let v: Vec<String> = violations.iter().map(ToString::to_string).collect();
                 return Err(SimError::Invalid(format!(
                     "planner {planner} returned an invalid plan at t={now}: {}",
-                    violations.join("; ")
+                    v.join("; ")
                 )));
             }
             Err(e) => return Err(e.into()),
         };
+        let plan = &decision.plan;
         planner_ms.push(plan.solve_ms);
-        // 4. Apply: changed allocations restart after a delay.
+        // 4. Apply the decision as decided: the pipeline's diff (in round
+        // order, which is `active`'s) says which jobs change; changed
+        // allocations restart after a delay.
         let mut restarts_now = 0;
-        for &i in &active {
+        for (&i, change) in active.iter().zip(&decision.diff) {
             let j = &mut jobs[i];
-            let new = plan.get(j.spec.id);
-            if new == j.alloc {
+            debug_assert_eq!(j.spec.id, change.job, "the diff follows the round's jobs");
+            if matches!(change.change, Change::Keep | Change::Wait) {
                 continue;
             }
+            let new = plan.get(j.spec.id);
             if !j.alloc.is_empty() {
                 segments.push(Segment {
                     job: j.spec.id,
@@ -772,8 +777,8 @@ pub fn simulate_workload(
             planner_ms: plan.solve_ms,
             status: plan.status,
         });
-        if observer(&round, &plan) == Control::Cancel {
-            return Err(SimError::Invalid("cancelled".into()));
+        if observer(&round, plan) == Control::Cancel {
+            return Err(SimError::Cancelled);
         }
     }
     let results = jobs

@@ -21,6 +21,7 @@ pub mod engine;
 pub mod error;
 pub mod instances;
 pub mod metrics;
+pub mod scenario;
 pub mod trace;
 pub mod variability;
 pub mod workload;
@@ -31,3 +32,4 @@ pub use engine::{
 };
 pub use error::SimError;
 pub use metrics::{SimResult, Summary};
+pub use scenario::{ParamFlags, ScenarioError, ScenarioField, SimScenario};

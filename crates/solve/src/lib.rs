@@ -60,19 +60,28 @@ impl Default for Limits {
 }
 
 /// A round was malformed (not: the solver failed — that is a fallback plan).
+/// Non-exhaustive: match the kinds you handle, show the rest.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
-    #[error("malformed round: {0}")]
-    Malformed(String),
+    /// Every problem of the round, each naming its JSON path.
+    #[error("malformed round: {}", .0.join("; "))]
+    Malformed(Vec<String>),
     #[error("unknown planner '{name}'; valid planners: {}", .valid.join(", "))]
     UnknownPlanner { name: String, valid: Vec<String> },
     #[error("planner '{name}' reads the simulator's oracle (true job lengths) and cannot run on a live cluster; planners that can: {}", .live.join(", "))]
     NeedsOracle { name: String, live: Vec<String> },
-    #[error("planner {planner} produced an invalid plan (a bug): {}", .violations.join("; "))]
+    /// The planner broke rules it claims to honour: the validator's
+    /// findings, typed, so a caller can tell which rule.
+    #[error("planner {planner} produced an invalid plan (a bug): {}", joined(.violations))]
     InvalidPlan {
         planner: String,
-        violations: Vec<String>,
+        violations: Vec<gpuplan_core::Violation>,
     },
+}
+
+fn joined(v: &[gpuplan_core::Violation]) -> String {
+    v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
 /// How jobs' batch sizes are chosen while a planner runs them.

@@ -12,8 +12,8 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use gpuplan_core::{
-    bind_plan, bind_round, objective, validate_under, Allocation, Interference, JobId, Placement, Plan,
-    PolicyParams, Round,
+    bind_plan, bind_round, objective, validate_under, Allocation, Interference, JobId, ParamError,
+    ParamField, Placement, Plan, PolicyParams, Round,
 };
 
 use crate::{registry, BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
@@ -179,16 +179,19 @@ pub fn check_live(planner: &dyn Planner) -> Result<(), PlanError> {
 
 /// Refuse a placement (`params.placement`) the planner would ignore: only
 /// fixed-size policies place through the stage; the message lists them.
-pub fn check_placement(planner: &dyn Planner, params: &PolicyParams) -> Result<(), PlanError> {
+pub fn check_placement(planner: &dyn Planner, params: &PolicyParams) -> Result<(), ParamError> {
     if params.placement == Placement::Default || planner.placement_stage() {
         return Ok(());
     }
-    Err(PlanError::Malformed(format!(
-        "params.placement: '{}' applies to the planners that place through the placement stage ({}); {} places jobs itself (use default)",
-        params.placement.name(),
-        registry::placement_names().join(", "),
-        planner.name()
-    )))
+    Err(ParamError::new(
+        ParamField::Placement,
+        format!(
+            "'{}' applies to the planners that place through the placement stage ({}); {} places jobs itself (use default)",
+            params.placement.name(),
+            registry::placement_names().join(", "),
+            planner.name()
+        ),
+    ))
 }
 
 /// Run one round through `planner`. `Err` means the round was malformed,
@@ -202,14 +205,16 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
         bind_round(&mut r);
         Cow::Owned(r)
     };
+    // Checked as given, before blinding: a placement that needs per-GPU
+    // speeds needs them in the round, whether or not the planner sees them.
+    round.check().map_err(PlanError::Malformed)?;
+    check_placement(planner, &round.params).map_err(|e| PlanError::Malformed(vec![e.to_string()]))?;
     if round.params.type_blind {
         blind(round.to_mut());
     }
     if round.params.variability_blind {
         round.to_mut().variability = None;
     }
-    round.check().map_err(|e| PlanError::Malformed(e.join("; ")))?;
-    check_placement(planner, &round.params)?;
     let mut plan = crate::run_planner(planner, &round, limits)?;
     bind_plan(&round, &mut plan);
     if round.params.even_nodes {
@@ -218,7 +223,7 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     if let Err(v) = validate_under(&round, &plan, &rules(&planner.traits(), &round.params)) {
         return Err(PlanError::InvalidPlan {
             planner: plan.planner.clone(),
-            violations: v.iter().map(|e| e.to_string()).collect(),
+            violations: v,
         });
     }
     let diff = round

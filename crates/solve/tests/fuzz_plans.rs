@@ -268,6 +268,7 @@ proptest! {
                     prop_assert!(objective.is_finite() && objective >= 0.0, "{}: objective {}", p.name(), objective);
                 }
                 Err(PlanError::Malformed(m)) => {
+                    let m = m.join("; ");
                     prop_assert!(checked.is_err(), "{} called a round malformed that the check accepts: {}", p.name(), m);
                     prop_assert!(names_a_path(&m), "no path in: {}", m);
                 }

@@ -9,7 +9,9 @@ use gpuplan_sim::analysis::{self, Analysis};
 use gpuplan_sim::data::{self, Profiles};
 use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
 use gpuplan_sim::trace::{self, workload::DurationJobs, Format, LoadOptions};
-use gpuplan_sim::{simulate_workload, Control, SimConfig, WorkloadJob};
+use gpuplan_sim::{
+    simulate_workload, Control, ParamFlags, ScenarioError, ScenarioField, SimConfig, SimScenario, WorkloadJob,
+};
 use gpuplan_solve::{registry, run_round, speedup, Limits};
 use serde::{Deserialize, Serialize};
 
@@ -257,6 +259,26 @@ impl Default for Scenario {
     }
 }
 
+/// A scenario error worded with the editor's name for its field.
+fn field_error(e: &ScenarioError) -> String {
+    use gpuplan_core::ParamField as P;
+    use ScenarioField as F;
+    let name = match e.field {
+        F::Interval => "interval",
+        F::RestartDelay | F::Param(P::RestartPenalty) => "restart delay",
+        F::InterferenceSlowdown => "interference slowdown",
+        F::TimeLimit => "time limit",
+        F::CrossNodeFactor => "cross-node factor",
+        F::Policy => "policy",
+        F::Param(P::Placement) => "placement",
+        F::Param(P::Sharing) => "sharing",
+        F::Param(P::P) => "p",
+        // A field the editor does not set: its key.
+        _ => return e.to_string(),
+    };
+    format!("{name}: {}", e.problem)
+}
+
 /// Parse a cluster spec: `+`-joined `NODESxGPUS[:type]` groups.
 pub fn parse_cluster(spec: &str) -> Result<Cluster, ApiError> {
     let too_big = || {
@@ -284,29 +306,9 @@ pub fn parse_cluster(spec: &str) -> Result<Cluster, ApiError> {
 }
 
 impl Scenario {
-    /// The simulator settings, checked as the CLI checks its flags.
+    /// The simulator settings, checked by sim's one scenario builder (as
+    /// the CLI's flags are); only the wording of a field is the browser's.
     pub fn config(&self) -> Result<SimConfig, ApiError> {
-        let finite_at_least = |v: f64, min: f64, name: &str| {
-            if v.is_finite() && v >= min {
-                Ok(())
-            } else {
-                Err(invalid(format!("{name} must be a number >= {min}, got {v}")))
-            }
-        };
-        finite_at_least(self.restart_delay_s, 0.0, "restart delay")?;
-        finite_at_least(self.time_limit_s, 0.0, "time limit")?;
-        if !(self.interval_s.is_finite() && self.interval_s > 0.0) {
-            return Err(invalid(format!("interval must be > 0, got {}", self.interval_s)));
-        }
-        if !(0.0..1.0).contains(&self.interference_slowdown) {
-            return Err(invalid(format!(
-                "interference slowdown must be in [0, 1), got {}",
-                self.interference_slowdown
-            )));
-        }
-        if let Err(e) = gpuplan_core::check_p(self.p) {
-            return Err(invalid(e));
-        }
         let interference = match self.interference.as_str() {
             "avoid" => Interference::Avoid,
             "allow" => Interference::Allow,
@@ -316,22 +318,10 @@ impl Scenario {
                 )))
             }
         };
-        let mut cfg = SimConfig {
-            cluster: parse_cluster(&self.cluster)?,
-            interval_s: self.interval_s,
-            restart_delay_s: self.restart_delay_s,
-            interference_slowdown: self.interference_slowdown,
-            seed: self.seed,
-            time_limit_s: self.time_limit_s,
-            ..Default::default()
-        };
-        cfg.params = registry::default_params(&self.policy);
-        cfg.params.p = self.p;
-        cfg.params.restart_penalty_s = self.restart_delay_s;
-        cfg.params.interference = interference;
-        finite_at_least(self.cross_node_factor, 1.0, "cross-node factor")?;
-        if self.variability != "none" {
-            use gpuplan_sim::variability::{Measurements, Variability, BUNDLED};
+        let variability = if self.variability == "none" {
+            None
+        } else {
+            use gpuplan_sim::variability::{Measurements, BUNDLED};
             // The browser has no files: only the bundled sets.
             if !BUNDLED.iter().any(|(n, _)| *n == self.variability) {
                 return Err(invalid(format!(
@@ -340,53 +330,44 @@ impl Scenario {
                     BUNDLED.map(|b| b.0).join(", ")
                 )));
             }
-            cfg.variability = Some(Variability {
-                measurements: Measurements::load(&self.variability).map_err(|e| invalid(e.to_string()))?,
-                cross_node_factor: self.cross_node_factor,
-                draw: Default::default(),
-            });
-        }
-        cfg.params.placement = self
+            Some(Measurements::load(&self.variability).map_err(|e| invalid(e.to_string()))?)
+        };
+        let placement: Placement = self
             .placement
             .parse()
             .map_err(|e| invalid(format!("placement: {e}")))?;
-        if matches!(
-            cfg.params.placement,
-            Placement::PmFirst | Placement::Pal | Placement::Mip
-        ) && cfg.variability.is_none()
-        {
-            return Err(invalid(format!(
-                "placement {} needs GPU variability: without per-GPU speeds every GPU is alike (use packed)",
-                self.placement
-            )));
-        }
-        if self.sticky {
-            cfg.params.sticky = Sticky::Keep;
-        }
-        if self.sharing == 0 {
-            return Err(invalid(
-                "sharing: must be >= 1 (jobs per GPU; 1 = no sharing), got 0",
-            ));
-        }
-        cfg.params.sharing = self.sharing;
-        cfg.params.type_blind = self.type_blind;
-        cfg.params.variability_blind = self.variability_blind;
+        let scenario = SimScenario {
+            cluster: parse_cluster(&self.cluster)?,
+            interval_s: self.interval_s,
+            restart_delay_s: self.restart_delay_s,
+            interference_slowdown: self.interference_slowdown,
+            time_limit_s: self.time_limit_s,
+            seed: self.seed,
+            variability,
+            cross_node_factor: self.cross_node_factor,
+            params: ParamFlags {
+                p: Some(self.p),
+                interference: Some(interference),
+                placement: Some(placement),
+                sticky: self.sticky.then_some(Sticky::Keep),
+                sharing: Some(self.sharing),
+                type_blind: Some(self.type_blind),
+                variability_blind: Some(self.variability_blind),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut cfg = scenario
+            .config()
+            .map_err(|es| invalid(es.iter().map(field_error).collect::<Vec<_>>().join("; ")))?;
+        cfg.params = scenario.params_for(&self.policy);
         Ok(cfg)
     }
 
     /// The scenario's planner, refused as the CLI refuses it when it cannot
     /// honour the placement (only fixed-size policies place through the stage).
     pub fn planner(&self, cfg: &SimConfig) -> Result<Box<dyn gpuplan_solve::Planner>, ApiError> {
-        let planner = registry::create(&self.policy)?;
-        gpuplan_solve::pipeline::check_placement(planner.as_ref(), &cfg.params).map_err(|e| {
-            invalid(format!(
-                "policy {}: {}",
-                self.policy,
-                e.to_string()
-                    .replace("malformed round: params.placement", "placement")
-            ))
-        })?;
-        Ok(planner)
+        SimScenario::planner(&self.policy, &cfg.params).map_err(|e| invalid(field_error(&e)))
     }
 
     /// The jobs and the workload's name (the file stem, as the CLI reports it).
@@ -620,6 +601,14 @@ pub fn run(scenario_json: &str, progress: &mut dyn FnMut(Progress) -> Control) -
     to_json(&out)
 }
 
+/// A simulation error as the browser's: a cancelled run is not a failure.
+fn cancelled(e: gpuplan_sim::SimError) -> ApiError {
+    match e {
+        gpuplan_sim::SimError::Cancelled => ApiError::Cancelled,
+        other => other.into(),
+    }
+}
+
 /// [`run`] without the JSON step (native tests compare it with the CLI path).
 pub fn run_scenario(
     scenario: &Scenario,
@@ -633,7 +622,6 @@ pub fn run_scenario(
         submits.sort_by(f64::total_cmp);
         let total = jobs.len();
         let mut kept: KeptRounds = Vec::new();
-        let mut cancelled = false;
         let mut observer = |round: &Round, plan: &Plan| {
             let submitted = submits.partition_point(|&s| s <= round.now_s);
             let p = Progress {
@@ -644,32 +632,23 @@ pub fn run_scenario(
                 alone: false,
             };
             kept.push((round.clone(), plan.clone()));
-            let c = progress(p);
-            cancelled = c == Control::Cancel;
-            c
+            progress(p)
         };
-        let result = simulate_workload(&cfg, profiles, &jobs, planner.as_mut(), &mut observer);
-        if cancelled {
-            return Err(ApiError::Cancelled);
-        }
-        let mut r = result?;
+        let mut r =
+            simulate_workload(&cfg, profiles, &jobs, planner.as_mut(), &mut observer).map_err(cancelled)?;
         r.summary.workload = workload_name;
         // Each job alone, for finish-time fairness; Cancel still works here.
         let isolated = analysis::isolated_jcts(&cfg, profiles, &jobs, &mut |i| {
-            let c = progress(Progress {
+            progress(Progress {
                 round: kept.len(),
                 now_s: r.rounds.last().map_or(0.0, |x| x.time_s),
                 done_jobs: i,
                 total_jobs: total,
                 alone: true,
-            });
-            cancelled = c == Control::Cancel;
-            c
-        });
-        if cancelled {
-            return Err(ApiError::Cancelled);
-        }
-        let analysis = analysis::analyse(&r).with_fairness(&r, &isolated?);
+            })
+        })
+        .map_err(cancelled)?;
+        let analysis = analysis::analyse(&r).with_fairness(&r, &isolated);
         let work_rate = work_rate(&kept, &jobs, profiles, &r.jobs);
         let rounds = r
             .rounds
@@ -1273,14 +1252,14 @@ mod tests {
             ..s.clone()
         });
         assert!(
-            msg.starts_with("policy pollux-mip: placement: 'pal' applies to") && msg.contains("fifo"),
+            msg.starts_with("policy: pollux-mip: placement 'pal' applies to") && msg.contains("fifo"),
             "{msg}"
         );
         let msg = refused(Scenario {
             variability: "none".into(),
             ..s.clone()
         });
-        assert!(msg.contains("placement pal needs GPU variability"), "{msg}");
+        assert!(msg.contains("placement: pal needs GPU variability"), "{msg}");
         let msg = refused(Scenario {
             placement: "best".into(),
             ..s.clone()

@@ -15,7 +15,7 @@ use gpuplan_core::{
     Allocation, Cluster, GpuId, GpuType, JobSpec, JobState, Oracle, Plan, PolicyParams, Round,
 };
 use gpuplan_solve::agent::{round_job, Agent, BatchTarget, FitMemo, JobFacts};
-use gpuplan_solve::pipeline::{batch_adapts, run_round, Change};
+use gpuplan_solve::pipeline::{batch_adapts, run_round, Change, Decision};
 use gpuplan_solve::{Limits, PlanError, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -420,6 +420,10 @@ pub fn simulate(
 /// Per-round cost is proportional to the jobs in the system: jobs that have
 /// not arrived or have finished are not touched, and with
 /// [`IdleRounds::Skip`] rounds with no job in the system are jumped over.
+///
+/// One loop, one clock, named stages: advance the jobs by an interval,
+/// retire the finished, admit arrivals, build the round, plan (the one
+/// pipeline), apply the decision, record.
 pub fn simulate_workload(
     cfg: &SimConfig,
     profiles: &Profiles,
@@ -428,7 +432,420 @@ pub fn simulate_workload(
     observer: &mut dyn FnMut(&Round, &Plan) -> Control,
 ) -> Result<SimResult, SimError> {
     let wall = web_time::Instant::now();
-    let traits = planner.traits();
+    let mut world = World::new(cfg, profiles, specs, planner.traits())?;
+    while !world.done() {
+        world.advance();
+        world.retire();
+        if world.done() {
+            break;
+        }
+        world.check_deadline()?;
+        world.skip_idle();
+        world.admit();
+        let limits = world.build_round();
+        let decision = match run_round(planner, &world.round, &limits) {
+            Ok(d) => d,
+            Err(PlanError::InvalidPlan { planner, violations }) => {
+                let v: Vec<String> = violations.iter().map(ToString::to_string).collect();
+                return Err(SimError::Invalid(format!(
+                    "planner {planner} returned an invalid plan at t={}: {}",
+                    world.now(),
+                    v.join("; ")
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let restarts = world.apply(&decision);
+        world.record(&decision.plan, restarts);
+        if observer(&world.round, &decision.plan) == Control::Cancel {
+            return Err(SimError::Cancelled);
+        }
+    }
+    Ok(world.finish(planner.name(), wall.elapsed().as_secs_f64()))
+}
+
+/// The simulator between two rounds: its one clock (`tick`), the jobs and
+/// which of them are in the system, and what the run has recorded.
+struct World<'a> {
+    cfg: &'a SimConfig,
+    traits: PlannerTraits,
+    jobs: Vec<SimJob<'a>>,
+    /// Arrival order; ties keep workload order.
+    order: Vec<usize>,
+    last_submit_s: f64,
+    next_arrival: usize,
+    /// Arrived, unfinished jobs, by workload index (the order planners see).
+    active: Vec<usize>,
+    finished: usize,
+    /// Time is ticks × interval (not a running sum), so skipping ticks lands
+    /// on exactly the times full rounds reach.
+    tick: u64,
+    round_index: u64,
+    speeds: Option<crate::variability::GpuSpeeds>,
+    /// One round value for the whole run: the cluster is cloned once, not
+    /// every round (its node names are strings).
+    round: Round,
+    memo: FitMemo,
+    truth: Colocation,
+    gpu_use: GpuUse,
+    rounds: Vec<RoundRecord>,
+    segments: Vec<Segment>,
+    planner_ms: Vec<f64>,
+}
+
+impl<'a> World<'a> {
+    /// The workload checked and its jobs set up, before the first round.
+    fn new(
+        cfg: &'a SimConfig,
+        profiles: &'a Profiles,
+        specs: &[WorkloadJob],
+        traits: PlannerTraits,
+    ) -> Result<Self, SimError> {
+        let jobs = sim_jobs(cfg, profiles, specs, &traits)?;
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by(|&a, &b| jobs[a].spec.submit_s.total_cmp(&jobs[b].spec.submit_s));
+        let last_submit_s = order.last().map_or(0.0, |&i| jobs[i].spec.submit_s);
+        let speeds = cfg.variability.as_ref().map(|v| v.draw(&cfg.cluster, cfg.seed));
+        // Planners see the drawn slowdowns (placements may use them); they do
+        // not change during a run, so the round holds them once.
+        let round = Round {
+            now_s: 0.0,
+            cluster: cfg.cluster.clone(),
+            jobs: Vec::new(),
+            params: cfg.params,
+            variability: speeds.as_ref().map(|s| s.gpus.clone()),
+            // Planners value pairs with the measurements the run knows, and
+            // the rest with the shipped curve (as before measurements existed).
+            colocation: (cfg.params.sharing > 1).then(|| {
+                let measured = cfg.colocation.as_ref().map(|c| c.measured().to_vec());
+                Colocation::new(
+                    gpuplan_core::colocation::GAVEL_CURVE,
+                    measured.unwrap_or_default(),
+                )
+            }),
+        };
+        Ok(World {
+            cfg,
+            traits,
+            jobs,
+            order,
+            last_submit_s,
+            next_arrival: 0,
+            active: Vec::new(),
+            finished: 0,
+            tick: 0,
+            round_index: 0,
+            speeds,
+            round,
+            memo: FitMemo::default(),
+            truth: cfg.colocation.clone().unwrap_or_default(),
+            gpu_use: GpuUse::new(&cfg.cluster),
+            rounds: Vec::new(),
+            segments: Vec::new(),
+            planner_ms: Vec::new(),
+        })
+    }
+
+    fn now(&self) -> f64 {
+        self.tick as f64 * self.cfg.interval_s
+    }
+
+    fn done(&self) -> bool {
+        self.finished == self.jobs.len()
+    }
+
+    /// Advance every job in the system by one interval, at its true pace
+    /// (interference, sharing, variability), and count its GPUs' use.
+    fn advance(&mut self) {
+        let cfg = self.cfg;
+        let now = self.now();
+        let (jobs, active) = (&self.jobs, &self.active);
+        let mut slow = slowdowns(jobs, active, &cfg.cluster, cfg.interference_slowdown);
+        if cfg.params.sharing > 1 {
+            // Jobs on a shared GPU run at the true co-located pace:
+            // progress rate × (1 − s) becomes rate × (1 − s) / f.
+            let allocs: Vec<&Allocation> = active.iter().map(|&i| &jobs[i].alloc).collect();
+            let f = sharing_slowdowns(
+                &self.truth,
+                &allocs,
+                |k| {
+                    let j = &jobs[active[k]];
+                    match j.profile {
+                        Some(_) => crate::colocation::gavel_key(&j.spec.app, j.local_bsz),
+                        None => j.coloc.as_ref().map(|c| c.0.clone()),
+                    }
+                },
+                |k| jobs[active[k]].utilization(),
+            );
+            for (s, f) in slow.iter_mut().zip(f).filter(|(_, f)| *f > 1.0) {
+                *s = 1.0 - (1.0 - *s) / f;
+            }
+        }
+        let slow: Vec<f64> = active
+            .iter()
+            .zip(&slow)
+            .map(|(&i, &s)| match &self.speeds {
+                None => s,
+                Some(v) => {
+                    // Progress rate × (1 − s) becomes rate × (1 − s) / factor.
+                    let j = &jobs[i];
+                    let class = crate::variability::class_of(&j.spec.app);
+                    1.0 - (1.0 - s) / v.job_factor(class, &j.alloc, j.profile.is_none())
+                }
+            })
+            .collect();
+        // Jobs advance independently (a job's fit depends on its own
+        // measurements only; the memo merely saves repeats), so natively
+        // they advance in parallel: fitting is much of a goodput policy's
+        // simulation time. `collect` keeps `active`'s order.
+        let memo = &self.memo;
+        let advancing: Vec<(&mut SimJob, f64)> =
+            pick_mut(&mut self.jobs, &self.active).into_iter().zip(slow).collect();
+        #[cfg(not(target_arch = "wasm32"))]
+        let used: Vec<Usage> = {
+            use rayon::prelude::*;
+            advancing
+                .into_par_iter()
+                .with_max_len(1)
+                .map(|(j, s)| j.step(now, cfg.interval_s, s, memo))
+                .collect()
+        };
+        #[cfg(target_arch = "wasm32")]
+        let used: Vec<Usage> = advancing
+            .into_iter()
+            .map(|(j, s)| j.step(now, cfg.interval_s, s, memo))
+            .collect();
+        self.gpu_use.add(&self.jobs, &self.active, &used);
+        self.tick += 1;
+    }
+
+    /// Jobs that completed leave the system, closing their last segment.
+    fn retire(&mut self) {
+        let (jobs, segments, finished) = (&mut self.jobs, &mut self.segments, &mut self.finished);
+        self.active.retain(|&i| {
+            let j = &mut jobs[i];
+            let Some(c) = j.completion_s else {
+                return true;
+            };
+            if !j.alloc.is_empty() {
+                segments.push(Segment {
+                    job: j.spec.id,
+                    start_s: j.segment_start_s,
+                    end_s: c,
+                    nodes: j.alloc.per_node().into_iter().map(|(n, k)| (n.0, k)).collect(),
+                });
+                j.alloc = Allocation::default();
+            }
+            *finished += 1;
+            false
+        });
+    }
+
+    /// A run that no longer ends (a cluster too small for its workload) stops.
+    fn check_deadline(&self) -> Result<(), SimError> {
+        if self.now() > self.last_submit_s + self.cfg.max_sim_s {
+            return Err(SimError::Invalid(format!(
+                "jobs still running {} simulated seconds after the last arrival; is the cluster too small for the workload?",
+                self.cfg.max_sim_s
+            )));
+        }
+        Ok(())
+    }
+
+    /// With no job in the system nothing can progress until the next
+    /// arrival: jump to the first round boundary at or after it, as full
+    /// rounds would.
+    fn skip_idle(&mut self) {
+        if self.active.is_empty() && self.cfg.idle_rounds == IdleRounds::Skip {
+            let t = self.jobs[self.order[self.next_arrival]].spec.submit_s;
+            let target = ((t / self.cfg.interval_s).ceil() as u64).max(self.tick);
+            self.round_index += target - self.tick;
+            self.tick = target;
+        }
+    }
+
+    /// Jobs submitted by now enter the system.
+    fn admit(&mut self) {
+        let now = self.now();
+        let before = self.active.len();
+        while self.next_arrival < self.order.len()
+            && self.jobs[self.order[self.next_arrival]].spec.submit_s <= now
+        {
+            self.active.push(self.order[self.next_arrival]);
+            self.next_arrival += 1;
+        }
+        if self.active.len() > before {
+            self.active.sort_unstable();
+        }
+    }
+
+    /// The round the planner sees: only what a real agent would have
+    /// measured of each job in the system; and this round's limits.
+    fn build_round(&mut self) -> Limits {
+        let (cfg, now) = (self.cfg, self.now());
+        let mut round_jobs = Vec::with_capacity(self.active.len());
+        for &i in &self.active {
+            let j = &mut self.jobs[i];
+            let oracle = if self.traits.needs_oracle {
+                Some(j.oracle(&cfg.cluster))
+            } else {
+                None
+            };
+            let facts = JobFacts {
+                spec: JobSpec {
+                    min_gpus: if j.profile.is_some() {
+                        j.spec.min_gpus
+                    } else {
+                        j.spec.min_gpus.max(j.spec.requested_gpus)
+                    },
+                    max_gpus: j.max_gpus,
+                    ..j.spec.clone()
+                },
+                restart_penalty_s: None,
+                limits: j.profile.map(|p| p.limits),
+                features: None,
+            };
+            let state = JobState {
+                progress: j.progress,
+                epoch: j.epoch,
+                attained_gpu_s: j.attained_gpu_s,
+                age_s: now - j.spec.submit_s,
+                restarts: j.restarts.unwrap_or(0),
+                allocation: j.alloc.clone(),
+                max_gpus_used: j.max_gpus_used,
+                batch_size: j.batch(),
+                local_bsz: j.local_bsz,
+                accum_steps: j.accum_steps,
+            };
+            let mut rj = round_job(facts, state, &mut j.agent, oracle, &self.memo);
+            if self.speeds.is_some() {
+                rj.class = Some(gpuplan_core::PerfClass::of_app(&rj.app));
+            }
+            if let Some((key, facts)) = &j.coloc {
+                // A rigid job's model is known: its pairs' measurements
+                // (by key), how busy it keeps a GPU, and its memory.
+                rj.colocation_key = Some(key.clone());
+                rj.utilization = Some(facts.utilization);
+                rj.mem_gib = facts.mem_gib;
+            }
+            round_jobs.push(rj);
+        }
+        self.round.now_s = now;
+        self.round.jobs = round_jobs;
+        let limits = Limits {
+            time_limit_s: cfg.time_limit_s,
+            gap: cfg.gap,
+            threads: 1,
+            seed: cfg
+                .seed
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(self.round_index),
+        };
+        self.round_index += 1;
+        limits
+    }
+
+    /// Apply the decision as decided: the pipeline's diff (in round order,
+    /// which is `active`'s) says which jobs change; a changed allocation
+    /// restarts after a delay. Returns the restarts.
+    fn apply(&mut self, decision: &Decision) -> u32 {
+        let (cfg, now) = (self.cfg, self.now());
+        let plan = &decision.plan;
+        let mut restarts_now = 0;
+        for (&i, change) in self.active.iter().zip(&decision.diff) {
+            let j = &mut self.jobs[i];
+            debug_assert_eq!(j.spec.id, change.job, "the diff follows the round's jobs");
+            if matches!(change.change, Change::Keep | Change::Wait) {
+                continue;
+            }
+            let new = plan.get(j.spec.id);
+            if !j.alloc.is_empty() {
+                self.segments.push(Segment {
+                    job: j.spec.id,
+                    start_s: j.segment_start_s,
+                    end_s: now,
+                    nodes: j.alloc.per_node().into_iter().map(|(n, k)| (n.0, k)).collect(),
+                });
+            }
+            j.segment_start_s = now;
+            if new.is_empty() {
+                j.alloc = new;
+                j.shape.clear();
+                j.rescale_left_s = 0.0;
+                continue;
+            }
+            j.restarts = Some(j.restarts.map_or(0, |r| {
+                restarts_now += 1;
+                r + 1
+            }));
+            j.max_gpus_used = j.max_gpus_used.max(new.num_gpus());
+            j.shape = new.shape();
+            j.gpu_type = cfg.cluster.type_of(&new).cloned();
+            j.speed = j
+                .gpu_type
+                .as_ref()
+                .map_or(TypeSpeed::T4, |t| type_speed(t.as_str(), &j.spec.app));
+            j.alloc = new;
+            j.rescale_left_s = cfg.restart_delay_s;
+            j.update_local_bsz(&self.memo);
+        }
+        restarts_now
+    }
+
+    /// One round's record.
+    fn record(&mut self, plan: &Plan, restarts: u32) {
+        let (jobs, active) = (&self.jobs, &self.active);
+        self.planner_ms.push(plan.solve_ms);
+        self.rounds.push(RoundRecord {
+            time_s: self.now(),
+            active: active.len(),
+            running: active.iter().filter(|&&i| !jobs[i].alloc.is_empty()).count(),
+            gpus_allocated: active.iter().map(|&i| jobs[i].alloc.num_gpus()).sum(),
+            restarts,
+            planner_ms: plan.solve_ms,
+            status: plan.status,
+        });
+    }
+
+    /// The run's results.
+    fn finish(self, planner: &str, wall_s: f64) -> SimResult {
+        let results = self
+            .jobs
+            .iter()
+            .map(|j| JobResult {
+                id: j.spec.id,
+                name: j.spec.name.clone(),
+                app: j.spec.app.clone(),
+                submit_s: j.spec.submit_s,
+                completion_s: j.completion_s.unwrap_or(f64::NAN),
+                jct_s: j.completion_s.unwrap_or(f64::NAN) - j.spec.submit_s,
+                restarts: j.restarts.unwrap_or(0),
+                attained_gpu_s: j.attained_gpu_s,
+                max_gpus_used: j.max_gpus_used,
+            })
+            .collect();
+        SimResult::new(
+            planner,
+            self.cfg.cluster.total_gpus(),
+            results,
+            self.rounds,
+            self.segments,
+            self.planner_ms,
+            wall_s,
+        )
+        .with_gpu_usage(self.gpu_use.gpus, self.gpu_use.double_counted_s)
+    }
+}
+
+/// The workload's jobs as the simulator tracks them, every job checked
+/// first (a submit time, an application with a profile, a duration, a
+/// size the cluster can hold).
+fn sim_jobs<'a>(
+    cfg: &SimConfig,
+    profiles: &'a Profiles,
+    specs: &[WorkloadJob],
+    traits: &PlannerTraits,
+) -> Result<Vec<SimJob<'a>>, SimError> {
     // A job runs on one GPU type, so the largest type bounds what it can get.
     let total_gpus = largest_type_gpus(&cfg.cluster);
     let mut jobs: Vec<SimJob> = Vec::with_capacity(specs.len());
@@ -468,13 +885,13 @@ pub fn simulate_workload(
         // The artifact pins NCF to its tuned batch and one GPU for adaptive
         // policies; rigid jobs have no batch to adapt.
         let pinned_app = spec.app == "ncf" && profile.is_some();
-        let ncf_pin = pinned_app && batch_adapts(&traits, true);
+        let ncf_pin = pinned_app && batch_adapts(traits, true);
         jobs.push(SimJob {
             spec: spec.clone(),
             profile,
             rigid_s,
             target: batch_target(
-                &traits,
+                traits,
                 &WorkloadJob {
                     spec: spec.clone(),
                     work: *work,
@@ -510,301 +927,7 @@ pub fn simulate_workload(
             if n > 10 { ", ..." } else { "" }
         )));
     }
-    // Arrival order; ties keep workload order.
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|&a, &b| jobs[a].spec.submit_s.total_cmp(&jobs[b].spec.submit_s));
-    let last_submit_s = order.last().map_or(0.0, |&i| jobs[i].spec.submit_s);
-    let mut next_arrival = 0usize;
-    // Arrived, unfinished jobs, by workload index (the order planners see).
-    let mut active: Vec<usize> = Vec::new();
-    let mut finished = 0usize;
-    let mut rounds = Vec::new();
-    let mut segments = Vec::new();
-    let mut planner_ms = Vec::new();
-    // Time is ticks × interval (not a running sum), so skipping ticks lands
-    // on exactly the times full rounds reach.
-    let mut tick = 0u64;
-    let mut round_index = 0u64;
-    let speeds = cfg.variability.as_ref().map(|v| v.draw(&cfg.cluster, cfg.seed));
-    // Planners see the drawn slowdowns (placements may use them); they do
-    // not change during a run, so the round holds them once.
-    let mut round = Round {
-        now_s: 0.0,
-        cluster: cfg.cluster.clone(),
-        jobs: Vec::new(),
-        params: cfg.params,
-        variability: speeds.as_ref().map(|s| s.gpus.clone()),
-        // Planners value pairs with the measurements the run knows, and
-        // the rest with the shipped curve (as before measurements existed).
-        colocation: (cfg.params.sharing > 1).then(|| {
-            let measured = cfg.colocation.as_ref().map(|c| c.measured().to_vec());
-            Colocation::new(
-                gpuplan_core::colocation::GAVEL_CURVE,
-                measured.unwrap_or_default(),
-            )
-        }),
-    };
-    let memo = FitMemo::default();
-    let truth = cfg.colocation.clone().unwrap_or_default();
-    let mut gpu_use = GpuUse::new(&cfg.cluster);
-    while finished < jobs.len() {
-        let now = tick as f64 * cfg.interval_s;
-        // 1. Advance every job in the system by one interval.
-        let mut slow = slowdowns(&jobs, &active, &cfg.cluster, cfg.interference_slowdown);
-        if cfg.params.sharing > 1 {
-            // Jobs on a shared GPU run at the true co-located pace:
-            // progress rate × (1 − s) becomes rate × (1 − s) / f.
-            let allocs: Vec<&Allocation> = active.iter().map(|&i| &jobs[i].alloc).collect();
-            let f = sharing_slowdowns(
-                &truth,
-                &allocs,
-                |k| {
-                    let j = &jobs[active[k]];
-                    match j.profile {
-                        Some(_) => crate::colocation::gavel_key(&j.spec.app, j.local_bsz),
-                        None => j.coloc.as_ref().map(|c| c.0.clone()),
-                    }
-                },
-                |k| jobs[active[k]].utilization(),
-            );
-            for (s, f) in slow.iter_mut().zip(f).filter(|(_, f)| *f > 1.0) {
-                *s = 1.0 - (1.0 - *s) / f;
-            }
-        }
-        let slow: Vec<f64> = active
-            .iter()
-            .zip(&slow)
-            .map(|(&i, &s)| match &speeds {
-                None => s,
-                Some(v) => {
-                    // Progress rate × (1 − s) becomes rate × (1 − s) / factor.
-                    let j = &jobs[i];
-                    let class = crate::variability::class_of(&j.spec.app);
-                    1.0 - (1.0 - s) / v.job_factor(class, &j.alloc, j.profile.is_none())
-                }
-            })
-            .collect();
-        // Jobs advance independently (a job's fit depends on its own
-        // measurements only; the memo merely saves repeats), so natively
-        // they advance in parallel: fitting is much of a goodput policy's
-        // simulation time. `collect` keeps `active`'s order.
-        let advancing: Vec<(&mut SimJob, f64)> = pick_mut(&mut jobs, &active).into_iter().zip(slow).collect();
-        #[cfg(not(target_arch = "wasm32"))]
-        let used: Vec<Usage> = {
-            use rayon::prelude::*;
-            advancing
-                .into_par_iter()
-                .with_max_len(1)
-                .map(|(j, s)| j.step(now, cfg.interval_s, s, &memo))
-                .collect()
-        };
-        #[cfg(target_arch = "wasm32")]
-        let used: Vec<Usage> = advancing
-            .into_iter()
-            .map(|(j, s)| j.step(now, cfg.interval_s, s, &memo))
-            .collect();
-        gpu_use.add(&jobs, &active, &used);
-        tick += 1;
-        let mut now = tick as f64 * cfg.interval_s;
-        active.retain(|&i| {
-            let j = &mut jobs[i];
-            let Some(c) = j.completion_s else {
-                return true;
-            };
-            if !j.alloc.is_empty() {
-                segments.push(Segment {
-                    job: j.spec.id,
-                    start_s: j.segment_start_s,
-                    end_s: c,
-                    nodes: j.alloc.per_node().into_iter().map(|(n, k)| (n.0, k)).collect(),
-                });
-                j.alloc = Allocation::default();
-            }
-            finished += 1;
-            false
-        });
-        if finished == jobs.len() {
-            break;
-        }
-        if now > last_submit_s + cfg.max_sim_s {
-            return Err(SimError::Invalid(format!(
-                "jobs still running {} simulated seconds after the last arrival; is the cluster too small for the workload?",
-                cfg.max_sim_s
-            )));
-        }
-        if active.is_empty() && cfg.idle_rounds == IdleRounds::Skip {
-            // Nothing can progress until the next arrival: jump to the
-            // first round boundary at or after it, as full rounds would.
-            let t = jobs[order[next_arrival]].spec.submit_s;
-            let target = ((t / cfg.interval_s).ceil() as u64).max(tick);
-            round_index += target - tick;
-            tick = target;
-            now = tick as f64 * cfg.interval_s;
-        }
-        // 2. Admit arrivals.
-        let before = active.len();
-        while next_arrival < order.len() && jobs[order[next_arrival]].spec.submit_s <= now {
-            active.push(order[next_arrival]);
-            next_arrival += 1;
-        }
-        if active.len() > before {
-            active.sort_unstable();
-        }
-        // 3. Build what the planner may see.
-        let mut round_jobs = Vec::with_capacity(active.len());
-        for &i in &active {
-            let j = &mut jobs[i];
-            let oracle = if traits.needs_oracle {
-                Some(j.oracle(&cfg.cluster))
-            } else {
-                None
-            };
-            let facts = JobFacts {
-                spec: JobSpec {
-                    min_gpus: if j.profile.is_some() {
-                        j.spec.min_gpus
-                    } else {
-                        j.spec.min_gpus.max(j.spec.requested_gpus)
-                    },
-                    max_gpus: j.max_gpus,
-                    ..j.spec.clone()
-                },
-                restart_penalty_s: None,
-                limits: j.profile.map(|p| p.limits),
-                features: None,
-            };
-            let state = JobState {
-                progress: j.progress,
-                epoch: j.epoch,
-                attained_gpu_s: j.attained_gpu_s,
-                age_s: now - j.spec.submit_s,
-                restarts: j.restarts.unwrap_or(0),
-                allocation: j.alloc.clone(),
-                max_gpus_used: j.max_gpus_used,
-                batch_size: j.batch(),
-                local_bsz: j.local_bsz,
-                accum_steps: j.accum_steps,
-            };
-            let mut rj = round_job(facts, state, &mut j.agent, oracle, &memo);
-            if speeds.is_some() {
-                rj.class = Some(gpuplan_core::PerfClass::of_app(&rj.app));
-            }
-            if let Some((key, facts)) = &j.coloc {
-                // A rigid job's model is known: its pairs' measurements
-                // (by key), how busy it keeps a GPU, and its memory.
-                rj.colocation_key = Some(key.clone());
-                rj.utilization = Some(facts.utilization);
-                rj.mem_gib = facts.mem_gib;
-            }
-            round_jobs.push(rj);
-        }
-        // One round value for the whole run: the cluster is cloned once,
-        // not every round (its node names are strings).
-        round.now_s = now;
-        round.jobs = round_jobs;
-        let limits = Limits {
-            time_limit_s: cfg.time_limit_s,
-            gap: cfg.gap,
-            threads: 1,
-            seed: cfg
-                .seed
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                .wrapping_add(round_index),
-        };
-        round_index += 1;
-        let decision = match run_round(planner, &round, &limits) {
-            Ok(d) => d,
-            Err(PlanError::InvalidPlan { planner, violations }) => {
-                let v: Vec<String> = violations.iter().map(ToString::to_string).collect();
-                return Err(SimError::Invalid(format!(
-                    "planner {planner} returned an invalid plan at t={now}: {}",
-                    v.join("; ")
-                )));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let plan = &decision.plan;
-        planner_ms.push(plan.solve_ms);
-        // 4. Apply the decision as decided: the pipeline's diff (in round
-        // order, which is `active`'s) says which jobs change; changed
-        // allocations restart after a delay.
-        let mut restarts_now = 0;
-        for (&i, change) in active.iter().zip(&decision.diff) {
-            let j = &mut jobs[i];
-            debug_assert_eq!(j.spec.id, change.job, "the diff follows the round's jobs");
-            if matches!(change.change, Change::Keep | Change::Wait) {
-                continue;
-            }
-            let new = plan.get(j.spec.id);
-            if !j.alloc.is_empty() {
-                segments.push(Segment {
-                    job: j.spec.id,
-                    start_s: j.segment_start_s,
-                    end_s: now,
-                    nodes: j.alloc.per_node().into_iter().map(|(n, k)| (n.0, k)).collect(),
-                });
-            }
-            j.segment_start_s = now;
-            if new.is_empty() {
-                j.alloc = new;
-                j.shape.clear();
-                j.rescale_left_s = 0.0;
-                continue;
-            }
-            j.restarts = Some(j.restarts.map_or(0, |r| {
-                restarts_now += 1;
-                r + 1
-            }));
-            j.max_gpus_used = j.max_gpus_used.max(new.num_gpus());
-            j.shape = new.shape();
-            j.gpu_type = cfg.cluster.type_of(&new).cloned();
-            j.speed = j
-                .gpu_type
-                .as_ref()
-                .map_or(TypeSpeed::T4, |t| type_speed(t.as_str(), &j.spec.app));
-            j.alloc = new;
-            j.rescale_left_s = cfg.restart_delay_s;
-            j.update_local_bsz(&memo);
-        }
-        let running = active.iter().filter(|&&i| !jobs[i].alloc.is_empty()).count();
-        let gpus: u32 = active.iter().map(|&i| jobs[i].alloc.num_gpus()).sum();
-        rounds.push(RoundRecord {
-            time_s: now,
-            active: active.len(),
-            running,
-            gpus_allocated: gpus,
-            restarts: restarts_now,
-            planner_ms: plan.solve_ms,
-            status: plan.status,
-        });
-        if observer(&round, plan) == Control::Cancel {
-            return Err(SimError::Cancelled);
-        }
-    }
-    let results = jobs
-        .iter()
-        .map(|j| JobResult {
-            id: j.spec.id,
-            name: j.spec.name.clone(),
-            app: j.spec.app.clone(),
-            submit_s: j.spec.submit_s,
-            completion_s: j.completion_s.unwrap_or(f64::NAN),
-            jct_s: j.completion_s.unwrap_or(f64::NAN) - j.spec.submit_s,
-            restarts: j.restarts.unwrap_or(0),
-            attained_gpu_s: j.attained_gpu_s,
-            max_gpus_used: j.max_gpus_used,
-        })
-        .collect();
-    Ok(SimResult::new(
-        planner.name(),
-        cfg.cluster.total_gpus(),
-        results,
-        rounds,
-        segments,
-        planner_ms,
-        wall.elapsed().as_secs_f64(),
-    )
-    .with_gpu_usage(gpu_use.gpus, gpu_use.double_counted_s))
+    Ok(jobs)
 }
 
 /// Per-GPU use over a run: a GPU held by several jobs counts once, its

@@ -19,15 +19,9 @@ use crate::math::Libm;
 use crate::plan::Plan;
 use crate::round::{Round, RoundJob, SharingPairs};
 
-/// The compute share of a step, (step − sync)/step, in [0, 1]: the part of
-/// the step the GPU computes; the rest it waits for gradient sync. A job
-/// with no step time (nothing measured) counts as fully busy.
-pub fn compute_share(step_s: f64, sync_s: f64) -> f64 {
-    if step_s.is_nan() || step_s <= 0.0 || !step_s.is_finite() {
-        return 1.0;
-    }
-    ((step_s - sync_s.max(0.0)) / step_s).clamp(0.0, 1.0)
-}
+// Moved to the model, which the profiles and the predictor share; kept
+// here for callers.
+pub use crate::model::compute_share;
 
 /// A job's slowdown when it shares a GPU, as a function of the pair's
 /// summed utilization s: `ln f(s) = ln base + slope·max(0, s − knee)`,
@@ -483,14 +477,6 @@ mod tests {
         // A measurement still wins.
         j.utilization = Some(0.3);
         assert_eq!(predicted_utilization(&j, 1, 4), 0.3);
-    }
-
-    #[test]
-    fn compute_share_is_the_step_less_sync() {
-        assert_eq!(compute_share(2.0, 0.5), 0.75);
-        assert_eq!(compute_share(1.0, 0.0), 1.0);
-        assert_eq!(compute_share(0.0, 0.0), 1.0);
-        assert_eq!(compute_share(1.0, 3.0), 0.0);
     }
 
     #[test]

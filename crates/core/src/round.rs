@@ -942,6 +942,26 @@ pub(crate) fn test_job(id: u32) -> RoundJob {
     }
 }
 
+/// Core's tests' two-type round: node 0 has 4 × t4, node 1 4 × a100.
+#[cfg(test)]
+pub(crate) fn test_round(jobs: Vec<RoundJob>) -> Round {
+    let node = |name: &str, ty: &str| crate::cluster::Node {
+        name: name.into(),
+        gpus: 4,
+        gpu_type: ty.into(),
+    };
+    Round {
+        now_s: 0.0,
+        cluster: Cluster {
+            nodes: vec![node("a", "t4"), node("b", "a100")],
+        },
+        jobs,
+        params: PolicyParams::default(),
+        variability: None,
+        colocation: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,14 @@ use std::str::FromStr;
 
 use crate::error::CoreError;
 
+/// Largest node accepted (GPUs on one node). Far above any real machine;
+/// it keeps per-GPU tables small and sums far from overflow.
+pub const MAX_GPUS_PER_NODE: u32 = 4096;
+
+/// Largest cluster accepted (GPUs in all). Keeps every GPU sum in `u32`
+/// (two nodes of 2^31 once wrapped to "the cluster has 0").
+pub const MAX_GPUS_TOTAL: u64 = 1 << 20;
+
 /// Index of a node in [`Cluster::nodes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -91,13 +99,6 @@ impl Cluster {
 
     pub fn gpus(&self, node: NodeId) -> u32 {
         self.nodes[node.0 as usize].gpus
-    }
-
-    /// The GPU type of an allocation (of its first GPU: a valid plan never
-    /// mixes types); `None` for no GPUs or a node not in the cluster.
-    pub fn type_of(&self, alloc: &crate::Allocation) -> Option<&GpuType> {
-        let n = alloc.nodes().next()?;
-        self.nodes.get(n.0 as usize).map(|n| &n.gpu_type)
     }
 
     /// The GPU types present, in order of first appearance (node order), so

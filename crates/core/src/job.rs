@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::NodeId;
+use crate::cluster::{Cluster, GpuType, NodeId};
 
 /// Index of a job within a workload or a live daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -226,6 +226,17 @@ pub struct JobState {
     pub batch_size: u32,
     pub local_bsz: u32,
     pub accum_steps: u32,
+}
+
+/// Cluster queries that take an allocation, here so that the cluster stays
+/// below the jobs (an allocation names the cluster's nodes).
+impl Cluster {
+    /// The GPU type of an allocation (of its first GPU: a valid plan never
+    /// mixes types); `None` for no GPUs or a node not in the cluster.
+    pub fn type_of(&self, alloc: &Allocation) -> Option<&GpuType> {
+        let n = alloc.nodes().next()?;
+        self.nodes.get(n.0 as usize).map(|n| &n.gpu_type)
+    }
 }
 
 #[cfg(test)]

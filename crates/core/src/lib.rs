@@ -26,7 +26,9 @@ pub mod objective;
 pub mod plan;
 pub mod predict;
 pub mod profile;
+mod report;
 pub mod round;
+mod validate;
 pub mod variability;
 
 pub use bind::{bind_plan, bind_round};
@@ -34,9 +36,11 @@ pub use cluster::{Cluster, GpuType, Node, NodeId};
 pub use error::{CoreError, ParseError};
 pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
-pub use plan::{validate, validate_under, JobGpus, JobVariability, Plan, PlanReport, PlanStatus, Violation};
+pub use plan::{Plan, PlanStatus};
+pub use report::{JobGpus, JobVariability, PlanReport};
 pub use round::{
     check_p, Interference, Oracle, ParamError, ParamField, Placement, PolicyParams, Priority, Round,
     RoundJob, SharingPairs, Sticky, TypedModel,
 };
+pub use validate::{validate, validate_under, Violation};
 pub use variability::{PerfClass, RoundVariability};

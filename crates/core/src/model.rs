@@ -7,6 +7,18 @@
 use crate::math::Libm;
 use serde::{Deserialize, Serialize};
 
+/// The compute share of a step, (step − sync)/step, in [0, 1]: the part of
+/// the step the GPU computes; the rest it waits for gradient sync. A job
+/// with no step time (nothing measured) counts as fully busy. Here, with
+/// the model, because the model, the profiles, the predictor and sharing
+/// ([`crate::colocation`]) all read utilization this one way.
+pub fn compute_share(step_s: f64, sync_s: f64) -> f64 {
+    if step_s.is_nan() || step_s <= 0.0 || !step_s.is_finite() {
+        return 1.0;
+    }
+    ((step_s - sync_s.max(0.0)) / step_s).clamp(0.0, 1.0)
+}
+
 /// The 7 throughput parameters (Pollux Eq. 12).
 ///
 /// Compute time per accumulation step: `alpha_c + beta_c * local_bsz`.
@@ -122,7 +134,7 @@ impl GoodputModel {
     /// much it slows when it shares a GPU ([`crate::colocation`]). 1 on one GPU.
     pub fn utilization(&self, nodes: u32, gpus: u32, local_bsz: f64, accum_steps: u32) -> f64 {
         let step = self.step_time(nodes, gpus, local_bsz, accum_steps);
-        crate::colocation::compute_share(step, self.sync_time(nodes, gpus))
+        compute_share(step, self.sync_time(nodes, gpus))
     }
 
     /// Examples per second.
@@ -256,6 +268,14 @@ impl GoodputModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compute_share_is_the_step_less_sync() {
+        assert_eq!(compute_share(2.0, 0.5), 0.75);
+        assert_eq!(compute_share(1.0, 0.0), 1.0);
+        assert_eq!(compute_share(0.0, 0.0), 1.0);
+        assert_eq!(compute_share(1.0, 3.0), 0.0);
+    }
 
     fn m(gamma: f64) -> GoodputModel {
         GoodputModel {

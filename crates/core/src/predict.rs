@@ -1,7 +1,7 @@
 //! Utilization before a job runs: a regression from model features.
 //!
 //! Co-location needs each job's utilization (the compute share of its step,
-//! [`crate::colocation::compute_share`]) before the job has run, when
+//! [`crate::model::compute_share`]) before the job has run, when
 //! there is no goodput model and no measurement. Yeung et al. (HotCloud'20)
 //! predict it from the model's computation graph; here the graph is reduced
 //! to [`ModelFeatures`] (FLOPs per sample, parameters, layer counts), from
@@ -543,7 +543,7 @@ pub fn profile_samples(app: &str, profile: &AppProfile) -> Option<Vec<Sample>> {
                 family: app.to_string(),
                 features,
                 at: PredictAt::new(m.nodes, m.gpus, m.local_bsz),
-                utilization: crate::colocation::compute_share(m.step_s, m.sync_s),
+                utilization: crate::model::compute_share(m.step_s, m.sync_s),
             })
             .collect(),
     )

@@ -427,7 +427,7 @@ impl AppProfile {
     /// placement: the simulator's true utilization of the job's GPUs.
     pub fn utilization(&self, shape: &[u32], local_bsz: f64) -> f64 {
         let st = self.step_time(shape, local_bsz);
-        crate::colocation::compute_share(st.step_s, st.sync_s)
+        crate::model::compute_share(st.step_s, st.sync_s)
     }
 
     /// Interpolation over the (nodes, GPUs) plane, then local batch.

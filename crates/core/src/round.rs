@@ -621,13 +621,9 @@ impl RoundJob {
     }
 }
 
-/// Largest node accepted (GPUs on one node). Far above any real machine;
-/// it keeps per-GPU tables small and sums far from overflow.
-pub const MAX_GPUS_PER_NODE: u32 = 4096;
-
-/// Largest cluster accepted (GPUs in all). Keeps every GPU sum in `u32`
-/// (two nodes of 2^31 once wrapped to "the cluster has 0").
-pub const MAX_GPUS_TOTAL: u64 = 1 << 20;
+// The limits `Round::check` applies live with the cluster, so the per-GPU
+// table below the round can cap at them; their paths stay here.
+pub use crate::cluster::{MAX_GPUS_PER_NODE, MAX_GPUS_TOTAL};
 
 /// The whole input of one planning round.
 ///
@@ -685,9 +681,25 @@ impl From<RoundRepr> for Round {
             variability: r.variability,
             colocation: r.colocation,
         };
-        crate::bind::bind_round(&mut round);
+        bind_round(&mut round);
         round
     }
+}
+
+/// Name the unnamed GPUs of the round's current allocations, in job order
+/// ([`crate::bind`]). Here, not there, because loading a round binds, and
+/// the binder's plan half sits above the round.
+pub fn bind_round(round: &mut Round) {
+    if round.jobs.iter().all(|j| j.state.allocation.is_bound()) {
+        return;
+    }
+    let mut jobs = std::mem::take(&mut round.jobs);
+    {
+        let mut allocs: Vec<(&mut Allocation, Option<&Allocation>)> =
+            jobs.iter_mut().map(|j| (&mut j.state.allocation, None)).collect();
+        crate::bind::bind_all(&round.cluster, &mut allocs);
+    }
+    round.jobs = jobs;
 }
 
 impl Round {
@@ -927,6 +939,26 @@ pub(crate) fn test_job(id: u32) -> RoundJob {
         min_gpus: 0,
         max_gpus: 8,
         ..RoundJob::new(JobId(id), format!("j{id}"), "x")
+    }
+}
+
+/// Core's tests' two-type round: node 0 has 4 × t4, node 1 4 × a100.
+#[cfg(test)]
+pub(crate) fn test_round(jobs: Vec<RoundJob>) -> Round {
+    let node = |name: &str, ty: &str| crate::cluster::Node {
+        name: name.into(),
+        gpus: 4,
+        gpu_type: ty.into(),
+    };
+    Round {
+        now_s: 0.0,
+        cluster: Cluster {
+            nodes: vec![node("a", "t4"), node("b", "a100")],
+        },
+        jobs,
+        params: PolicyParams::default(),
+        variability: None,
+        colocation: None,
     }
 }
 

@@ -1,0 +1,538 @@
+//! The one independent validator every planner's output goes through
+//! ([`validate`]): capacity, limits, locality, interference, GPU types,
+//! pinned jobs and sharing, checked in one place.
+//!
+//! It reads the sharing rules ([`crate::colocation`]), which read plans,
+//! so it sits above the plan; `crate::plan` keeps its old paths.
+
+use crate::job::JobId;
+use crate::plan::Plan;
+use crate::round::{Interference, Round};
+use crate::NodeId;
+
+/// One broken rule in a plan.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Violation {
+    #[error("job {0:?} is not in the round")]
+    UnknownJob(JobId),
+    #[error("job {job:?} uses node {node} which does not exist")]
+    UnknownNode { job: JobId, node: u32 },
+    #[error("node {node} holds {used} GPUs but has {capacity}")]
+    Capacity { node: u32, used: u32, capacity: u32 },
+    #[error("job {job:?} gets {gpus} GPUs, outside its limits [{min}, {max}]")]
+    GpuLimits {
+        job: JobId,
+        gpus: u32,
+        min: u32,
+        max: u32,
+    },
+    #[error("job {job:?} spans {nodes} nodes, more than the limit {max}")]
+    TooManyNodes { job: JobId, nodes: u32, max: u32 },
+    #[error("node {node} hosts {count} multi-node jobs; at most one is allowed")]
+    Interference { node: u32, count: u32 },
+    #[error("job {0:?} is not preemptible and was moved or stopped")]
+    PinnedMoved(JobId),
+    #[error("job {job:?} uses GPU {index} of node {node}, which has {capacity}")]
+    UnknownGpu {
+        job: JobId,
+        node: u32,
+        index: u32,
+        capacity: u32,
+    },
+    #[error("GPU {index} of node {node} is given to jobs {first:?} and {second:?}")]
+    SharedGpu {
+        node: u32,
+        index: u32,
+        first: JobId,
+        second: JobId,
+    },
+    #[error("GPU {index} of node {node} holds {count} jobs; params.sharing allows {max}")]
+    OverShared {
+        node: u32,
+        index: u32,
+        count: u32,
+        max: u32,
+    },
+    #[error("GPU {index} of node {node} is shared by jobs {jobs:?} whose pair was not measured; params.sharing_pairs is measured")]
+    Unmeasured { node: u32, index: u32, jobs: Vec<JobId> },
+    #[error("GPU {index} of node {node} ({gpu_type}) is shared by jobs {jobs:?} that do not fit in its memory (need {need})")]
+    Memory {
+        node: u32,
+        index: u32,
+        gpu_type: String,
+        jobs: Vec<JobId>,
+        /// Each job's memory in GiB, "?" where unknown.
+        need: String,
+    },
+    #[error("job {job:?} mixes GPU types ({types})")]
+    MixedTypes { job: JobId, types: String },
+    #[error("job {job:?} holds {counts} GPUs on its nodes; the round asks for the same count on each (even_nodes)")]
+    UnevenNodes { job: JobId, counts: String },
+}
+
+/// Check a plan against the round: per-node and per-GPU capacity (a named
+/// GPU exists and goes to one job), GPU limits, locality (node limit),
+/// interference, one GPU type per job, and pinned (non-preemptible) jobs.
+///
+/// Independent of every planner on purpose: tests run all planners' plans
+/// through it, so one planner's bug cannot hide behind its own checks.
+pub fn validate(round: &Round, plan: &Plan) -> Result<(), Vec<Violation>> {
+    validate_under(round, plan, &round.params)
+}
+
+/// [`validate`] under other policy parameters than the round's: the rules
+/// a planner is held to (the pipeline relaxes the interference rule for
+/// planners that do not claim it).
+pub fn validate_under(
+    round: &Round,
+    plan: &Plan,
+    params: &crate::PolicyParams,
+) -> Result<(), Vec<Violation>> {
+    let mut errs = Vec::new();
+    // Sorted (id, index) pairs: a binary search per job, no hashing.
+    let mut jobs: Vec<(JobId, usize)> = round.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+    jobs.sort_unstable();
+    let n_nodes = round.cluster.num_nodes();
+    let mut used = vec![0u32; n_nodes];
+    let mut multi = vec![0u32; n_nodes];
+    let mut holder: crate::bind::GpuTable<Option<JobId>> = crate::bind::GpuTable::new(&round.cluster, None);
+    // With sharing (k > 1): every holder of each GPU, checked after the loop.
+    let k = params.sharing.max(1);
+    // GPUs in use per node under sharing: distinct named GPUs plus unnamed
+    // slots (each a GPU of its own: only a planner that names GPUs shares).
+    let mut distinct = vec![0u32; n_nodes];
+    let mut sharers: crate::bind::GpuTable<Vec<usize>> = if k > 1 {
+        crate::bind::GpuTable::new(&round.cluster, Vec::new())
+    } else {
+        crate::bind::GpuTable::new(&crate::Cluster { nodes: Vec::new() }, Vec::new())
+    };
+    for (&id, alloc) in &plan.allocations {
+        let Ok(ji) = jobs.binary_search_by_key(&id, |&(j, _)| j).map(|k| jobs[k].1) else {
+            errs.push(Violation::UnknownJob(id));
+            continue;
+        };
+        let job = &round.jobs[ji];
+        if alloc.is_empty() {
+            continue;
+        }
+        let mut ok_nodes = true;
+        for (n, k) in alloc.node_runs() {
+            if (n.0 as usize) < n_nodes {
+                used[n.0 as usize] = used[n.0 as usize].saturating_add(k);
+            } else {
+                errs.push(Violation::UnknownNode { job: id, node: n.0 });
+                ok_nodes = false;
+            }
+        }
+        for g in alloc.gpus().iter().filter(|g| g.is_bound()) {
+            let Some(node) = round.cluster.nodes.get(g.node.0 as usize) else {
+                continue;
+            };
+            if g.index >= node.gpus {
+                errs.push(Violation::UnknownGpu {
+                    job: id,
+                    node: g.node.0,
+                    index: g.index,
+                    capacity: node.gpus,
+                });
+            } else if k > 1 {
+                if let Some(h) = sharers.get_mut(*g) {
+                    if h.is_empty() {
+                        distinct[g.node.0 as usize] += 1;
+                    }
+                    h.push(ji);
+                }
+            } else if let Some(h) = holder.get_mut(*g) {
+                if let Some(first) = *h {
+                    errs.push(Violation::SharedGpu {
+                        node: g.node.0,
+                        index: g.index,
+                        first,
+                        second: id,
+                    });
+                }
+                *h = Some(id);
+            }
+        }
+        let type_of = |n: NodeId| round.cluster.nodes[n.0 as usize].gpu_type.as_str();
+        if ok_nodes
+            && alloc
+                .node_runs()
+                .any(|(n, _)| type_of(n) != type_of(alloc.gpus()[0].node))
+        {
+            let mut types: Vec<&str> = alloc.node_runs().map(|(n, _)| type_of(n)).collect();
+            types.sort_unstable();
+            types.dedup();
+            errs.push(Violation::MixedTypes {
+                job: id,
+                types: types.join(", "),
+            });
+        }
+        let gpus = alloc.num_gpus();
+        if gpus < job.min_gpus.max(1) || gpus > job.max_gpus {
+            errs.push(Violation::GpuLimits {
+                job: id,
+                gpus,
+                min: job.min_gpus,
+                max: job.max_gpus,
+            });
+        }
+        let nodes = alloc.num_nodes();
+        if nodes > params.max_nodes_per_job {
+            errs.push(Violation::TooManyNodes {
+                job: id,
+                nodes,
+                max: params.max_nodes_per_job,
+            });
+        }
+        if params.even_nodes && nodes > 1 && !alloc.same_gpus(&job.state.allocation) {
+            let counts: Vec<u32> = alloc.per_node().iter().map(|&(_, k)| k).collect();
+            if counts.iter().any(|&k| k != counts[0]) {
+                errs.push(Violation::UnevenNodes {
+                    job: id,
+                    counts: counts.iter().map(u32::to_string).collect::<Vec<_>>().join("+"),
+                });
+            }
+        }
+        if nodes > 1 && ok_nodes {
+            for (n, _) in alloc.node_runs() {
+                multi[n.0 as usize] += 1;
+            }
+        }
+    }
+    if k > 1 {
+        shared_gpus(round, &mut sharers, k, &mut errs);
+    }
+    if k > 1 {
+        for alloc in plan.allocations.values() {
+            for g in alloc.gpus().iter().filter(|g| !g.is_bound()) {
+                if let Some(d) = distinct.get_mut(g.node.0 as usize) {
+                    *d += 1;
+                }
+            }
+        }
+    }
+    for (i, node) in round.cluster.nodes.iter().enumerate() {
+        let used_gpus = if k > 1 { distinct[i] } else { used[i] };
+        if used_gpus > node.gpus {
+            errs.push(Violation::Capacity {
+                node: i as u32,
+                used: used_gpus,
+                capacity: node.gpus,
+            });
+        }
+        if params.interference == Interference::Avoid && multi[i] > 1 {
+            errs.push(Violation::Interference {
+                node: i as u32,
+                count: multi[i],
+            });
+        }
+    }
+    for job in &round.jobs {
+        if !job.preemptible
+            && !job.state.allocation.is_empty()
+            && !plan.gpus_of(job.id).same_gpus(&job.state.allocation)
+        {
+            errs.push(Violation::PinnedMoved(job.id));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs)
+    }
+}
+
+/// Sharing rules per GPU: at most `k` jobs, the jobs of a shared GPU fit
+/// in its memory ([`crate::colocation::fits_memory`]), and under
+/// `sharing_pairs = measured` every pair on it was measured.
+fn shared_gpus(
+    round: &Round,
+    sharers: &mut crate::bind::GpuTable<Vec<usize>>,
+    k: u32,
+    errs: &mut Vec<Violation>,
+) {
+    let model = crate::colocation::round_model(round);
+    for (n, node) in round.cluster.nodes.iter().enumerate() {
+        for index in 0..node.gpus {
+            let Some(h) = sharers.get_mut(crate::GpuId::new(NodeId(n as u32), index)) else {
+                continue;
+            };
+            if h.len() <= 1 {
+                continue;
+            }
+            if h.len() as u32 > k {
+                errs.push(Violation::OverShared {
+                    node: n as u32,
+                    index,
+                    count: h.len() as u32,
+                    max: k,
+                });
+            }
+            let unmeasured = h.iter().enumerate().any(|(i, &a)| {
+                h[i + 1..].iter().any(|&b| {
+                    !crate::colocation::measured_enough(round, &model, &round.jobs[a], &round.jobs[b])
+                })
+            });
+            if unmeasured {
+                errs.push(Violation::Unmeasured {
+                    node: n as u32,
+                    index,
+                    jobs: h.iter().map(|&j| round.jobs[j].id).collect(),
+                });
+            }
+            let mems: Vec<Option<f64>> = h
+                .iter()
+                .map(|&j| crate::colocation::job_memory_gib(&round.jobs[j]))
+                .collect();
+            if !crate::colocation::fits_memory(node.gpu_type.as_str(), &mems) {
+                errs.push(Violation::Memory {
+                    node: n as u32,
+                    index,
+                    gpu_type: node.gpu_type.as_str().to_string(),
+                    jobs: h.iter().map(|&j| round.jobs[j].id).collect(),
+                    need: mems
+                        .iter()
+                        .map(|m| m.map_or("?".to_string(), |m| format!("{m} GiB")))
+                        .collect::<Vec<_>>()
+                        .join(" + "),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PlanStatus;
+    use crate::round::test_round;
+    use crate::{Allocation, GpuId, JobState, NodeId, RoundJob};
+
+    fn job(id: u32, preemptible: bool, alloc: Allocation) -> RoundJob {
+        RoundJob {
+            requested_gpus: 2,
+            preemptible,
+            state: JobState {
+                allocation: alloc,
+                ..JobState::default()
+            },
+            ..crate::round::test_job(id)
+        }
+    }
+
+    fn g(n: u32, i: u32) -> GpuId {
+        GpuId::new(NodeId(n), i)
+    }
+
+    fn plan(allocs: &[(u32, Allocation)]) -> Plan {
+        let mut p = Plan::new("t", PlanStatus::Feasible);
+        for (id, a) in allocs {
+            p.allocations.insert(JobId(*id), a.clone());
+        }
+        p
+    }
+
+    #[test]
+    fn a_job_mixing_gpu_types_is_rejected() {
+        let r = test_round(vec![job(0, true, Allocation::default())]);
+        let mixed = plan(&[(0, Allocation::from_gpus(vec![g(0, 0), g(1, 0)]))]);
+        let v = validate(&r, &mixed).unwrap_err();
+        assert!(
+            matches!(&v[..], [Violation::MixedTypes { job: JobId(0), types }] if types == "a100, t4"),
+            "{v:?}"
+        );
+        let one_type = plan(&[(0, Allocation::from_gpus(vec![g(1, 0), g(1, 3)]))]);
+        assert!(validate(&r, &one_type).is_ok());
+    }
+
+    #[test]
+    fn one_gpu_for_two_jobs_or_a_missing_gpu_is_rejected() {
+        let r = test_round(vec![
+            job(0, true, Allocation::default()),
+            job(1, true, Allocation::default()),
+        ]);
+        let shared = plan(&[
+            (0, Allocation::from_gpus(vec![g(0, 0), g(0, 1)])),
+            (1, Allocation::from_gpus(vec![g(0, 1)])),
+        ]);
+        let v = validate(&r, &shared).unwrap_err();
+        assert_eq!(
+            v,
+            vec![Violation::SharedGpu {
+                node: 0,
+                index: 1,
+                first: JobId(0),
+                second: JobId(1)
+            }]
+        );
+        let missing = plan(&[(0, Allocation::from_gpus(vec![g(0, 4)]))]);
+        assert!(matches!(
+            validate(&r, &missing).unwrap_err()[..],
+            [Violation::UnknownGpu {
+                node: 0,
+                index: 4,
+                ..
+            }]
+        ));
+        // Node-level slots are counted per node, not per GPU.
+        let counted = plan(&[
+            (0, Allocation::from_counts(&[(NodeId(0), 3)])),
+            (1, Allocation::from_counts(&[(NodeId(0), 2)])),
+        ]);
+        assert!(matches!(
+            validate(&r, &counted).unwrap_err()[..],
+            [Violation::Capacity {
+                node: 0,
+                used: 5,
+                capacity: 4
+            }]
+        ));
+    }
+
+    #[test]
+    fn sharing_passes_within_k_and_memory_and_fails_past_either() {
+        let mut jobs = vec![
+            job(0, true, Allocation::default()),
+            job(1, true, Allocation::default()),
+            job(2, true, Allocation::default()),
+        ];
+        for (j, app) in jobs.iter_mut().zip(["cifar10", "ncf", "imagenet"]) {
+            j.app = app.into();
+            j.min_gpus = 1;
+        }
+        let mut r = test_round(jobs);
+        let one = |n, i| Allocation::from_gpus(vec![g(n, i)]);
+        let pair = plan(&[(0, one(0, 1)), (1, one(0, 1))]);
+        // Sharing off: one GPU, one job, as always.
+        assert!(matches!(
+            validate(&r, &pair).unwrap_err()[..],
+            [Violation::SharedGpu { .. }]
+        ));
+        r.params.sharing = 2;
+        // cifar10 (4 GiB) + ncf (2 GiB) on a 16 GiB T4.
+        assert_eq!(validate(&r, &pair), Ok(()));
+        // A third job on the GPU: past k.
+        let three = plan(&[(0, one(0, 1)), (1, one(0, 1)), (2, one(0, 1))]);
+        assert!(validate(&r, &three).unwrap_err().iter().any(|v| matches!(
+            v,
+            Violation::OverShared {
+                node: 0,
+                index: 1,
+                count: 3,
+                max: 2
+            }
+        )));
+        // Within k but past memory: imagenet 14 + cifar10 4 > 16 GiB.
+        let heavy = plan(&[(0, one(0, 1)), (2, one(0, 1))]);
+        assert!(matches!(
+            validate(&r, &heavy).unwrap_err()[..],
+            [Violation::Memory {
+                node: 0,
+                index: 1,
+                ..
+            }]
+        ));
+        // A job's own mem_gib overrides its application's estimate.
+        r.jobs[2].mem_gib = Some(8.0);
+        assert_eq!(validate(&r, &heavy), Ok(()));
+        // Only measured pairs: cifar10 + ncf share only once their pair is in
+        // the round's measurements (by colocation_key), in either order.
+        r.params.sharing_pairs = crate::SharingPairs::Measured;
+        assert!(matches!(
+            validate(&r, &pair).unwrap_err()[..],
+            [Violation::Unmeasured {
+                node: 0,
+                index: 1,
+                ..
+            }]
+        ));
+        r.jobs[0].colocation_key = Some("a".into());
+        r.jobs[1].colocation_key = Some("b".into());
+        r.colocation = Some(crate::colocation::Colocation::new(
+            crate::colocation::GAVEL_CURVE,
+            vec![crate::colocation::MeasuredPair {
+                a: "b".into(),
+                b: "a".into(),
+                slowdown_a: 1.2,
+                slowdown_b: 1.3,
+            }],
+        ));
+        assert_eq!(validate(&r, &pair), Ok(()));
+        r.params.sharing_pairs = crate::SharingPairs::All;
+        // A job of unknown memory never shares.
+        r.jobs[1].app = "mystery".into();
+        assert!(matches!(
+            validate(&r, &pair).unwrap_err()[..],
+            [Violation::Memory { .. }]
+        ));
+        r.jobs[1].app = "ncf".into();
+        // k = 3: three on the GPU pass within memory (4 + 2 + 8 GiB), four do
+        // not; three whose pairs fit but whose sum (4 + 2 + 12) does not fail.
+        r.params.sharing = 3;
+        assert_eq!(validate(&r, &three), Ok(()));
+        r.jobs.push(job(3, true, Allocation::default()));
+        r.jobs[3].app = "ncf".into();
+        let four = plan(&[(0, one(0, 1)), (1, one(0, 1)), (2, one(0, 1)), (3, one(0, 1))]);
+        assert!(validate(&r, &four)
+            .unwrap_err()
+            .iter()
+            .any(|v| matches!(v, Violation::OverShared { count: 4, max: 3, .. })));
+        r.jobs.pop();
+        r.jobs[2].mem_gib = Some(12.0);
+        assert!(validate(&r, &pair).is_ok() && validate(&r, &heavy).is_ok());
+        assert!(matches!(
+            validate(&r, &three).unwrap_err()[..],
+            [Violation::Memory {
+                node: 0,
+                index: 1,
+                ..
+            }]
+        ));
+        // Under `measured`, three share only when every pair among them was measured.
+        r.jobs[2].mem_gib = Some(8.0);
+        r.jobs[2].colocation_key = Some("c".into());
+        r.params.sharing_pairs = crate::SharingPairs::Measured;
+        assert!(matches!(
+            validate(&r, &three).unwrap_err()[..],
+            [Violation::Unmeasured { .. }]
+        ));
+        let m = |a: &str, b: &str| crate::colocation::MeasuredPair {
+            a: a.into(),
+            b: b.into(),
+            slowdown_a: 1.2,
+            slowdown_b: 1.3,
+        };
+        r.colocation = Some(crate::colocation::Colocation::new(
+            crate::colocation::GAVEL_CURVE,
+            vec![m("a", "b"), m("a", "c"), m("b", "c")],
+        ));
+        assert_eq!(validate(&r, &three), Ok(()));
+        r.params.sharing_pairs = crate::SharingPairs::All;
+        // Unnamed slots are GPUs of their own: 4 + 1 on a 4-GPU node is over.
+        let counted = plan(&[
+            (0, Allocation::from_counts(&[(NodeId(0), 4)])),
+            (2, Allocation::from_counts(&[(NodeId(0), 1)])),
+        ]);
+        assert!(matches!(
+            validate(&r, &counted).unwrap_err()[..],
+            [Violation::Capacity {
+                node: 0,
+                used: 5,
+                capacity: 4
+            }]
+        ));
+    }
+
+    #[test]
+    fn a_pinned_job_keeps_its_very_gpus() {
+        let held = Allocation::from_gpus(vec![g(0, 2), g(0, 3)]);
+        let r = test_round(vec![job(0, false, held.clone())]);
+        assert!(validate(&r, &plan(&[(0, held)])).is_ok());
+        let other = plan(&[(0, Allocation::from_gpus(vec![g(0, 0), g(0, 1)]))]);
+        assert_eq!(
+            validate(&r, &other).unwrap_err(),
+            vec![Violation::PinnedMoved(JobId(0))]
+        );
+    }
+}

@@ -63,20 +63,6 @@ pub trait Devices: Send {
     }
 }
 
-/// Open a backend from the `--devices` value: `nvml` or `fake:NODESxGPUS`
-/// (typed groups joined by `+`, as cluster shapes: `fake:1x4:t4+1x8:a100`).
-pub fn open(spec: &str) -> Result<Box<dyn Devices>, ExecError> {
-    if spec == "nvml" {
-        return Ok(Box::new(crate::nvml::NvmlDevices::open()?));
-    }
-    if let Some(shape) = spec.strip_prefix("fake:") {
-        return Ok(Box::new(FakeDevices::parse(shape)?));
-    }
-    Err(ExecError::Config(format!(
-        "--devices {spec}: expected `nvml` or `fake:NODESxGPUS[:TYPE]+...` (e.g. fake:2x4)"
-    )))
-}
-
 /// Simulated GPUs: `nodes` × `gpus_per_node`, with injectable faults.
 #[derive(Debug, Clone)]
 pub struct FakeDevices {
@@ -195,8 +181,5 @@ mod tests {
         d.inject("GPU-fake-1-2", Fault::Ok).unwrap();
         assert_eq!(d.collect().unwrap().len(), 8);
         assert!(d.inject("GPU-x", Fault::Gone).is_err());
-        assert!(open("fake:0x4").is_err());
-        assert!(open("nvml").is_err() || std::path::Path::new("/dev/nvidiactl").exists());
-        assert!(open("cuda").err().unwrap().to_string().contains("nvml"));
     }
 }

@@ -364,6 +364,45 @@ impl JobRecord {
     }
 }
 
+/// The model keys of the other jobs whose running attempts hold one of
+/// `id`'s running GPUs, sorted and deduplicated.
+pub(crate) fn partners(jobs: &BTreeMap<JobId, JobRecord>, id: JobId) -> Vec<String> {
+    let Some(me) = jobs.get(&id) else {
+        return Vec::new();
+    };
+    let mine = me.running_gpus();
+    let mut out: Vec<String> = jobs
+        .values()
+        .filter(|o| o.id != id && o.running_gpus().iter().any(|u| mine.contains(u)))
+        .map(|o| o.colocation_key())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The interference model the jobs have taught: the shipped curve,
+/// overridden by every pair they were measured in (from the job records,
+/// so it survives a restart with the journal).
+pub(crate) fn colocation<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord>,
+) -> gpuplan_core::colocation::Colocation {
+    let obs: Vec<gpuplan_core::colocation::Observed> = jobs
+        .flat_map(|j| {
+            let key = j.colocation_key();
+            j.sharing
+                .slowdowns
+                .iter()
+                .map(move |(p, f)| gpuplan_core::colocation::Observed {
+                    key: key.clone(),
+                    partner: p.clone(),
+                    slowdown: *f,
+                })
+        })
+        .collect();
+    gpuplan_core::colocation::Colocation::from_observed(gpuplan_core::colocation::GAVEL_CURVE, &obs)
+}
+
 /// A job as the API shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobView {

@@ -1,14 +1,16 @@
 //! gpuplan-exec: the daemon that applies each round's plan on a real cluster.
 //!
 //! It exists so that the planners built for simulation drive real jobs.
-//! Split by concern: the job table ([`jobs`]), the round driver
+//! Split by concern: the job table ([`jobs`]), a round's steps
 //! ([`round`]: devices ([`device::Devices`]: NVML or fake) → a
 //! [`gpuplan_core::Round`] → the shared pipeline → GPUs), the supervisor
 //! ([`supervise`]) over a job-level engine ([`engine::Engine`]: local
 //! processes; scripted for tests; Slurm jobs), the journal
 //! ([`journal::Journal`]) and the injected clock ([`clock`]), tied together
-//! by [`daemon::Daemon`]. [`api::serve`] wraps it in an HTTP JSON API,
-//! with Prometheus metrics read from the daemon's state ([`metrics`]).
+//! by [`daemon::Daemon`]. The one round loop is
+//! [`driver::RoundDriver::run_rounds`], on the injected clock until an
+//! injected shutdown; [`api::serve`] runs it beside an HTTP JSON API, with
+//! Prometheus metrics read from the daemon's state ([`metrics`]).
 //! Native only.
 //!
 //! ```
@@ -21,6 +23,7 @@ pub mod api;
 pub mod clock;
 pub mod daemon;
 pub mod device;
+pub mod driver;
 pub mod engine;
 pub mod jobs;
 pub mod journal;
@@ -32,7 +35,8 @@ pub mod spec;
 pub mod supervise;
 
 pub use api::{serve, serve_blocking, ServeConfig};
-pub use daemon::{Config, Daemon};
+pub use daemon::{Config, Daemon, SharedDaemon};
+pub use driver::RoundDriver;
 pub use jobs::{JobStatus, JobView, Report};
 pub use round::RoundStats;
 pub use spec::JobSubmission;

@@ -26,11 +26,14 @@ for bad in highs-sys rayon; do
   fi
 done
 echo "check-deps: crate graph ok"
-# Inside solve, modules form layers (docs/architecture.md, "solve's layers"):
-# no module may reach, through `crate::`/`super::` paths, one that reaches it.
-if ! loop=$(perl scripts/solve-modules.pl crates/solve/src | tsort 2>&1 >/dev/null) || [ -n "$loop" ]; then
-  echo "check-deps: module cycle inside gpuplan-solve:" >&2
-  echo "$loop" >&2
-  exit 1
-fi
-echo "check-deps: solve module graph ok (no cycle)"
+# Inside a library crate, modules form layers (docs/architecture.md, "solve's
+# layers", "The executor"): no module may reach, through `crate::`/`super::`
+# paths, one that reaches it.
+for c in solve exec; do
+  if ! loop=$(perl scripts/solve-modules.pl "crates/$c/src" | tsort 2>&1 >/dev/null) || [ -n "$loop" ]; then
+    echo "check-deps: module cycle inside gpuplan-$c:" >&2
+    echo "$loop" >&2
+    exit 1
+  fi
+  echo "check-deps: $c module graph ok (no cycle)"
+done

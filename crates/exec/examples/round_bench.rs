@@ -43,7 +43,7 @@ fn main() {
             cfg,
             Box::new(FakeDevices::parse(shape).expect("NODESxGPUS")),
             Box::new(LocalEngine::new(&state)),
-            Box::new(clock.clone()),
+            std::sync::Arc::new(clock.clone()),
         )
         .expect("open daemon"),
     );

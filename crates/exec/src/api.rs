@@ -330,7 +330,7 @@ pub async fn serve(
     }
     let token = load_or_create_token(&dcfg.state_dir, cfg.token.clone())?;
     dcfg.report_base = format!("http://{addr}");
-    let daemon = SharedDaemon::new(Daemon::open_shared_clock(dcfg, devices, engine, clock)?);
+    let daemon = SharedDaemon::new(Daemon::open_with_clock(dcfg, devices, engine, clock)?);
     std::fs::write(
         daemon.lock().config().state_dir.join("listen"),
         format!("http://{addr}\n"),
@@ -420,7 +420,7 @@ mod tests {
             Config::new(dir.clone(), "greedy"),
             Box::new(FakeDevices::new(1, 2)),
             Box::new(FakeEngine::new(clock.clone())),
-            Box::new(clock),
+            Arc::new(clock),
         )
         .unwrap();
         let shared = Arc::new(Shared {

@@ -184,22 +184,12 @@ impl Daemon {
         devices: Box<dyn Devices>,
         engine: Box<dyn Engine>,
     ) -> Result<Daemon, ExecError> {
-        Daemon::open_with_clock(cfg, devices, engine, Box::new(SystemClock))
+        Daemon::open_with_clock(cfg, devices, engine, Arc::new(SystemClock))
     }
 
-    /// [`Daemon::open`] on an injected clock (tests advance a manual one).
+    /// [`Daemon::open`] on an injected clock (tests advance a manual one),
+    /// shared: the engine and the round loop read the same one.
     pub fn open_with_clock(
-        cfg: Config,
-        devices: Box<dyn Devices>,
-        engine: Box<dyn Engine>,
-        clock: Box<dyn Clock>,
-    ) -> Result<Daemon, ExecError> {
-        Daemon::open_shared_clock(cfg, devices, engine, Arc::from(clock))
-    }
-
-    /// [`Daemon::open_with_clock`] on a clock the caller shares with the
-    /// engine, so the daemon has one clock.
-    pub fn open_shared_clock(
         cfg: Config,
         devices: Box<dyn Devices>,
         engine: Box<dyn Engine>,
@@ -986,7 +976,7 @@ mod tests {
             cfg,
             Box::new(FakeDevices::new(1, 4)),
             Box::new(LocalEngine::new(&dir)),
-            Box::new(clock.clone()),
+            Arc::new(clock.clone()),
         )
         .unwrap();
         let stubborn = JobSubmission::from_toml(
@@ -1043,7 +1033,7 @@ mod tests {
                 cfg,
                 Box::new(dev),
                 Box::new(engine.clone()),
-                Box::new(clock.clone()),
+                Arc::new(clock.clone()),
             )
             .unwrap()
         };
@@ -1132,7 +1122,7 @@ mod tests {
                 Config::new(dir.clone(), "greedy"),
                 Box::new(FakeDevices::parse("1x1:t4+1x1:a100").unwrap()),
                 Box::new(engine.clone()),
-                Box::new(clock.clone()),
+                Arc::new(clock.clone()),
             )
             .unwrap()
         };
@@ -1213,7 +1203,7 @@ mod tests {
             Config::new(dir.clone(), "greedy"),
             Box::new(dev),
             Box::new(engine.clone()),
-            Box::new(clock.clone()),
+            Arc::new(clock.clone()),
         )
         .unwrap();
         let sub = |name: &str, features: &str| {
@@ -1269,7 +1259,7 @@ mod tests {
                 Config::new(dir.clone(), "greedy"),
                 Box::new(dev),
                 Box::new(engine.clone()),
-                Box::new(clock.clone()),
+                Arc::new(clock.clone()),
             )
             .unwrap()
         };

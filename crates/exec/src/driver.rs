@@ -175,7 +175,7 @@ mod tests {
                 Config::new(dir.clone(), planner),
                 Box::new(FakeDevices::new(nodes, gpus)),
                 Box::new(FakeEngine::new(clock.clone())),
-                Box::new(clock.clone()),
+                Arc::new(clock.clone()),
             )
             .unwrap();
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();

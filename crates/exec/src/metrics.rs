@@ -347,7 +347,7 @@ mod tests {
                 Config::new(dir.clone(), "greedy"),
                 Box::new(FakeDevices::new(2, 4)),
                 Box::new(FakeEngine::new(clock.clone())),
-                Box::new(clock.clone()),
+                std::sync::Arc::new(clock.clone()),
             )
             .unwrap();
             let shared = SharedDaemon::new(d);

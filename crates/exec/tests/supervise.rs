@@ -33,7 +33,7 @@ impl Rig {
             cfg,
             Box::new(FakeDevices::new(1, 4)),
             Box::new(self.engine.clone()),
-            Box::new(self.clock.clone()),
+            std::sync::Arc::new(self.clock.clone()),
         )
         .unwrap()
     }

@@ -68,9 +68,13 @@ impl IntoResponse for ApiError {
 impl From<ExecError> for ApiError {
     fn from(e: ExecError) -> Self {
         let code = match &e {
-            ExecError::Spec(_) | ExecError::Request(_) => StatusCode::BAD_REQUEST,
-            ExecError::NotFound(_) => StatusCode::NOT_FOUND,
-            ExecError::Conflict(_) => StatusCode::CONFLICT,
+            ExecError::Spec(_)
+            | ExecError::BadReport { .. }
+            | ExecError::EmptyReport
+            | ExecError::NoFaultInjection { .. }
+            | ExecError::NoGpu(_) => StatusCode::BAD_REQUEST,
+            ExecError::NoJob(_) => StatusCode::NOT_FOUND,
+            ExecError::AlreadyFinal { .. } => StatusCode::CONFLICT,
             // Slurm did not take the job: nothing was recorded, try again.
             ExecError::Engine(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,

@@ -30,7 +30,8 @@ use crate::ExecError;
 // The job table and the round driver lived here before the split; their
 // names stay reachable from here.
 pub use crate::jobs::{
-    batch_target, Attempt, AttemptWire, JobRecord, JobStatus, JobView, Lifecycle, ObsAgg, Report, StopCause,
+    batch_target, Attempt, AttemptWire, JobRecord, JobStatus, JobView, Lifecycle, ObsAgg, Phase, Report,
+    StopCause,
 };
 use crate::round::{Applied, PlanLine, Rounds};
 pub use crate::round::{Prepared, RoundStats};
@@ -383,16 +384,12 @@ impl Daemon {
 
     pub fn cancel(&mut self, id: JobId) -> Result<JobView, ExecError> {
         let now = self.clock.now_unix_s();
-        let job = self
-            .jobs
-            .get_mut(&id)
-            .ok_or_else(|| ExecError::NotFound(format!("no job {}", id.0)))?;
+        let job = self.jobs.get_mut(&id).ok_or(ExecError::NoJob(id))?;
         if job.status.is_final() {
-            return Err(ExecError::Conflict(format!(
-                "job {} is already {}",
-                id.0,
-                job.phase(now)
-            )));
+            return Err(ExecError::AlreadyFinal {
+                job: id,
+                phase: job.phase(now),
+            });
         }
         job.status = JobStatus::Cancelled;
         job.gpus.clear();
@@ -404,8 +401,7 @@ impl Daemon {
     }
 
     pub fn report(&mut self, id: JobId, r: Report) -> Result<(), ExecError> {
-        let bad =
-            |f: &str, v: f64| ExecError::Request(format!("report:{f}: must be finite and >= 0, got {v}"));
+        let bad = |field: &'static str, value: f64| ExecError::BadReport { field, value };
         for (f, v) in [
             ("step_time_s", Some(r.step_time_s)),
             ("accum_time_s", r.accum_time_s),
@@ -420,15 +416,10 @@ impl Daemon {
             }
         }
         if r.step_time_s <= 0.0 || r.local_bsz == 0 {
-            return Err(ExecError::Request(
-                "report: step_time_s and local_bsz must be > 0".into(),
-            ));
+            return Err(ExecError::EmptyReport);
         }
         let partners = crate::jobs::partners(&self.jobs, id);
-        let job = self
-            .jobs
-            .get_mut(&id)
-            .ok_or_else(|| ExecError::NotFound(format!("no job {}", id.0)))?;
+        let job = self.jobs.get_mut(&id).ok_or(ExecError::NoJob(id))?;
         let Some(a) = job.attempt.as_ref().filter(|a| !a.is_stopping()) else {
             // A late report from a stopping attempt describes an old placement.
             return Ok(());
@@ -503,7 +494,7 @@ impl Daemon {
             id: j.id,
             name: j.spec.name.clone(),
             status: j.status,
-            phase: j.phase(now).to_string(),
+            phase: j.phase(now),
             gpus: j.gpus.clone(),
             attempts: j.attempts,
             restarts: j.restarts,
@@ -533,10 +524,7 @@ impl Daemon {
 
     /// Log lines of a job's latest attempt, rank `rank`.
     pub fn logs(&self, id: JobId, rank: u32, lines: usize) -> Result<Vec<String>, ExecError> {
-        let j = self
-            .jobs
-            .get(&id)
-            .ok_or_else(|| ExecError::NotFound(format!("no job {}", id.0)))?;
+        let j = self.jobs.get(&id).ok_or(ExecError::NoJob(id))?;
         Ok(self.sup.logs(j, rank, lines))
     }
 
@@ -1295,6 +1283,55 @@ mod tests {
         d.tick().unwrap();
         assert_eq!(mem_in_round(&mut d, b), Some(4.5));
         assert_eq!(d.jobs[&b].sharing.mem_gib_peak, Some(3.0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The API's phase strings are serde's names of [`Phase`], and a
+    /// request's mistakes are kinds a caller matches, with the messages of
+    /// before.
+    #[test]
+    fn phases_serialise_as_before_and_request_errors_are_kinds() {
+        for p in Phase::ALL {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+            assert_eq!(format!("{p:<10}|"), format!("{:<10}|", p.as_str()));
+        }
+        let (dir, clock, engine) = manual_setup("kinds");
+        let mut d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(FakeDevices::new(1, 1)),
+            Box::new(engine),
+            Arc::new(clock),
+        )
+        .unwrap();
+        let (id, _) = d.submit(spec()).unwrap();
+        d.cancel(id).unwrap();
+        let e = d.cancel(id).unwrap_err();
+        assert!(
+            matches!(e, ExecError::AlreadyFinal { job, phase: Phase::Cancelled } if job == id),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), format!("job {} is already cancelled", id.0));
+        let e = d.cancel(JobId(99)).unwrap_err();
+        assert!(matches!(e, ExecError::NoJob(JobId(99))), "{e:?}");
+        assert_eq!(e.to_string(), "no job 99");
+        let r: Report = serde_json::from_str(r#"{"step_time_s": -1.0, "local_bsz": 8}"#).unwrap();
+        let e = d.report(id, r).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ExecError::BadReport {
+                    field: "step_time_s",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "report:step_time_s: must be finite and >= 0, got -1"
+        );
+        let e = d.inject("GPU-none", crate::device::Fault::Gone).unwrap_err();
+        assert!(matches!(&e, ExecError::NoGpu(u) if u == "GPU-none"), "{e:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -56,10 +56,9 @@ pub trait Devices: Send {
     /// Fault injection; only the fake backend supports it.
     fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
         let _ = (uuid, fault);
-        Err(ExecError::Request(format!(
-            "fault injection needs the fake device backend, this daemon uses {}",
-            self.backend()
-        )))
+        Err(ExecError::NoFaultInjection {
+            backend: self.backend(),
+        })
     }
 }
 
@@ -118,7 +117,7 @@ impl FakeDevices {
         self.gpus
             .iter_mut()
             .find(|(g, _)| g.uuid == uuid)
-            .ok_or_else(|| ExecError::Request(format!("no fake GPU with uuid {uuid}")))
+            .ok_or_else(|| ExecError::NoGpu(uuid.to_string()))
     }
 
     /// `2x4` = 2 nodes with 4 GPUs each. A shape that names types

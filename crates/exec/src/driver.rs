@@ -196,7 +196,7 @@ mod tests {
             self.shared.lock().rounds()
         }
 
-        fn phase(&self, id: JobId) -> String {
+        fn phase(&self, id: JobId) -> crate::jobs::Phase {
             self.shared.lock().view(id).unwrap().phase
         }
     }

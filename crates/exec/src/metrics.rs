@@ -24,7 +24,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::daemon::Daemon;
 use crate::device::Health;
-use crate::jobs::{JobRecord, PHASES};
+use crate::jobs::{JobRecord, Phase};
 use crate::round::RoundStats;
 
 /// The Content-Type of [`Snapshot::render`]'s output (what the crate encodes).
@@ -95,9 +95,9 @@ impl Snapshot {
     pub fn of(d: &Daemon) -> Snapshot {
         let now = d.clock().now_unix_s();
         // In PHASES' (lifecycle) order; a phase missing there still counts.
-        let mut phases: Vec<(&'static str, u64)> = PHASES.iter().map(|p| (*p, 0)).collect();
+        let mut phases: Vec<(&'static str, u64)> = Phase::ALL.iter().map(|p| (p.as_str(), 0)).collect();
         for j in d.jobs() {
-            let p = j.phase(now);
+            let p = j.phase(now).as_str();
             match phases.iter_mut().find(|(q, _)| *q == p) {
                 Some((_, n)) => *n += 1,
                 None => phases.push((p, 1)),
@@ -482,7 +482,7 @@ mod tests {
 
         // Jobs by phase match the views, every phase listed.
         let views = d.views();
-        for p in PHASES {
+        for p in Phase::ALL.map(Phase::as_str) {
             let n = views.iter().filter(|v| v.phase == p).count();
             assert_eq!(m[&format!("gpuplan_jobs{{phase=\"{p}\"}}")], n as f64, "{p}");
         }

@@ -26,10 +26,10 @@ for bad in highs-sys rayon; do
   fi
 done
 echo "check-deps: crate graph ok"
-# Inside a crate, modules form layers (docs/architecture.md, "core's
-# layers", "solve's layers"): no module may reach, through `crate::`/`super::`
-# paths, one that reaches it.
-for c in core solve; do
+# Inside a library crate, modules form layers (docs/architecture.md, "core's
+# layers", "solve's layers", "The executor"): no module may reach, through
+# `crate::`/`super::` paths, one that reaches it.
+for c in core solve exec; do
   if ! loop=$(perl scripts/solve-modules.pl "crates/$c/src" | tsort 2>&1 >/dev/null) || [ -n "$loop" ]; then
     echo "check-deps: module cycle inside gpuplan-$c:" >&2
     echo "$loop" >&2

@@ -36,6 +36,7 @@ pub fn show(devices: &str, engine: &str, partition: Option<&str>, format: Format
         std::time::Duration::from_secs(20),
         &state,
         1,
+        std::sync::Arc::new(gpuplan_exec::clock::SystemClock),
     )?;
     let gpus = d.collect()?;
     let dc = gpuplan_exec::round::device_cluster(&gpus);

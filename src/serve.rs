@@ -152,16 +152,39 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     }
     cfg.mps = a.mps;
     let token = std::env::var("GPUPLAN_TOKEN").ok();
-    gpuplan_exec::serve_blocking(gpuplan_exec::ServeConfig {
-        daemon: cfg,
-        devices: a.devices,
-        engine: a.engine,
-        partition: a.partition,
-        slurm_timeout: a.slurm_timeout,
-        listen: a.listen,
-        token,
-    })?;
+    gpuplan_exec::serve_blocking(
+        gpuplan_exec::ServeConfig {
+            daemon: cfg,
+            devices: a.devices,
+            engine: a.engine,
+            partition: a.partition,
+            slurm_timeout: a.slurm_timeout,
+            listen: a.listen,
+            token,
+        },
+        terminated(),
+    )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGINT or SIGTERM: the daemon's shutdown. The process's
+/// signals are the binary's business; the executor takes any future.
+async fn terminated() {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Without a SIGTERM handler (it could not be installed), Ctrl-C alone.
+    let mut term = signal(SignalKind::terminate()).ok();
+    let sigterm = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = sigterm => {}
+    }
 }
 
 #[derive(Args, Debug, Clone)]

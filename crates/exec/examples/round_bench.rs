@@ -1,6 +1,7 @@
 //! Executor benchmark (not a test): full rounds (collect, plan, apply) on
 //! the fake backend with real `sleep` processes, and the daemon's memory
-//! over many rounds.
+//! over many rounds. Rounds come from the daemon's own loop on a manual
+//! clock, advanced one interval per round, so they run back to back.
 //!
 //! cargo run --release -p gpuplan-exec --example round_bench -- JOBS NODESxGPUS ROUNDS PLANNER
 //! e.g. `-- 1000 16x4 20 pollux-mip` and `-- 24 2x4 10000 pollux-mip`.
@@ -8,9 +9,10 @@
 use std::time::Instant;
 
 use gpuplan_core::JobId;
+use gpuplan_exec::clock::ManualClock;
 use gpuplan_exec::device::FakeDevices;
 use gpuplan_exec::engine::LocalEngine;
-use gpuplan_exec::{Config, Daemon, JobStatus, JobSubmission, Report};
+use gpuplan_exec::{Config, Daemon, JobStatus, JobSubmission, Report, RoundDriver, SharedDaemon};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -34,13 +36,22 @@ fn main() {
     let mut cfg = Config::new(state.clone(), planner_name);
     cfg.grace_s = 0.0;
     cfg.limits.time_limit_s = 1.0;
-    let mut d = Daemon::open(
-        cfg,
-        Box::new(FakeDevices::parse(shape).expect("NODESxGPUS")),
-        Box::new(LocalEngine::new(&state)),
-    )
-    .expect("open daemon");
-    let mut planner = gpuplan_solve::registry::create(planner_name).expect("planner");
+    let interval_s = cfg.interval_s;
+    let clock = ManualClock::new(1_000_000.0);
+    let shared = SharedDaemon::new(
+        Daemon::open_with_clock(
+            cfg,
+            Box::new(FakeDevices::parse(shape).expect("NODESxGPUS")),
+            Box::new(LocalEngine::new(&state)),
+            std::sync::Arc::new(clock.clone()),
+        )
+        .expect("open daemon"),
+    );
+    let mut driver = RoundDriver::new(shared.clone()).expect("planner");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let mut d = shared.lock();
     for i in 0..jobs {
         d.submit(JobSubmission {
             name: format!("j{i}"),
@@ -69,10 +80,14 @@ fn main() {
     let mut max_ms = 0.0f64;
     let rss0 = rss_kib();
     let t_all = Instant::now();
+    drop(d);
     for r in 1..=rounds {
         let t0 = Instant::now();
-        let st = d.round_blocking(planner.as_mut()).expect("round");
+        rt.block_on(driver.run_rounds(async {}));
         let t = t0.elapsed().as_secs_f64() * 1e3;
+        clock.advance(interval_s);
+        let mut d = shared.lock();
+        let st = d.last_round().cloned().unwrap_or_default();
         max_ms = max_ms.max(t);
         if times.len() < times.capacity() {
             times.push(t);
@@ -121,6 +136,7 @@ fn main() {
         rss_kib(),
     );
     // Stop every process the benchmark started.
+    let mut d = shared.lock();
     let ids: Vec<JobId> = d.jobs().map(|j| j.id).collect();
     for id in ids {
         let _ = d.cancel(id);

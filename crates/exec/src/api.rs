@@ -1,4 +1,5 @@
-//! The HTTP JSON API and the async loops around the [`Daemon`].
+//! The HTTP JSON API around the [`Daemon`], beside the round loop
+//! ([`crate::driver`]); both stop on the shutdown the caller passes in.
 //!
 //! Every call but `GET /v1/health` and `GET /metrics` (read-only, for
 //! probes and Prometheus, which sends no token by default) needs a token in
@@ -7,8 +8,9 @@
 //! (given to its processes as GPUPLAN_JOB_TOKEN) for that job's report,
 //! state and logs only — so one job cannot read or signal another.
 
+use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -18,12 +20,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use gpuplan_core::JobId;
-use gpuplan_solve::run_round;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::daemon::{Config, Daemon, Report};
+use crate::daemon::{Config, Daemon, Report, SharedDaemon};
 use crate::device::Fault;
+use crate::driver::RoundDriver;
 use crate::spec::JobSubmission;
 use crate::ExecError;
 
@@ -45,14 +47,13 @@ pub struct ServeConfig {
 }
 
 struct Shared {
-    daemon: Mutex<Daemon>,
+    daemon: SharedDaemon,
     token: String,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Daemon> {
-        // A panic while holding the lock is a bug; keep serving what state there is.
-        self.daemon.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Daemon> {
+        self.daemon.lock()
     }
 }
 
@@ -67,9 +68,13 @@ impl IntoResponse for ApiError {
 impl From<ExecError> for ApiError {
     fn from(e: ExecError) -> Self {
         let code = match &e {
-            ExecError::Spec(_) | ExecError::Request(_) => StatusCode::BAD_REQUEST,
-            ExecError::NotFound(_) => StatusCode::NOT_FOUND,
-            ExecError::Conflict(_) => StatusCode::CONFLICT,
+            ExecError::Spec(_)
+            | ExecError::BadReport { .. }
+            | ExecError::EmptyReport
+            | ExecError::NoFaultInjection { .. }
+            | ExecError::NoGpu(_) => StatusCode::BAD_REQUEST,
+            ExecError::NoJob(_) => StatusCode::NOT_FOUND,
+            ExecError::AlreadyFinal { .. } => StatusCode::CONFLICT,
             // Slurm did not take the job: nothing was recorded, try again.
             ExecError::Engine(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -157,8 +162,8 @@ async fn status(State(s): State<Arc<Shared>>, h: HeaderMap) -> ApiResult {
     let d = s.lock();
     Ok(Json(json!({
         "devices": d.backend(),
-        "planner": d.cfg.planner,
-        "interval_s": d.cfg.interval_s,
+        "planner": d.config().planner,
+        "interval_s": d.config().interval_s,
         "rounds": d.rounds(),
         "last_round": d.last_round(),
         "gpus": d.gpus(),
@@ -287,11 +292,16 @@ pub fn load_or_create_token(state_dir: &std::path::Path, given: Option<String>) 
     Ok(t)
 }
 
-/// Run the daemon until SIGINT or SIGTERM. Jobs keep running when it stops
-/// and are re-adopted by the next start on the same state directory.
-pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
+/// Run the daemon until `shutdown` resolves (`gpuplan serve` passes
+/// SIGINT or SIGTERM). Jobs keep running when it stops and are re-adopted
+/// by the next start on the same state directory.
+pub async fn serve(
+    cfg: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ExecError> {
     // Refuse an oracle planner before touching devices or the state.
     crate::daemon::live_planner(&cfg.daemon.planner)?;
+    let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::SystemClock);
     let (devices, engine) = crate::engine::backends(
         &cfg.engine,
         &cfg.devices,
@@ -299,6 +309,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
         cfg.slurm_timeout,
         &cfg.daemon.state_dir,
         cfg.daemon.params.sharing,
+        clock.clone(),
     )?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
@@ -323,84 +334,38 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
     }
     let token = load_or_create_token(&dcfg.state_dir, cfg.token.clone())?;
     dcfg.report_base = format!("http://{addr}");
-    let interval = Duration::from_secs_f64(dcfg.interval_s.max(0.01));
-    let tick = (interval / 4).clamp(Duration::from_millis(20), Duration::from_millis(500));
-    let daemon = Daemon::open(dcfg, devices, engine)?;
-    let shared = Arc::new(Shared {
-        daemon: Mutex::new(daemon),
-        token,
-    });
+    let daemon = SharedDaemon::new(Daemon::open_with_clock(dcfg, devices, engine, clock)?);
     std::fs::write(
-        shared.lock().cfg.state_dir.join("listen"),
+        daemon.lock().config().state_dir.join("listen"),
         format!("http://{addr}\n"),
     )
     .map_err(|source| ExecError::Io {
         context: "write STATE/listen".into(),
         source,
     })?;
+    let mut driver = RoundDriver::new(daemon.clone())?;
     tracing::info!(%addr, "gpuplan daemon listening");
 
-    let ticker = {
-        let s = shared.clone();
-        tokio::spawn(async move {
-            let mut t = tokio::time::interval(tick);
-            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                t.tick().await;
-                if let Err(e) = s.lock().tick() {
-                    tracing::error!("tick: {e}");
-                }
-            }
-        })
-    };
-    let rounds = {
-        let s = shared.clone();
-        let name = s.lock().cfg.planner.clone();
-        let limits = s.lock().cfg.limits;
-        let mut planner = gpuplan_solve::registry::create(&name)?;
-        tokio::spawn(async move {
-            let mut t = tokio::time::interval(interval);
-            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                t.tick().await;
-                let prep = match s.lock().prepare() {
-                    Ok(Some(p)) => p,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        tracing::error!("round: {e}");
-                        continue;
-                    }
-                };
-                // Plan off the lock so the API and the ticker stay responsive.
-                let joined = tokio::task::spawn_blocking(move || {
-                    let plan = run_round(planner.as_mut(), &prep.round, &limits).map_err(|e| e.to_string());
-                    (planner, prep, plan)
-                })
-                .await;
-                let Ok((p, prep, plan)) = joined else {
-                    tracing::error!("planner panicked; stopping rounds");
-                    return;
-                };
-                planner = p;
-                match s.lock().apply(prep, plan) {
-                    Ok(st) => tracing::debug!(?st, "round"),
-                    Err(e) => tracing::error!("apply: {e}"),
-                }
-            }
-        })
-    };
-    let app = router(shared.clone());
+    // One shutdown for both: the HTTP server's graceful stop and the loop.
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let rounds = tokio::spawn(async move {
+        driver
+            .run_rounds(async move {
+                // Also ends when the sender is dropped (the server returned).
+                let _ = stop_rx.wait_for(|stop| *stop).await;
+            })
+            .await
+    });
+    let app = router(Arc::new(Shared { daemon, token }));
     let res = axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
-            }
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
         })
         .await;
-    ticker.abort();
-    rounds.abort();
+    if rounds.await.is_err() {
+        tracing::error!("the round loop panicked");
+    }
     res.map_err(|source| ExecError::Io {
         context: "serve HTTP".into(),
         source,
@@ -408,7 +373,12 @@ pub async fn serve(cfg: ServeConfig) -> Result<(), ExecError> {
 }
 
 /// [`serve`] on its own multi-threaded runtime, for callers without one.
-pub fn serve_blocking(cfg: ServeConfig) -> Result<(), ExecError> {
+/// `shutdown` is first polled inside that runtime, so it may register
+/// signal handlers there.
+pub fn serve_blocking(
+    cfg: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ExecError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -417,7 +387,7 @@ pub fn serve_blocking(cfg: ServeConfig) -> Result<(), ExecError> {
             context: "start the async runtime".into(),
             source,
         })?;
-    rt.block_on(serve(cfg))
+    rt.block_on(serve(cfg, shutdown))
 }
 
 #[cfg(test)]
@@ -454,11 +424,11 @@ mod tests {
             Config::new(dir.clone(), "greedy"),
             Box::new(FakeDevices::new(1, 2)),
             Box::new(FakeEngine::new(clock.clone())),
-            Box::new(clock),
+            Arc::new(clock),
         )
         .unwrap();
         let shared = Arc::new(Shared {
-            daemon: Mutex::new(d),
+            daemon: SharedDaemon::new(d),
             token: "secret".into(),
         });
         let rt = tokio::runtime::Builder::new_multi_thread()

@@ -2,18 +2,22 @@
 //! (submit, cancel, report, views). Every change is journaled before it is
 //! acted on.
 //!
-//! Rounds are driven by [`crate::round`] on the shared pipeline; between
-//! rounds [`Daemon::tick`] lets the [`Supervisor`] watch attempts through
-//! the engine (settle exits, escalate stops after the grace period, restart
-//! crashed jobs with back-off) and launches jobs whose GPUs are free.
+//! A round's steps are [`crate::round`]'s (over the job table, which they
+//! are handed); [`Daemon::prepare`] and [`Daemon::apply`] journal what they
+//! change and send the stops they order, and the one loop that runs rounds
+//! is [`crate::driver`]. Between rounds [`Daemon::tick`] lets the
+//! [`Supervisor`] watch attempts through the engine (settle exits, escalate
+//! stops after the grace period, restart crashed jobs with back-off) and
+//! launches jobs whose GPUs are free.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use gpuplan_core::fit::Observation;
 use gpuplan_core::{GoodputModel, GradParams, JobId, PolicyParams};
 use gpuplan_solve::agent::{Agent, FitMemo};
-use gpuplan_solve::{Limits, Planner, PlannerTraits};
+use gpuplan_solve::{Decision, Limits, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, SystemClock};
@@ -26,8 +30,10 @@ use crate::ExecError;
 // The job table and the round driver lived here before the split; their
 // names stay reachable from here.
 pub use crate::jobs::{
-    batch_target, Attempt, AttemptWire, JobRecord, JobStatus, JobView, Lifecycle, ObsAgg, Report, StopCause,
+    batch_target, Attempt, AttemptWire, JobRecord, JobStatus, JobView, Lifecycle, ObsAgg, Phase, Report,
+    StopCause,
 };
+use crate::round::{Applied, PlanLine, Rounds};
 pub use crate::round::{Prepared, RoundStats};
 pub use crate::spec::JobSubmission;
 
@@ -124,11 +130,6 @@ pub fn live_planner(name: &str) -> Result<Box<dyn Planner>, ExecError> {
     Ok(planner)
 }
 
-/// The system clock's time (the API's; the daemon reads its own [`Clock`]).
-pub fn now_unix_s() -> f64 {
-    SystemClock.now_unix_s()
-}
-
 /// A random hex token from the kernel's generator.
 pub fn random_token() -> Result<String, ExecError> {
     use std::io::Read;
@@ -142,27 +143,38 @@ pub fn random_token() -> Result<String, ExecError> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
+/// The job table, its journal and the supervisor, with what rounds keep
+/// between rounds ([`Rounds`]). Fields are private: the API, the metrics
+/// and the round loop go through the methods below.
 pub struct Daemon {
-    pub cfg: Config,
-    pub(crate) devices: Box<dyn Devices>,
-    pub(crate) sup: Supervisor,
-    pub(crate) journal: Journal,
-    pub(crate) jobs: BTreeMap<JobId, JobRecord>,
-    pub(crate) next_id: u32,
-    pub(crate) gpus: Vec<Gpu>,
-    pub(crate) rounds: u64,
-    pub(crate) last_round: Option<RoundStats>,
-    pub(crate) last_tick_unix_s: f64,
+    cfg: Config,
+    sup: Supervisor,
+    journal: Journal,
+    jobs: BTreeMap<JobId, JobRecord>,
+    next_id: u32,
+    rounds: Rounds,
+    last_tick_unix_s: f64,
     /// Jobs whose reports changed them since they were last journaled.
-    pub(crate) dirty: BTreeSet<JobId>,
+    dirty: BTreeSet<JobId>,
     /// The planner's traits: its batch policy decides each job's batch.
-    pub(crate) traits: PlannerTraits,
-    pub(crate) memo: FitMemo,
-    /// Each job's goodput model as the last round planned with it. `/metrics`
-    /// predicts from these: a report drops a job's cached fit until the next
-    /// round, and a scrape must not fit (an L-BFGS run per job).
-    pub(crate) models: HashMap<JobId, GoodputModel>,
-    pub(crate) clock: Box<dyn Clock>,
+    traits: PlannerTraits,
+    memo: FitMemo,
+    clock: Arc<dyn Clock>,
+}
+
+/// The daemon behind the one lock the HTTP API and the round loop share.
+#[derive(Clone)]
+pub struct SharedDaemon(Arc<Mutex<Daemon>>);
+
+impl SharedDaemon {
+    pub fn new(d: Daemon) -> Self {
+        SharedDaemon(Arc::new(Mutex::new(d)))
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Daemon> {
+        // A panic while holding the lock is a bug; keep serving what state there is.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Daemon {
@@ -173,15 +185,16 @@ impl Daemon {
         devices: Box<dyn Devices>,
         engine: Box<dyn Engine>,
     ) -> Result<Daemon, ExecError> {
-        Daemon::open_with_clock(cfg, devices, engine, Box::new(SystemClock))
+        Daemon::open_with_clock(cfg, devices, engine, Arc::new(SystemClock))
     }
 
-    /// [`Daemon::open`] on an injected clock (tests advance a manual one).
+    /// [`Daemon::open`] on an injected clock (tests advance a manual one),
+    /// shared: the engine and the round loop read the same one.
     pub fn open_with_clock(
         cfg: Config,
         devices: Box<dyn Devices>,
         engine: Box<dyn Engine>,
-        clock: Box<dyn Clock>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Daemon, ExecError> {
         let dir = &cfg.state_dir;
         std::fs::create_dir_all(dir.join("jobs")).map_err(|source| ExecError::Io {
@@ -208,19 +221,15 @@ impl Daemon {
         );
         let mut d = Daemon {
             cfg,
-            devices,
             sup,
             journal,
             jobs,
             next_id,
-            gpus: Vec::new(),
-            rounds: 0,
-            last_round: None,
+            rounds: Rounds::new(devices),
             last_tick_unix_s: clock.now_unix_s(),
             dirty: BTreeSet::new(),
             traits,
             memo: FitMemo::default(),
-            models: HashMap::new(),
             clock,
         };
         d.recover()?;
@@ -249,7 +258,7 @@ impl Daemon {
         self.cfg.state_dir.join("token")
     }
 
-    pub(crate) fn save(&mut self, ids: &[JobId]) -> Result<(), ExecError> {
+    fn save(&mut self, ids: &[JobId]) -> Result<(), ExecError> {
         let entries: Vec<Entry> = ids
             .iter()
             .filter_map(|id| self.jobs.get(id))
@@ -283,7 +292,7 @@ impl Daemon {
     /// Held jobs users put in the engine's queue themselves (Slurm:
     /// `sbatch -H --comment=gpuplan`) become jobs of the daemon; a refused
     /// one is reported once, in the log.
-    pub(crate) fn discover(&mut self) -> Result<(), ExecError> {
+    fn discover(&mut self) -> Result<(), ExecError> {
         let (found, refused) = match self.sup.engine_mut().discover() {
             Ok(r) => r,
             Err(e) => {
@@ -305,7 +314,7 @@ impl Daemon {
 
     /// Let the engine go of final jobs it still holds (Slurm: cancel a job
     /// still queued there), then forget its id.
-    pub(crate) fn retire_final(&mut self) -> Result<(), ExecError> {
+    fn retire_final(&mut self) -> Result<(), ExecError> {
         let done: Vec<JobId> = self
             .jobs
             .values()
@@ -375,16 +384,12 @@ impl Daemon {
 
     pub fn cancel(&mut self, id: JobId) -> Result<JobView, ExecError> {
         let now = self.clock.now_unix_s();
-        let job = self
-            .jobs
-            .get_mut(&id)
-            .ok_or_else(|| ExecError::NotFound(format!("no job {}", id.0)))?;
+        let job = self.jobs.get_mut(&id).ok_or(ExecError::NoJob(id))?;
         if job.status.is_final() {
-            return Err(ExecError::Conflict(format!(
-                "job {} is already {}",
-                id.0,
-                job.phase(now)
-            )));
+            return Err(ExecError::AlreadyFinal {
+                job: id,
+                phase: job.phase(now),
+            });
         }
         job.status = JobStatus::Cancelled;
         job.gpus.clear();
@@ -396,8 +401,7 @@ impl Daemon {
     }
 
     pub fn report(&mut self, id: JobId, r: Report) -> Result<(), ExecError> {
-        let bad =
-            |f: &str, v: f64| ExecError::Request(format!("report:{f}: must be finite and >= 0, got {v}"));
+        let bad = |field: &'static str, value: f64| ExecError::BadReport { field, value };
         for (f, v) in [
             ("step_time_s", Some(r.step_time_s)),
             ("accum_time_s", r.accum_time_s),
@@ -412,25 +416,18 @@ impl Daemon {
             }
         }
         if r.step_time_s <= 0.0 || r.local_bsz == 0 {
-            return Err(ExecError::Request(
-                "report: step_time_s and local_bsz must be > 0".into(),
-            ));
+            return Err(ExecError::EmptyReport);
         }
-        let partners = self.partners(id);
-        let job = self
-            .jobs
-            .get_mut(&id)
-            .ok_or_else(|| ExecError::NotFound(format!("no job {}", id.0)))?;
+        let partners = crate::jobs::partners(&self.jobs, id);
+        let job = self.jobs.get_mut(&id).ok_or(ExecError::NoJob(id))?;
         let Some(a) = job.attempt.as_ref().filter(|a| !a.is_stopping()) else {
             // A late report from a stopping attempt describes an old placement.
             return Ok(());
         };
         let gpus = a.gpus.len() as u32;
-        let nodes = crate::round::node_count(&self.gpus, &a.gpus);
-        let gpu_type = a
-            .gpus
-            .first()
-            .and_then(|u| crate::round::node_type(&self.gpus, u));
+        let gpus_now = self.rounds.gpus();
+        let nodes = crate::round::node_count(gpus_now, &a.gpus);
+        let gpu_type = a.gpus.first().and_then(|u| crate::round::node_type(gpus_now, u));
         job.agent.observe_on(
             gpu_type.as_ref(),
             Observation {
@@ -474,46 +471,19 @@ impl Daemon {
 
     /// The model keys of the other jobs whose running attempts hold one of
     /// `id`'s running GPUs, sorted and deduplicated.
-    pub(crate) fn partners(&self, id: JobId) -> Vec<String> {
-        let Some(me) = self.jobs.get(&id) else {
-            return Vec::new();
-        };
-        let mine = me.running_gpus();
-        let mut out: Vec<String> = self
-            .jobs
-            .values()
-            .filter(|o| o.id != id && o.running_gpus().iter().any(|u| mine.contains(u)))
-            .map(|o| o.colocation_key())
-            .collect();
-        out.sort();
-        out.dedup();
-        out
+    pub fn partners(&self, id: JobId) -> Vec<String> {
+        crate::jobs::partners(&self.jobs, id)
     }
 
     /// The interference model the daemon has learnt: the shipped curve,
     /// overridden by every pair its jobs were measured in (from the job
     /// records, so it survives a restart with the journal).
     pub fn colocation(&self) -> gpuplan_core::colocation::Colocation {
-        let obs: Vec<gpuplan_core::colocation::Observed> = self
-            .jobs
-            .values()
-            .flat_map(|j| {
-                let key = j.colocation_key();
-                j.sharing
-                    .slowdowns
-                    .iter()
-                    .map(move |(p, f)| gpuplan_core::colocation::Observed {
-                        key: key.clone(),
-                        partner: p.clone(),
-                        slowdown: *f,
-                    })
-            })
-            .collect();
-        gpuplan_core::colocation::Colocation::from_observed(gpuplan_core::colocation::GAVEL_CURVE, &obs)
+        crate::jobs::colocation(self.jobs.values())
     }
 
     pub fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
-        self.devices.inject(uuid, fault)
+        self.rounds.inject(uuid, fault)
     }
 
     pub fn view(&self, id: JobId) -> Option<JobView> {
@@ -524,7 +494,7 @@ impl Daemon {
             id: j.id,
             name: j.spec.name.clone(),
             status: j.status,
-            phase: j.phase(now).to_string(),
+            phase: j.phase(now),
             gpus: j.gpus.clone(),
             attempts: j.attempts,
             restarts: j.restarts,
@@ -554,27 +524,102 @@ impl Daemon {
 
     /// Log lines of a job's latest attempt, rank `rank`.
     pub fn logs(&self, id: JobId, rank: u32, lines: usize) -> Result<Vec<String>, ExecError> {
-        let j = self
-            .jobs
-            .get(&id)
-            .ok_or_else(|| ExecError::NotFound(format!("no job {}", id.0)))?;
+        let j = self.jobs.get(&id).ok_or(ExecError::NoJob(id))?;
         Ok(self.sup.logs(j, rank, lines))
     }
 
+    /// The last device collection.
     pub fn gpus(&self) -> &[Gpu] {
-        &self.gpus
+        self.rounds.gpus()
     }
 
     pub fn backend(&self) -> &'static str {
-        self.devices.backend()
+        self.rounds.backend()
     }
 
+    /// Rounds begun since the daemon opened.
     pub fn rounds(&self) -> u64 {
-        self.rounds
+        self.rounds.count()
     }
 
     pub fn last_round(&self) -> Option<&RoundStats> {
-        self.last_round.as_ref()
+        self.rounds.last()
+    }
+
+    /// Each job's goodput model as the last round planned with it.
+    pub fn models(&self) -> &HashMap<JobId, GoodputModel> {
+        self.rounds.models()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The injected clock, shared with the round loop.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    /// Begin a round: let the engine go of final jobs and find new ones,
+    /// collect devices (jobs on lost GPUs are re-planned), and build the
+    /// [`gpuplan_core::Round`]. `None` when there is nothing to plan.
+    pub fn prepare(&mut self) -> Result<Option<Prepared>, ExecError> {
+        let begun = self.rounds.begin();
+        let now = self.clock.now_unix_s();
+        self.retire_final()?;
+        self.discover()?;
+        let mut collected = self.rounds.collect(&mut self.jobs, &mut self.dirty, now)?;
+        self.save(&collected.journal)?;
+        self.sup.send(std::mem::take(&mut collected.stops));
+        let params = PolicyParams {
+            even_nodes: self.even_nodes(),
+            ..self.cfg.params
+        };
+        let colocation = (self.cfg.params.sharing > 1).then(|| self.colocation());
+        Ok(self.rounds.build(
+            begun,
+            collected,
+            &mut self.jobs,
+            &mut self.memo,
+            params,
+            colocation,
+            now,
+        ))
+    }
+
+    /// Apply a round's decision (already validated by the pipeline): map its
+    /// GPUs to devices, journal, then signal the jobs that move. Launches
+    /// happen in [`Daemon::tick`] once their GPUs are free.
+    pub fn apply(
+        &mut self,
+        prep: Prepared,
+        decision: Result<Decision, String>,
+    ) -> Result<RoundStats, ExecError> {
+        let now = self.clock.now_unix_s();
+        let Applied {
+            line,
+            moved,
+            stops,
+            done,
+        } = self
+            .rounds
+            .apply(prep, decision, &mut self.jobs, &self.traits, &mut self.memo, now);
+        if let Some(PlanLine {
+            round,
+            planner,
+            allocations,
+        }) = line
+        {
+            self.journal.append(&[Entry::Plan {
+                round,
+                unix_s: now,
+                planner,
+                allocations,
+            }])?;
+            self.save(&moved)?;
+        }
+        self.sup.send(stops);
+        Ok(self.rounds.finish(done))
     }
 
     /// Watch attempts: settle exits, escalate stops past their grace
@@ -645,7 +690,8 @@ impl Daemon {
     fn intend_launch(&mut self, id: JobId, now: f64) -> AttemptSpec {
         let report_base = self.cfg.report_base.clone();
         let node_of: HashMap<&str, &str> = self
-            .gpus
+            .rounds
+            .gpus()
             .iter()
             .map(|g| (g.uuid.as_str(), g.node.as_str()))
             .collect();
@@ -697,7 +743,7 @@ impl Daemon {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::device::FakeDevices;
     use crate::engine::LocalEngine;
@@ -725,7 +771,7 @@ pub(crate) mod tests {
         .unwrap()
     }
 
-    pub(crate) fn plan_gpus(d: &mut Daemon, id: JobId, k: u32) {
+    fn plan_gpus(d: &mut Daemon, id: JobId, k: u32) {
         let prep = d.prepare().unwrap().unwrap();
         let mut plan = gpuplan_core::Plan::new("hand", PlanStatus::Feasible);
         plan.allocations
@@ -880,41 +926,6 @@ pub(crate) mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// Drift case 1 of issue 12: tiresias does not honour the interference
-    /// rule, and three 6-GPU jobs on 3×4 GPUs need two of them to share a
-    /// node. The daemon once threw such plans away every round, so none
-    /// ever started; the pipeline now relaxes the rule, and all complete.
-    #[test]
-    fn tiresias_runs_three_six_gpu_jobs_on_3x4_to_completion() {
-        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-tir-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut d = daemon_with(&dir, "tiresias", FakeDevices::new(3, 4));
-        let mut planner = live_planner("tiresias").unwrap();
-        let spec = JobSubmission::from_toml(
-            "name = \"six\"\ncommand = \"exec sleep 1\"\nmin_gpus = 6\nmax_gpus = 6\nbatch_size = 48\nmax_batch_size = 480\n",
-            "t",
-        )
-        .unwrap();
-        let ids: Vec<JobId> = (0..3).map(|_| d.submit(spec.clone()).unwrap().0).collect();
-        let mut rounds = 0;
-        while !ids.iter().all(|id| d.jobs[id].status.is_final()) {
-            rounds += 1;
-            assert!(rounds < 300, "not all complete: {:?}", d.views());
-            let st = d.round_blocking(planner.as_mut()).unwrap();
-            assert!(st.note.is_none(), "round {rounds}: {:?}", st.note);
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        for id in &ids {
-            let j = &d.jobs[id];
-            assert_eq!(j.status, JobStatus::Completed, "{:?}", d.view(*id));
-            assert_eq!(j.max_gpus_used, 6);
-            // A fixed-batch planner keeps the user's batch, though the spec
-            // would let it grow.
-            assert_eq!(j.batch_size, 48);
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
     /// Drift case 2: a planner that needs the simulator's oracle is refused
     /// at start (`serve` calls this), naming the planners that can run.
     #[test]
@@ -953,7 +964,7 @@ pub(crate) mod tests {
             cfg,
             Box::new(FakeDevices::new(1, 4)),
             Box::new(LocalEngine::new(&dir)),
-            Box::new(clock.clone()),
+            Arc::new(clock.clone()),
         )
         .unwrap();
         let stubborn = JobSubmission::from_toml(
@@ -1010,7 +1021,7 @@ pub(crate) mod tests {
                 cfg,
                 Box::new(dev),
                 Box::new(engine.clone()),
-                Box::new(clock.clone()),
+                Arc::new(clock.clone()),
             )
             .unwrap()
         };
@@ -1099,7 +1110,7 @@ pub(crate) mod tests {
                 Config::new(dir.clone(), "greedy"),
                 Box::new(FakeDevices::parse("1x1:t4+1x1:a100").unwrap()),
                 Box::new(engine.clone()),
-                Box::new(clock.clone()),
+                Arc::new(clock.clone()),
             )
             .unwrap()
         };
@@ -1180,7 +1191,7 @@ pub(crate) mod tests {
             Config::new(dir.clone(), "greedy"),
             Box::new(dev),
             Box::new(engine.clone()),
-            Box::new(clock.clone()),
+            Arc::new(clock.clone()),
         )
         .unwrap();
         let sub = |name: &str, features: &str| {
@@ -1236,7 +1247,7 @@ pub(crate) mod tests {
                 Config::new(dir.clone(), "greedy"),
                 Box::new(dev),
                 Box::new(engine.clone()),
-                Box::new(clock.clone()),
+                Arc::new(clock.clone()),
             )
             .unwrap()
         };
@@ -1272,6 +1283,55 @@ pub(crate) mod tests {
         d.tick().unwrap();
         assert_eq!(mem_in_round(&mut d, b), Some(4.5));
         assert_eq!(d.jobs[&b].sharing.mem_gib_peak, Some(3.0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The API's phase strings are serde's names of [`Phase`], and a
+    /// request's mistakes are kinds a caller matches, with the messages of
+    /// before.
+    #[test]
+    fn phases_serialise_as_before_and_request_errors_are_kinds() {
+        for p in Phase::ALL {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+            assert_eq!(format!("{p:<10}|"), format!("{:<10}|", p.as_str()));
+        }
+        let (dir, clock, engine) = manual_setup("kinds");
+        let mut d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(FakeDevices::new(1, 1)),
+            Box::new(engine),
+            Arc::new(clock),
+        )
+        .unwrap();
+        let (id, _) = d.submit(spec()).unwrap();
+        d.cancel(id).unwrap();
+        let e = d.cancel(id).unwrap_err();
+        assert!(
+            matches!(e, ExecError::AlreadyFinal { job, phase: Phase::Cancelled } if job == id),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), format!("job {} is already cancelled", id.0));
+        let e = d.cancel(JobId(99)).unwrap_err();
+        assert!(matches!(e, ExecError::NoJob(JobId(99))), "{e:?}");
+        assert_eq!(e.to_string(), "no job 99");
+        let r: Report = serde_json::from_str(r#"{"step_time_s": -1.0, "local_bsz": 8}"#).unwrap();
+        let e = d.report(id, r).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ExecError::BadReport {
+                    field: "step_time_s",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "report:step_time_s: must be finite and >= 0, got -1"
+        );
+        let e = d.inject("GPU-none", crate::device::Fault::Gone).unwrap_err();
+        assert!(matches!(&e, ExecError::NoGpu(u) if u == "GPU-none"), "{e:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

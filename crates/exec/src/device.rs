@@ -56,25 +56,10 @@ pub trait Devices: Send {
     /// Fault injection; only the fake backend supports it.
     fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
         let _ = (uuid, fault);
-        Err(ExecError::Request(format!(
-            "fault injection needs the fake device backend, this daemon uses {}",
-            self.backend()
-        )))
+        Err(ExecError::NoFaultInjection {
+            backend: self.backend(),
+        })
     }
-}
-
-/// Open a backend from the `--devices` value: `nvml` or `fake:NODESxGPUS`
-/// (typed groups joined by `+`, as cluster shapes: `fake:1x4:t4+1x8:a100`).
-pub fn open(spec: &str) -> Result<Box<dyn Devices>, ExecError> {
-    if spec == "nvml" {
-        return Ok(Box::new(crate::nvml::NvmlDevices::open()?));
-    }
-    if let Some(shape) = spec.strip_prefix("fake:") {
-        return Ok(Box::new(FakeDevices::parse(shape)?));
-    }
-    Err(ExecError::Config(format!(
-        "--devices {spec}: expected `nvml` or `fake:NODESxGPUS[:TYPE]+...` (e.g. fake:2x4)"
-    )))
 }
 
 /// Simulated GPUs: `nodes` × `gpus_per_node`, with injectable faults.
@@ -132,7 +117,7 @@ impl FakeDevices {
         self.gpus
             .iter_mut()
             .find(|(g, _)| g.uuid == uuid)
-            .ok_or_else(|| ExecError::Request(format!("no fake GPU with uuid {uuid}")))
+            .ok_or_else(|| ExecError::NoGpu(uuid.to_string()))
     }
 
     /// `2x4` = 2 nodes with 4 GPUs each. A shape that names types
@@ -195,8 +180,5 @@ mod tests {
         d.inject("GPU-fake-1-2", Fault::Ok).unwrap();
         assert_eq!(d.collect().unwrap().len(), 8);
         assert!(d.inject("GPU-x", Fault::Gone).is_err());
-        assert!(open("fake:0x4").is_err());
-        assert!(open("nvml").is_err() || std::path::Path::new("/dev/nvidiactl").exists());
-        assert!(open("cuda").err().unwrap().to_string().contains("nvml"));
     }
 }

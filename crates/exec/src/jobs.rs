@@ -270,18 +270,65 @@ pub struct Report {
     pub epoch: Option<u32>,
 }
 
-/// Every value [`JobRecord::phase`] returns, so that a count by phase
-/// (`/metrics`) lists the phases no job is in as 0 rather than omitting them.
-pub const PHASES: [&str; 8] = [
-    "queued",
-    "backoff",
-    "starting",
-    "running",
-    "stopping",
-    "completed",
-    "failed",
-    "cancelled",
-];
+/// Where a job is, as the API shows it: its status and its attempt's
+/// lifecycle in one word. Serialised as the kebab-case names the API has
+/// always sent, so its JSON is unchanged; a caller matches it instead of
+/// comparing strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    Queued,
+    Backoff,
+    Starting,
+    Running,
+    Stopping,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl Phase {
+    /// Every phase, in lifecycle order, so that a count by phase
+    /// (`/metrics`) lists the phases no job is in as 0 rather than omitting them.
+    pub const ALL: [Phase; 8] = [
+        Phase::Queued,
+        Phase::Backoff,
+        Phase::Starting,
+        Phase::Running,
+        Phase::Stopping,
+        Phase::Completed,
+        Phase::Failed,
+        Phase::Cancelled,
+    ];
+
+    /// The name the API and the metrics use (serde's).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Queued => "queued",
+            Phase::Backoff => "backoff",
+            Phase::Starting => "starting",
+            Phase::Running => "running",
+            Phase::Stopping => "stopping",
+            Phase::Completed => "completed",
+            Phase::Failed => "failed",
+            Phase::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, so width and alignment (`{:<10}`) apply as to a string.
+        f.pad(self.as_str())
+    }
+}
+
+/// Lets tests and callers write `phase == "running"`.
+impl PartialEq<&str> for Phase {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
 
 /// Which batch a job runs at under a planner: the one policy
 /// ([`BatchTarget::for_job`]), where the job allows adapting when its spec
@@ -344,24 +391,63 @@ impl JobRecord {
 
     /// One of [`PHASES`]: `queued`, `backoff`, `starting`, `running`,
     /// `stopping`, or a final status.
-    pub fn phase(&self, now: f64) -> &'static str {
+    pub fn phase(&self, now: f64) -> Phase {
         match self.status {
-            JobStatus::Completed => "completed",
-            JobStatus::Failed => "failed",
-            JobStatus::Cancelled if self.live() => "stopping",
-            JobStatus::Cancelled => "cancelled",
+            JobStatus::Completed => Phase::Completed,
+            JobStatus::Failed => Phase::Failed,
+            JobStatus::Cancelled if self.live() => Phase::Stopping,
+            JobStatus::Cancelled => Phase::Cancelled,
             _ => match &self.attempt {
                 Some(a) => match a.life {
-                    Lifecycle::Stopping { .. } => "stopping",
-                    Lifecycle::Running => "running",
-                    Lifecycle::Starting => "starting",
+                    Lifecycle::Stopping { .. } => Phase::Stopping,
+                    Lifecycle::Running => Phase::Running,
+                    Lifecycle::Starting => Phase::Starting,
                 },
-                None if !self.gpus.is_empty() => "starting",
-                None if self.backoff_until_unix_s > now => "backoff",
-                None => "queued",
+                None if !self.gpus.is_empty() => Phase::Starting,
+                None if self.backoff_until_unix_s > now => Phase::Backoff,
+                None => Phase::Queued,
             },
         }
     }
+}
+
+/// The model keys of the other jobs whose running attempts hold one of
+/// `id`'s running GPUs, sorted and deduplicated.
+pub(crate) fn partners(jobs: &BTreeMap<JobId, JobRecord>, id: JobId) -> Vec<String> {
+    let Some(me) = jobs.get(&id) else {
+        return Vec::new();
+    };
+    let mine = me.running_gpus();
+    let mut out: Vec<String> = jobs
+        .values()
+        .filter(|o| o.id != id && o.running_gpus().iter().any(|u| mine.contains(u)))
+        .map(|o| o.colocation_key())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The interference model the jobs have taught: the shipped curve,
+/// overridden by every pair they were measured in (from the job records,
+/// so it survives a restart with the journal).
+pub(crate) fn colocation<'a>(
+    jobs: impl Iterator<Item = &'a JobRecord>,
+) -> gpuplan_core::colocation::Colocation {
+    let obs: Vec<gpuplan_core::colocation::Observed> = jobs
+        .flat_map(|j| {
+            let key = j.colocation_key();
+            j.sharing
+                .slowdowns
+                .iter()
+                .map(move |(p, f)| gpuplan_core::colocation::Observed {
+                    key: key.clone(),
+                    partner: p.clone(),
+                    slowdown: *f,
+                })
+        })
+        .collect();
+    gpuplan_core::colocation::Colocation::from_observed(gpuplan_core::colocation::GAVEL_CURVE, &obs)
 }
 
 /// A job as the API shows it.
@@ -370,7 +456,7 @@ pub struct JobView {
     pub id: JobId,
     pub name: String,
     pub status: JobStatus,
-    pub phase: String,
+    pub phase: Phase,
     pub gpus: Vec<String>,
     pub attempts: u32,
     pub restarts: u32,

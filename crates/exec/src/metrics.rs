@@ -24,7 +24,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::daemon::Daemon;
 use crate::device::Health;
-use crate::jobs::{JobRecord, PHASES};
+use crate::jobs::{JobRecord, Phase};
 use crate::round::RoundStats;
 
 /// The Content-Type of [`Snapshot::render`]'s output (what the crate encodes).
@@ -93,34 +93,33 @@ fn predicted_goodput(
 impl Snapshot {
     /// Copy what a scrape reports; cheap enough to run under the lock.
     pub fn of(d: &Daemon) -> Snapshot {
-        let now = d.clock.now_unix_s();
+        let now = d.clock().now_unix_s();
         // In PHASES' (lifecycle) order; a phase missing there still counts.
-        let mut phases: Vec<(&'static str, u64)> = PHASES.iter().map(|p| (*p, 0)).collect();
-        for j in d.jobs.values() {
-            let p = j.phase(now);
+        let mut phases: Vec<(&'static str, u64)> = Phase::ALL.iter().map(|p| (p.as_str(), 0)).collect();
+        for j in d.jobs() {
+            let p = j.phase(now).as_str();
             match phases.iter_mut().find(|(q, _)| *q == p) {
                 Some((_, n)) => *n += 1,
                 None => phases.push((p, 1)),
             }
         }
         let node_of: HashMap<&str, &str> = d
-            .gpus
+            .gpus()
             .iter()
             .map(|g| (g.uuid.as_str(), g.node.as_str()))
             .collect();
         let jobs = d
-            .jobs
-            .values()
+            .jobs()
             .filter(|j| !j.status.is_final() || j.live())
             .map(|j| JobRow {
                 labels: [("job_id", j.id.0.to_string()), ("job_name", j.spec.name.clone())],
                 gpus: j.gpus.len() as u64,
-                goodput: predicted_goodput(j, d.models.get(&j.id), &node_of),
+                goodput: predicted_goodput(j, d.models().get(&j.id), &node_of),
                 restarts: u64::from(j.restarts),
             })
             .collect();
         let mut by_node: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-        for g in &d.gpus {
+        for g in d.gpus() {
             let n = by_node.entry(g.node.as_str()).or_default();
             n.0 += 1;
             if g.health == Health::Ok {
@@ -136,8 +135,8 @@ impl Snapshot {
             })
             .collect();
         Snapshot {
-            rounds: d.rounds,
-            last_round: d.last_round.clone(),
+            rounds: d.rounds(),
+            last_round: d.last_round().cloned(),
             phases,
             jobs,
             nodes,
@@ -325,15 +324,18 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::daemon::{live_planner, Config, Report};
+    use crate::daemon::{Config, Report, SharedDaemon};
     use crate::device::{FakeDevices, Fault};
+    use crate::driver::RoundDriver;
     use crate::engine::FakeEngine;
     use crate::spec::JobSubmission;
 
     struct Rig {
         dir: std::path::PathBuf,
         clock: ManualClock,
-        d: Daemon,
+        shared: SharedDaemon,
+        driver: RoundDriver,
+        rt: tokio::runtime::Runtime,
     }
 
     impl Rig {
@@ -345,10 +347,30 @@ mod tests {
                 Config::new(dir.clone(), "greedy"),
                 Box::new(FakeDevices::new(2, 4)),
                 Box::new(FakeEngine::new(clock.clone())),
-                Box::new(clock.clone()),
+                std::sync::Arc::new(clock.clone()),
             )
             .unwrap();
-            Rig { dir, clock, d }
+            let shared = SharedDaemon::new(d);
+            let driver = RoundDriver::new(shared.clone()).unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            Rig {
+                dir,
+                clock,
+                shared,
+                driver,
+                rt,
+            }
+        }
+
+        fn lock(&self) -> std::sync::MutexGuard<'_, Daemon> {
+            self.shared.lock()
+        }
+
+        /// What the round loop does at the clock's time (a round, when one
+        /// is due); the stats of the last round.
+        fn round(&mut self) -> RoundStats {
+            self.rt.block_on(self.driver.run_rounds(async {}));
+            self.lock().last_round().cloned().unwrap_or_default()
         }
     }
 
@@ -399,7 +421,7 @@ mod tests {
     #[test]
     fn a_round_shows_in_the_metrics_as_the_daemon_holds_it() {
         let mut rig = Rig::new("round");
-        let before = scrape(&rig.d);
+        let before = scrape(&rig.lock());
         assert_eq!(before["gpuplan_rounds_total"], 0.0);
         assert!(
             !before.keys().any(|k| k.starts_with("gpuplan_round_")),
@@ -407,8 +429,6 @@ mod tests {
         );
         assert_eq!(before["gpuplan_jobs{phase=\"queued\"}"], 0.0);
 
-        let d = &mut rig.d;
-        let mut planner = live_planner("greedy").unwrap();
         let ids: Vec<JobId> = [
             job("wide", 4, 4),
             job("flex", 1, 4),
@@ -416,12 +436,14 @@ mod tests {
             job("too big to fit now", 8, 8),
         ]
         .into_iter()
-        .map(|s| d.submit(s).unwrap().0)
+        .map(|s| rig.lock().submit(s).unwrap().0)
         .collect();
         // Jobs that waited a while are worth starting (Pollux's restart
         // factor is 0 for a job of age 0).
         rig.clock.advance(600.0);
-        let st = d.round_blocking(planner.as_mut()).unwrap();
+        let st = rig.round();
+        let guard = rig.lock();
+        let d = &*guard;
         let m = scrape(d);
 
         assert_eq!(m["gpuplan_rounds_total"], 1.0);
@@ -460,7 +482,7 @@ mod tests {
 
         // Jobs by phase match the views, every phase listed.
         let views = d.views();
-        for p in PHASES {
+        for p in Phase::ALL.map(Phase::as_str) {
             let n = views.iter().filter(|v| v.phase == p).count();
             assert_eq!(m[&format!("gpuplan_jobs{{phase=\"{p}\"}}")], n as f64, "{p}");
         }
@@ -482,12 +504,11 @@ mod tests {
     #[test]
     fn goodput_faults_and_finished_jobs_show_after_the_next_round() {
         let mut rig = Rig::new("later");
-        let d = &mut rig.d;
-        let mut planner = live_planner("greedy").unwrap();
-        let (a, _) = d.submit(job("a", 1, 4)).unwrap();
-        let (b, _) = d.submit(job("b", 1, 4)).unwrap();
+        let (a, _) = rig.lock().submit(job("a", 1, 4)).unwrap();
+        let (b, _) = rig.lock().submit(job("b", 1, 4)).unwrap();
         rig.clock.advance(600.0);
-        d.round_blocking(planner.as_mut()).unwrap();
+        rig.round();
+        let mut d = rig.lock();
         let local_bsz = d.view(a).unwrap().local_bsz;
         assert!(local_bsz > 0, "{:?}", d.view(a));
         let report = |local_bsz, step| Report {
@@ -504,25 +525,30 @@ mod tests {
         d.report(a, report(local_bsz, 10)).unwrap();
         d.cancel(b).unwrap();
         d.inject("GPU-fake-1-0", Fault::Unhealthy).unwrap();
-        d.round_blocking(planner.as_mut()).unwrap();
+        drop(d);
+        // The next round is due one interval on.
+        rig.clock.advance(60.0);
+        rig.round();
+        let mut d = rig.lock();
         d.tick().unwrap();
-        let m = scrape(d);
+        let m = scrape(&d);
 
         let v = d.view(a).unwrap();
         assert!(v.model.is_some(), "the round fitted a's model");
-        let goodput = m[&job_series("gpuplan_job_goodput_examples_per_second", d, a)];
+        let goodput = m[&job_series("gpuplan_job_goodput_examples_per_second", &d, a)];
         assert!(goodput > 0.0 && goodput.is_finite(), "{goodput}");
-        assert_eq!(m[&job_series("gpuplan_job_gpus", d, a)], v.gpus.len() as f64);
+        assert_eq!(m[&job_series("gpuplan_job_gpus", &d, a)], v.gpus.len() as f64);
         // A report between rounds drops the job's cached fit; the metric
         // keeps the model the round planned with.
-        d.report(a, report(d.view(a).unwrap().local_bsz, 20)).unwrap();
+        let local_bsz = d.view(a).unwrap().local_bsz;
+        d.report(a, report(local_bsz, 20)).unwrap();
         assert!(
             d.view(a).unwrap().model.is_none(),
             "the fit waits for the next round"
         );
-        let again = scrape(d);
+        let again = scrape(&d);
         assert_eq!(
-            again[&job_series("gpuplan_job_goodput_examples_per_second", d, a)],
+            again[&job_series("gpuplan_job_goodput_examples_per_second", &d, a)],
             goodput
         );
 

@@ -1,22 +1,31 @@
-//! The round driver: collect devices → build the [`Round`] from the job
-//! table → the shared pipeline ([`gpuplan_solve::run_round`]: plan,
-//! validate under the planner's rules, diff) → map the plan's GPUs to
-//! devices, journal, and order the moves. Launches follow in
-//! [`Daemon::tick`] once the GPUs are free.
+//! A round's state and steps: collect devices → build the [`Round`] from
+//! the job table → (the shared pipeline, [`gpuplan_solve::run_round`], run
+//! by the loop in [`crate::driver`]) → map the plan's GPUs to devices and
+//! order the moves. Launches follow in the daemon's tick once the GPUs are
+//! free.
+//!
+//! [`Rounds`] owns what rounds keep between rounds (the device source, its
+//! last collection, the fitted models); its steps take the job table as an
+//! argument and hand back what must be journaled and which stops to send,
+//! so the daemon, which owns the journal and the supervisor, stays the one
+//! place that writes and signals, and this module needs nothing of it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::Instant;
 
+use gpuplan_core::colocation::Colocation;
 use gpuplan_core::predict::PredictAt;
-use gpuplan_core::{Allocation, Cluster, GpuId, GpuType, JobId, JobSpec, JobState, Node, NodeId, Round};
-use gpuplan_solve::agent::{round_job, JobFacts};
-use gpuplan_solve::{run_round, Decision, Planner};
+use gpuplan_core::{
+    Allocation, Cluster, GoodputModel, GpuId, GpuType, JobId, JobSpec, JobState, Node, NodeId, PolicyParams,
+    Round,
+};
+use gpuplan_solve::agent::{round_job, FitMemo, JobFacts};
+use gpuplan_solve::{Decision, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::{Daemon, Entry};
-use crate::device::{Gpu, Health};
-use crate::jobs::JobStatus;
-use crate::supervise::Supervisor;
+use crate::clock::Stopwatch;
+use crate::device::{Devices, Fault, Gpu, Health};
+use crate::jobs::{partners, JobRecord, JobStatus};
+use crate::supervise::{Order, Supervisor};
 use crate::ExecError;
 
 /// Timings and outcome of one round.
@@ -115,34 +124,125 @@ pub(crate) fn node_count(gpus: &[Gpu], uuids: &[String]) -> u32 {
         .max(1) as u32
 }
 
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
+/// The job table as a round reads and changes it (the daemon's).
+pub(crate) type Jobs = BTreeMap<JobId, JobRecord>;
+
+/// What rounds keep between rounds: the device source and its last
+/// collection, the round count and last stats, and each job's goodput
+/// model as the last round planned with it. `/metrics` predicts from
+/// these: a report drops a job's cached fit until the next round, and a
+/// scrape must not fit (an L-BFGS run per job).
+pub struct Rounds {
+    devices: Box<dyn Devices>,
+    gpus: Vec<Gpu>,
+    count: u64,
+    last: Option<RoundStats>,
+    models: HashMap<JobId, GoodputModel>,
 }
 
-impl Daemon {
-    /// Collect devices and build the round. `None` when there is nothing to plan.
-    pub fn prepare(&mut self) -> Result<Option<Prepared>, ExecError> {
-        let t0 = Instant::now();
-        let now = self.clock.now_unix_s();
-        self.rounds += 1;
-        let mut stats = RoundStats {
-            round: self.rounds,
-            ..RoundStats::default()
-        };
-        self.retire_final()?;
-        self.discover()?;
+/// A round begun by [`Rounds::begin`]: its number, on a stopwatch.
+pub(crate) struct Begun {
+    t0: Stopwatch,
+    stats: RoundStats,
+}
+
+/// What [`Rounds::collect`] leaves the daemon to do, in order: journal
+/// `journal`, then send `stops`.
+pub(crate) struct Collected {
+    cluster: DeviceCluster,
+    pub journal: Vec<JobId>,
+    pub stops: Vec<Order>,
+}
+
+/// The journal line of a round that moved jobs.
+pub(crate) struct PlanLine {
+    pub round: u64,
+    pub planner: String,
+    pub allocations: Vec<(JobId, Vec<String>)>,
+}
+
+/// What [`Rounds::apply`] leaves the daemon to do, in order: journal the
+/// plan line and the moved jobs, send the stops, then
+/// [`Rounds::finish`] with `done`.
+pub(crate) struct Applied {
+    pub line: Option<PlanLine>,
+    pub moved: Vec<JobId>,
+    pub stops: Vec<Order>,
+    pub done: Done,
+}
+
+/// A round's stats, waiting for [`Rounds::finish`]; `t0` is `None` when
+/// there was no plan to apply (its `apply_ms` stays 0).
+pub(crate) struct Done {
+    stats: RoundStats,
+    t0: Option<Stopwatch>,
+}
+
+impl Rounds {
+    pub fn new(devices: Box<dyn Devices>) -> Self {
+        Rounds {
+            devices,
+            gpus: Vec::new(),
+            count: 0,
+            last: None,
+            models: HashMap::new(),
+        }
+    }
+
+    /// The last device collection.
+    pub fn gpus(&self) -> &[Gpu] {
+        &self.gpus
+    }
+
+    pub fn backend(&self) -> &'static str {
+        self.devices.backend()
+    }
+
+    /// Rounds begun so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn last(&self) -> Option<&RoundStats> {
+        self.last.as_ref()
+    }
+
+    pub fn models(&self) -> &HashMap<JobId, GoodputModel> {
+        &self.models
+    }
+
+    pub fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
+        self.devices.inject(uuid, fault)
+    }
+
+    /// Count a new round and start its stopwatch.
+    pub(crate) fn begin(&mut self) -> Begun {
+        let t0 = Stopwatch::start();
+        self.count += 1;
+        Begun {
+            t0,
+            stats: RoundStats {
+                round: self.count,
+                ..RoundStats::default()
+            },
+        }
+    }
+
+    /// Collect devices. Jobs on GPUs that left or turned unhealthy lose
+    /// them now and are re-planned; each running job's utilization is
+    /// recorded (jobs it changes enough join `dirty`).
+    pub(crate) fn collect(
+        &mut self,
+        jobs: &mut Jobs,
+        dirty: &mut BTreeSet<JobId>,
+        now: f64,
+    ) -> Result<Collected, ExecError> {
         self.gpus = self.devices.collect()?;
-        let DeviceCluster {
-            cluster: Cluster { nodes },
-            node_gpus,
-            slot_of,
-        } = device_cluster(&self.gpus);
-        stats.healthy_gpus = slot_of.len();
-        // Jobs on GPUs that left or turned unhealthy lose them now and are re-planned.
+        let cluster = device_cluster(&self.gpus);
         let mut lost = Vec::new();
-        let mut term = Vec::new();
-        for j in self.jobs.values_mut() {
-            let Some(bad) = j.gpus.iter().find(|u| !slot_of.contains_key(*u)).cloned() else {
+        let mut stops = Vec::new();
+        for j in jobs.values_mut() {
+            let Some(bad) = j.gpus.iter().find(|u| !cluster.slot_of.contains_key(*u)).cloned() else {
                 continue;
             };
             let why = match self.gpus.iter().find(|g| g.uuid == bad) {
@@ -157,23 +257,48 @@ impl Daemon {
             if j.status == JobStatus::Running {
                 j.status = JobStatus::Queued;
             }
-            term.extend(Supervisor::order_stop(j, now));
+            stops.extend(Supervisor::order_stop(j, now));
             lost.push(j.id);
         }
-        self.record_utilization();
-        let dirty: Vec<JobId> = self.dirty.iter().copied().chain(lost).collect();
-        self.save(&dirty)?;
-        self.sup.send(term);
+        record_utilization(&self.gpus, jobs, dirty);
+        Ok(Collected {
+            cluster,
+            journal: dirty.iter().copied().chain(lost).collect(),
+            stops,
+        })
+    }
+
+    /// Build the round from the job table: `None` when there is nothing to
+    /// plan (no healthy GPU, or no active job). Fits each job's model (the
+    /// agent's cache, in the job record) and keeps the fits for `/metrics`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build(
+        &mut self,
+        begun: Begun,
+        collected: Collected,
+        jobs: &mut Jobs,
+        memo: &mut FitMemo,
+        params: PolicyParams,
+        colocation: Option<Colocation>,
+        now: f64,
+    ) -> Option<Prepared> {
+        let Begun { t0, mut stats } = begun;
+        let DeviceCluster {
+            cluster: Cluster { nodes },
+            node_gpus,
+            slot_of,
+        } = collected.cluster;
+        stats.healthy_gpus = slot_of.len();
         if nodes.is_empty() {
             self.models.clear();
             stats.note = Some("no healthy GPUs".into());
-            stats.collect_ms = ms(t0);
-            self.last_round = Some(stats);
-            return Ok(None);
+            stats.collect_ms = t0.elapsed_ms();
+            self.last = Some(stats);
+            return None;
         }
         let mut round_jobs = Vec::new();
         let mut targets = HashMap::new();
-        for j in self.jobs.values_mut() {
+        for j in jobs.values_mut() {
             let active = match j.status {
                 JobStatus::Running => true,
                 JobStatus::Queued => j.backoff_until_unix_s <= now && !j.live(),
@@ -214,7 +339,7 @@ impl Daemon {
                 local_bsz: j.local_bsz,
                 accum_steps: j.accum_steps,
             };
-            let mut rj = round_job(facts, state, &mut j.agent, None, &self.memo);
+            let mut rj = round_job(facts, state, &mut j.agent, None, memo);
             rj.utilization = j.sharing.util_solo;
             rj.colocation_key = Some(j.colocation_key());
             // The job file's figure, else the peak measured alone (the
@@ -224,39 +349,39 @@ impl Daemon {
         }
         self.models = round_jobs.iter().filter_map(|j| Some((j.id, j.model?))).collect();
         stats.active_jobs = round_jobs.len();
-        stats.collect_ms = ms(t0);
+        stats.collect_ms = t0.elapsed_ms();
         if round_jobs.is_empty() {
-            self.last_round = Some(stats);
-            return Ok(None);
+            self.last = Some(stats);
+            return None;
         }
-        Ok(Some(Prepared {
+        Some(Prepared {
             round: Round {
                 now_s: now,
                 cluster: Cluster { nodes },
                 jobs: round_jobs,
-                params: gpuplan_core::PolicyParams {
-                    even_nodes: self.even_nodes(),
-                    ..self.cfg.params
-                },
+                params,
                 variability: None,
-                colocation: (self.cfg.params.sharing > 1).then(|| self.colocation()),
+                colocation,
             },
             node_gpus,
             targets,
             stats,
-        }))
+        })
     }
 
-    /// Apply a round's decision (already validated by the pipeline): map its
-    /// GPUs to devices, journal, then signal the jobs that move. Launches
-    /// happen in [`Daemon::tick`] once their GPUs are free.
-    pub fn apply(
+    /// Apply a round's decision (already validated by the pipeline): map
+    /// its GPUs to devices and change the moved jobs' records; the daemon
+    /// journals them and sends the stops.
+    pub(crate) fn apply(
         &mut self,
         prep: Prepared,
         decision: Result<Decision, String>,
-    ) -> Result<RoundStats, ExecError> {
-        let t0 = Instant::now();
-        let now = self.clock.now_unix_s();
+        jobs: &mut Jobs,
+        traits: &PlannerTraits,
+        memo: &mut FitMemo,
+        now: f64,
+    ) -> Applied {
+        let t0 = Stopwatch::start();
         let Prepared {
             round,
             node_gpus,
@@ -273,8 +398,12 @@ impl Daemon {
             Err(e) => {
                 stats.status = Some("error".into());
                 stats.note = Some(format!("planner error: {e}"));
-                self.last_round = Some(stats.clone());
-                return Ok(stats);
+                return Applied {
+                    line: None,
+                    moved: Vec::new(),
+                    stops: Vec::new(),
+                    done: Done { stats, t0: None },
+                };
             }
         };
         stats.plan_ms = plan.solve_ms;
@@ -283,7 +412,7 @@ impl Daemon {
         // Jobs whose plan differs and who are still as the round saw them.
         let mut changed: Vec<(JobId, Allocation)> = Vec::new();
         for rj in &round.jobs {
-            let Some(j) = self.jobs.get(&rj.id) else { continue };
+            let Some(j) = jobs.get(&rj.id) else { continue };
             let same_state = matches!(j.status, JobStatus::Queued | JobStatus::Running)
                 && targets.get(&rj.id) == Some(&j.gpus);
             let new = plan.get(rj.id);
@@ -292,8 +421,7 @@ impl Daemon {
             }
         }
         let moving: BTreeSet<JobId> = changed.iter().map(|c| c.0).collect();
-        let held: BTreeSet<&String> = self
-            .jobs
+        let held: BTreeSet<&String> = jobs
             .values()
             .filter(|j| !moving.contains(&j.id))
             .flat_map(|j| j.gpus.iter())
@@ -318,14 +446,14 @@ impl Daemon {
             }
         }
         let mut holders: HashMap<String, Vec<JobId>> = HashMap::new();
-        for j in self.jobs.values().filter(|j| !moving.contains(&j.id)) {
+        for j in jobs.values().filter(|j| !moving.contains(&j.id)) {
             for u in &j.gpus {
                 holders.entry(u.clone()).or_default().push(j.id);
             }
         }
-        let mut term = Vec::new();
+        let mut stops = Vec::new();
         for (id, alloc) in &changed {
-            let j = self.jobs.get_mut(id).expect("changed job exists");
+            let Some(j) = jobs.get_mut(id) else { continue };
             let per_node = alloc.per_node();
             let mut picked = Vec::new();
             for &(n, k) in &per_node {
@@ -376,122 +504,112 @@ impl Daemon {
                 }
                 j.max_gpus_used = j.max_gpus_used.max(j.gpus.len() as u32);
                 let nodes = per_node.len() as u32;
-                j.choose_batch(&self.traits, nodes, j.gpus.len() as u32, &mut self.memo);
+                j.choose_batch(traits, nodes, j.gpus.len() as u32, memo);
             }
-            term.extend(Supervisor::order_stop(j, now));
+            stops.extend(Supervisor::order_stop(j, now));
         }
         stats.changed_jobs = changed.len();
-        if !changed.is_empty() {
-            let allocations = changed
+        let moved: Vec<JobId> = changed.iter().map(|c| c.0).collect();
+        let line = (!moved.is_empty()).then(|| PlanLine {
+            round: stats.round,
+            planner: plan.planner.clone(),
+            allocations: moved
                 .iter()
-                .map(|(id, _)| (*id, self.jobs[id].gpus.clone()))
-                .collect();
-            self.journal.append(&[Entry::Plan {
-                round: stats.round,
-                unix_s: now,
-                planner: plan.planner.clone(),
-                allocations,
-            }])?;
-            let ids: Vec<JobId> = changed.iter().map(|c| c.0).collect();
-            self.save(&ids)?;
+                .filter_map(|id| Some((*id, jobs.get(id)?.gpus.clone())))
+                .collect(),
+        });
+        Applied {
+            line,
+            moved,
+            stops,
+            done: Done { stats, t0: Some(t0) },
         }
-        self.sup.send(term);
-        stats.apply_ms = ms(t0);
-        self.last_round = Some(stats.clone());
-        Ok(stats)
     }
 
-    /// One whole round without the async loop: tick, prepare, plan, apply.
-    /// The benchmark and tests drive the daemon this way.
-    pub fn round_blocking(&mut self, planner: &mut dyn Planner) -> Result<RoundStats, ExecError> {
-        self.tick()?;
-        let Some(prep) = self.prepare()? else {
-            return Ok(self.last_round.clone().unwrap_or_default());
-        };
-        let plan = run_round(planner, &prep.round, &self.cfg.limits).map_err(|e| e.to_string());
-        let stats = self.apply(prep, plan)?;
-        self.tick()?;
-        Ok(stats)
+    /// Close a round: its stats become the last round's.
+    pub(crate) fn finish(&mut self, done: Done) -> RoundStats {
+        let Done { mut stats, t0 } = done;
+        if let Some(t0) = t0 {
+            stats.apply_ms = t0.elapsed_ms();
+        }
+        self.last = Some(stats.clone());
+        stats
     }
 }
 
-impl Daemon {
-    /// Each running job's GPU utilization from the last device collection
-    /// (the mean over its GPUs; NVML's per-GPU figure, the fake backend's
-    /// too): always as `util_last`, and as `util_solo` while no other job's
-    /// running attempt holds one of its GPUs. Its memory too, while alone:
-    /// the most used memory of its GPUs, kept as a running peak.
-    fn record_utilization(&mut self) {
-        let pct: HashMap<&str, u32> = self
-            .gpus
-            .iter()
-            .filter_map(|g| Some((g.uuid.as_str(), g.utilization_pct?)))
-            .collect();
-        let used: HashMap<&str, u64> = self
-            .gpus
-            .iter()
-            .map(|g| (g.uuid.as_str(), g.memory_used_bytes))
-            .collect();
-        let mut seen: Vec<(JobId, f64, Option<PredictAt>)> = Vec::new();
-        let mut peaks: Vec<(JobId, f64)> = Vec::new();
-        for j in self.jobs.values() {
-            let gpus = j.running_gpus();
-            if gpus.is_empty() {
-                continue;
-            }
-            let alone = self.partners(j.id).is_empty();
-            if alone {
-                let gib = gpus
-                    .iter()
-                    .filter_map(|u| used.get(u.as_str()))
-                    .map(|&b| b as f64 / f64::from(1u32 << 30))
-                    .fold(0.0, f64::max);
-                if gib > 0.0 && j.sharing.mem_gib_peak.is_none_or(|p| gib > p) {
-                    peaks.push((j.id, gib));
-                }
-            }
-            let vals: Vec<f64> = gpus
+/// Each running job's GPU utilization from the last device collection
+/// (the mean over its GPUs; NVML's per-GPU figure, the fake backend's
+/// too): always as `util_last`, and as `util_solo` while no other job's
+/// running attempt holds one of its GPUs. Its memory too, while alone:
+/// the most used memory of its GPUs, kept as a running peak.
+fn record_utilization(gpus: &[Gpu], jobs: &mut Jobs, dirty: &mut BTreeSet<JobId>) {
+    let pct: HashMap<&str, u32> = gpus
+        .iter()
+        .filter_map(|g| Some((g.uuid.as_str(), g.utilization_pct?)))
+        .collect();
+    let used: HashMap<&str, u64> = gpus
+        .iter()
+        .map(|g| (g.uuid.as_str(), g.memory_used_bytes))
+        .collect();
+    let mut seen: Vec<(JobId, f64, Option<PredictAt>)> = Vec::new();
+    let mut peaks: Vec<(JobId, f64)> = Vec::new();
+    for j in jobs.values() {
+        let held = j.running_gpus();
+        if held.is_empty() {
+            continue;
+        }
+        let alone = partners(jobs, j.id).is_empty();
+        if alone {
+            let gib = held
                 .iter()
-                .filter_map(|u| pct.get(u.as_str()))
-                .map(|p| f64::from(*p) / 100.0)
-                .collect();
-            if vals.len() != gpus.len() {
-                continue;
+                .filter_map(|u| used.get(u.as_str()))
+                .map(|&b| b as f64 / f64::from(1u32 << 30))
+                .fold(0.0, f64::max);
+            if gib > 0.0 && j.sharing.mem_gib_peak.is_none_or(|p| gib > p) {
+                peaks.push((j.id, gib));
             }
-            let u = (vals.iter().sum::<f64>() / vals.len() as f64).clamp(0.0, 1.0);
-            let alone = alone.then(|| PredictAt {
-                nodes: node_count(&self.gpus, gpus),
-                gpus: gpus.len() as u32,
-                local_bsz: j.local_bsz,
-                gpu_type: node_type(&self.gpus, &gpus[0]),
-            });
-            seen.push((j.id, u, alone));
         }
-        for (id, gib) in peaks {
-            let j = self.jobs.get_mut(&id).expect("seen job exists");
-            // Journaled when it grows by a quarter GiB or more.
-            if j.sharing.mem_gib_peak.is_none_or(|p| gib - p >= 0.25) {
-                self.dirty.insert(id);
-            }
-            j.sharing.mem_gib_peak = Some(gib);
+        let vals: Vec<f64> = held
+            .iter()
+            .filter_map(|u| pct.get(u.as_str()))
+            .map(|p| f64::from(*p) / 100.0)
+            .collect();
+        if vals.len() != held.len() {
+            continue;
         }
-        for (id, u, at) in seen {
-            let alone = at.is_some();
-            let j = self.jobs.get_mut(&id).expect("seen job exists");
-            // Journaled when it moves by 5 points or more, not every round.
-            let moved = |old: Option<f64>| old.is_none_or(|o| (o - u).abs() >= 0.05);
-            let journal = moved(j.sharing.util_last) || (alone && moved(j.sharing.util_solo));
-            j.sharing.util_last = Some(u);
-            if let Some(at) = at {
-                j.sharing.util_solo = Some(u);
-                if j.sharing.util_at.as_ref() != Some(&at) {
-                    j.sharing.util_at = Some(at);
-                    self.dirty.insert(id);
-                }
+        let u = (vals.iter().sum::<f64>() / vals.len() as f64).clamp(0.0, 1.0);
+        let alone = alone.then(|| PredictAt {
+            nodes: node_count(gpus, held),
+            gpus: held.len() as u32,
+            local_bsz: j.local_bsz,
+            gpu_type: node_type(gpus, &held[0]),
+        });
+        seen.push((j.id, u, alone));
+    }
+    for (id, gib) in peaks {
+        let Some(j) = jobs.get_mut(&id) else { continue };
+        // Journaled when it grows by a quarter GiB or more.
+        if j.sharing.mem_gib_peak.is_none_or(|p| gib - p >= 0.25) {
+            dirty.insert(id);
+        }
+        j.sharing.mem_gib_peak = Some(gib);
+    }
+    for (id, u, at) in seen {
+        let alone = at.is_some();
+        let Some(j) = jobs.get_mut(&id) else { continue };
+        // Journaled when it moves by 5 points or more, not every round.
+        let moved = |old: Option<f64>| old.is_none_or(|o| (o - u).abs() >= 0.05);
+        let journal = moved(j.sharing.util_last) || (alone && moved(j.sharing.util_solo));
+        j.sharing.util_last = Some(u);
+        if let Some(at) = at {
+            j.sharing.util_solo = Some(u);
+            if j.sharing.util_at.as_ref() != Some(&at) {
+                j.sharing.util_at = Some(at);
+                dirty.insert(id);
             }
-            if journal {
-                self.dirty.insert(id);
-            }
+        }
+        if journal {
+            dirty.insert(id);
         }
     }
 }

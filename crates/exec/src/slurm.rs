@@ -10,7 +10,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -201,7 +201,7 @@ pub fn run_timed(program: &str, args: &[String], timeout: Duration) -> Result<St
         let _ = err.read_to_string(&mut s);
         s
     });
-    let t0 = Instant::now();
+    let t0 = crate::clock::Stopwatch::start();
     let status = loop {
         match child.try_wait() {
             Ok(Some(st)) => break st,
@@ -436,7 +436,7 @@ mod tests {
             e.contains("`sh -c") && e.contains("exit 3") && e.contains("nope"),
             "{e}"
         );
-        let t0 = Instant::now();
+        let t0 = crate::clock::Stopwatch::start();
         let e = run_timed("sleep", &["30".into()], Duration::from_millis(200)).unwrap_err();
         assert!(
             e.contains("timed out") && t0.elapsed() < Duration::from_secs(5),

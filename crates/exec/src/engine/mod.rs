@@ -194,6 +194,7 @@ pub fn backends(
     slurm_timeout: std::time::Duration,
     state_dir: &Path,
     sharing: u32,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
 ) -> Result<Backends, ExecError> {
     if engine == "slurm" {
         let partition =
@@ -205,13 +206,29 @@ pub fn backends(
         slurm.timeout = slurm_timeout;
         return Ok((
             Box::new(crate::slurm::SlurmDevices { slurm: slurm.clone() }),
-            Box::new(SlurmEngine::new(slurm, state_dir)),
+            Box::new(SlurmEngine::new(slurm, state_dir, clock)),
         ));
     }
     if partition.is_some() {
         return Err(ExecError::Config("--partition needs --engine slurm".into()));
     }
-    Ok((crate::device::open(devices)?, open(engine, state_dir)?))
+    Ok((open_devices(devices)?, open(engine, state_dir)?))
+}
+
+/// Open a device source from the `--devices` value: `nvml` or
+/// `fake:NODESxGPUS` (typed groups joined by `+`, as cluster shapes:
+/// `fake:1x4:t4+1x8:a100`). Here, beside the engines, so the device layer
+/// knows none of its implementations.
+fn open_devices(spec: &str) -> Result<Box<dyn crate::device::Devices>, ExecError> {
+    if spec == "nvml" {
+        return Ok(Box::new(crate::nvml::NvmlDevices::open()?));
+    }
+    if let Some(shape) = spec.strip_prefix("fake:") {
+        return Ok(Box::new(crate::device::FakeDevices::parse(shape)?));
+    }
+    Err(ExecError::Config(format!(
+        "--devices {spec}: expected `nvml` or `fake:NODESxGPUS[:TYPE]+...` (e.g. fake:2x4)"
+    )))
 }
 
 /// Where a job's files live under the daemon's state directory, whichever
@@ -274,12 +291,21 @@ mod tests {
         assert!(e.contains("pbs") && e.contains("valid: local, slurm"), "{e}");
     }
 
+    #[test]
+    fn device_sources_are_opened_by_name() {
+        assert!(open_devices("fake:1x4").is_ok());
+        assert!(open_devices("fake:0x4").is_err());
+        assert!(open_devices("nvml").is_err() || std::path::Path::new("/dev/nvidiactl").exists());
+        assert!(open_devices("cuda").err().unwrap().to_string().contains("nvml"));
+    }
+
     /// Refused before any Slurm command runs, so no Slurm is needed here.
     #[test]
     fn sharing_with_the_slurm_engine_is_refused_with_the_reason() {
         let d = std::env::temp_dir();
         let t = std::time::Duration::from_secs(1);
-        let e = backends("slurm", "", Some("all"), t, &d, 2)
+        let clock = || std::sync::Arc::new(crate::clock::SystemClock);
+        let e = backends("slurm", "", Some("all"), t, &d, 2, clock())
             .err()
             .expect("refused")
             .to_string();
@@ -288,6 +314,6 @@ mod tests {
             "{e}"
         );
         // Without sharing nothing changes, and the local engine shares.
-        assert!(backends("local", "fake:1x1", None, t, &d, 2).is_ok());
+        assert!(backends("local", "fake:1x1", None, t, &d, 2, clock()).is_ok());
     }
 }

@@ -21,26 +21,30 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use gpuplan_core::JobId;
 
 use super::{
     checkpoint_dir, done_file, job_dir, mkdir, tail, AttemptSpec, Engine, Handle, RankProc, RankStatus, Stop,
 };
+use crate::clock::Clock;
 use crate::slurm::{Slurm, SlurmJob};
 use crate::spec::JobSubmission;
 use crate::ExecError;
 
-/// How long one `squeue` answers every status question: a tick asks per job.
-const STATUS_TTL: Duration = Duration::from_millis(500);
+/// How long one `squeue` answers every status question, in seconds: a tick
+/// asks per job.
+const STATUS_TTL_S: f64 = 0.5;
 
 pub struct SlurmEngine {
     slurm: Slurm,
     state_dir: PathBuf,
     ids: HashMap<JobId, u64>,
     refused: HashSet<u64>,
-    cache: Option<(Instant, HashMap<u64, SlurmJob>)>,
+    /// When `squeue` was read (on the daemon's clock) and what it said.
+    cache: Option<(f64, HashMap<u64, SlurmJob>)>,
+    clock: Arc<dyn Clock>,
 }
 
 /// `'...'` for sh, with embedded quotes escaped.
@@ -119,22 +123,29 @@ pub fn spec_from_script(job: &SlurmJob, script: &str) -> Result<JobSubmission, S
 }
 
 impl SlurmEngine {
-    pub fn new(slurm: Slurm, state_dir: &Path) -> Self {
+    pub fn new(slurm: Slurm, state_dir: &Path, clock: Arc<dyn Clock>) -> Self {
         SlurmEngine {
             slurm,
             state_dir: state_dir.to_path_buf(),
             ids: HashMap::new(),
             refused: HashSet::new(),
             cache: None,
+            clock,
         }
     }
 
-    /// The partition's jobs, at most [`STATUS_TTL`] old.
+    /// The partition's jobs, at most [`STATUS_TTL_S`] old.
     fn jobs(&mut self) -> Result<&HashMap<u64, SlurmJob>, ExecError> {
-        let fresh = self.cache.as_ref().is_some_and(|(t, _)| t.elapsed() < STATUS_TTL);
+        let now = self.clock.now_unix_s();
+        // A clock set back counts as stale.
+        let fresh = self
+            .cache
+            .as_ref()
+            .is_some_and(|(t, _)| (0.0..STATUS_TTL_S).contains(&(now - t)));
         if !fresh {
             let jobs = self.slurm.jobs()?;
-            self.cache = Some((Instant::now(), jobs.into_iter().map(|j| (j.job_id, j)).collect()));
+            let read = self.clock.now_unix_s();
+            self.cache = Some((read, jobs.into_iter().map(|j| (j.job_id, j)).collect()));
         }
         Ok(&self.cache.as_ref().expect("filled").1)
     }

@@ -599,8 +599,10 @@ impl<'a> World<'a> {
         // they advance in parallel: fitting is much of a goodput policy's
         // simulation time. `collect` keeps `active`'s order.
         let memo = &self.memo;
-        let advancing: Vec<(&mut SimJob, f64)> =
-            pick_mut(&mut self.jobs, &self.active).into_iter().zip(slow).collect();
+        let advancing: Vec<(&mut SimJob, f64)> = pick_mut(&mut self.jobs, &self.active)
+            .into_iter()
+            .zip(slow)
+            .collect();
         #[cfg(not(target_arch = "wasm32"))]
         let used: Vec<Usage> = {
             use rayon::prelude::*;

@@ -10,7 +10,7 @@ use gpuplan_sim::data::{self, Profiles};
 use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
 use gpuplan_sim::trace::{self, workload::DurationJobs, Format, LoadOptions};
 use gpuplan_sim::{simulate_workload, Control, SimConfig, WorkloadJob};
-use gpuplan_solve::{registry, run_round, speedup, Limits};
+use gpuplan_solve::{registry, run_round, speedup, BatchPolicy, Limits};
 use serde::{Deserialize, Serialize};
 
 /// Everything that can go wrong at the boundary; the message is what the page shows.
@@ -119,22 +119,58 @@ pub struct WorkloadInfo {
     pub jobs: usize,
 }
 
-/// What the page needs to draw its editor.
+/// What the page needs to draw its editor. Everything about planners comes
+/// from the registry, so the page holds no list or help text of its own.
 #[derive(Debug, Serialize)]
 pub struct Catalog {
     pub workloads: Vec<WorkloadInfo>,
     pub policies: Vec<&'static str>,
+    /// Each policy's description and parameter defaults, in `policies`' order.
+    pub policy_info: Vec<PolicyInfo>,
     pub defaults: Scenario,
     /// Formats an upload may be in (detected from the first line, as the CLI does).
     pub formats: Vec<FormatInfo>,
-    /// [`MAX_NODES`], [`MAX_GPUS`], [`MAX_JOBS`], for the page to state.
-    pub limits: (u32, u32, usize),
+    /// What the browser takes on at most, for the page to state.
+    pub limits: BrowserLimits,
     /// Placement stages, `default` first (the CLI's `--placement` values).
     pub placements: Vec<&'static str>,
     /// The policies that place through the stage; the others refuse any
     /// placement but `default`, as the CLI does.
     pub placement_policies: Vec<&'static str>,
+    /// The policies a load sweep compares unless the user picks others.
+    pub sweep_policies: Vec<&'static str>,
+    /// The planner the round inspector re-solves with unless the user picks another.
+    pub resolve_planner: &'static str,
 }
+
+/// One registered planner as the page explains it (`registry::Entry`).
+#[derive(Debug, Serialize)]
+pub struct PolicyInfo {
+    pub name: &'static str,
+    /// One line: the policy's help.
+    pub description: &'static str,
+    /// The round-file keys it sets differently from Pollux's, with its values.
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// Whether it plans for goodput (batch sizes re-optimised: the goodput
+    /// objective the inspector shows is what it maximises).
+    pub goodput: bool,
+}
+
+/// [`MAX_NODES`], [`MAX_GPUS`], [`MAX_JOBS`], by name.
+#[derive(Debug, Serialize)]
+pub struct BrowserLimits {
+    pub nodes: u32,
+    pub gpus: u32,
+    pub jobs: usize,
+}
+
+/// The sweep's default comparison: a published baseline against Pollux's
+/// objective solved exactly.
+const SWEEP_POLICIES: [&str; 2] = ["tiresias", "pollux-mip"];
+
+/// The inspector re-solves with the exact goodput MIP: the plan the round's
+/// objective could reach.
+const RESOLVE_PLANNER: &str = "pollux-mip";
 
 /// Text of a bundled workload by id.
 fn bundled(id: &str) -> Option<&'static str> {
@@ -576,6 +612,13 @@ fn to_json<T: Serialize>(v: &T) -> Result<String, ApiError> {
 /// Bundled workloads, planners and the default scenario. Cheap (no profile
 /// parsing), so the page can draw its editor as soon as the module loads.
 pub fn catalog() -> Result<String, ApiError> {
+    to_json(&catalog_of(registry::entries()))
+}
+
+/// The catalog over a list of registry entries: every planner fact the page
+/// shows is read from them (a test adds an entry and sees it everywhere).
+fn catalog_of(entries: &[registry::Entry]) -> Catalog {
+    let planners: Vec<_> = entries.iter().map(|e| (e, (e.create)())).collect();
     let workloads = all_workloads()
         .into_iter()
         .map(|(id, label, text)| WorkloadInfo {
@@ -585,9 +628,18 @@ pub fn catalog() -> Result<String, ApiError> {
             jobs: text.lines().skip(1).filter(|l| !l.trim().is_empty()).count(),
         })
         .collect();
-    to_json(&Catalog {
+    Catalog {
         workloads,
-        policies: registry::names(),
+        policies: entries.iter().map(|e| e.name).collect(),
+        policy_info: planners
+            .iter()
+            .map(|(e, p)| PolicyInfo {
+                name: e.name,
+                description: e.description,
+                params: e.param_defaults(),
+                goodput: p.traits().batch == BatchPolicy::Adaptive,
+            })
+            .collect(),
         defaults: Scenario::default(),
         formats: UPLOAD_FORMATS
             .iter()
@@ -596,10 +648,20 @@ pub fn catalog() -> Result<String, ApiError> {
                 looks_like: looks_like(f),
             })
             .collect(),
-        limits: (MAX_NODES, MAX_GPUS, MAX_JOBS),
+        limits: BrowserLimits {
+            nodes: MAX_NODES,
+            gpus: MAX_GPUS,
+            jobs: MAX_JOBS,
+        },
         placements: Placement::ALL.map(Placement::name).to_vec(),
-        placement_policies: registry::placement_names(),
-    })
+        placement_policies: planners
+            .iter()
+            .filter(|(_, p)| p.placement_stage())
+            .map(|(e, _)| e.name)
+            .collect(),
+        sweep_policies: SWEEP_POLICIES.to_vec(),
+        resolve_planner: RESOLVE_PLANNER,
+    }
 }
 
 /// Parse the bundled profiles now (the first run would otherwise pay for it).
@@ -966,6 +1028,63 @@ mod tests {
             .iter()
             .any(|p| p == "pollux-mip"));
         assert_eq!(c["defaults"]["policy"], "tiresias");
+    }
+
+    #[test]
+    fn the_catalog_explains_every_planner_from_the_registry() {
+        let c: serde_json::Value = serde_json::from_str(&catalog().unwrap()).unwrap();
+        let info = c["policy_info"].as_array().unwrap();
+        assert_eq!(info.len(), registry::names().len());
+        for (i, e) in registry::entries().iter().enumerate() {
+            assert_eq!(c["policies"][i], e.name);
+            assert_eq!(info[i]["name"], e.name);
+            assert_eq!(info[i]["description"], e.description);
+        }
+        let by_name = |n: &str| info.iter().find(|p| p["name"] == n).unwrap();
+        assert_eq!(
+            by_name("gpuplan-mip")["params"],
+            serde_json::json!({"exploration_factor": 4, "restart_weight": 2.0})
+        );
+        assert_eq!(by_name("pollux-mip")["goodput"], true);
+        assert_eq!(by_name("tiresias")["goodput"], false);
+        let names = registry::names();
+        for p in c["sweep_policies"].as_array().unwrap() {
+            assert!(names.contains(&p.as_str().unwrap()), "{p}");
+        }
+        assert!(names.contains(&c["resolve_planner"].as_str().unwrap()));
+        assert_eq!(
+            c["limits"],
+            serde_json::json!({"nodes": MAX_NODES, "gpus": MAX_GPUS, "jobs": MAX_JOBS})
+        );
+    }
+
+    /// A planner added as one registry entry reaches the page's lists and
+    /// help with no edit here or in the page (which reads only the catalog).
+    #[test]
+    fn a_planner_registered_by_its_entry_alone_is_in_the_catalog() {
+        let mut entries = registry::entries().to_vec();
+        entries.push(registry::Entry {
+            name: "example",
+            description: "A test planner: fifo under another name.",
+            params: |p| p.exploration_factor = 3,
+            create: || registry::create("fifo").unwrap(),
+        });
+        let c = serde_json::to_value(catalog_of(&entries)).unwrap();
+        assert_eq!(c["policies"].as_array().unwrap().last().unwrap(), "example");
+        assert_eq!(
+            c["policy_info"].as_array().unwrap().last().unwrap(),
+            &serde_json::json!({
+                "name": "example",
+                "description": "A test planner: fifo under another name.",
+                "params": {"exploration_factor": 3},
+                "goodput": false,
+            })
+        );
+        assert!(c["placement_policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "example"));
     }
 
     #[test]

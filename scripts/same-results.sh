@@ -18,7 +18,7 @@ shift $(( $# < 4 ? $# : 4 ))
 policies=("$@")
 read -r -a extra <<< "${SIM_FLAGS:-}"
 if [ ${#policies[@]} -eq 0 ]; then
-  mapfile -t policies < <("$new" policies)
+  mapfile -t policies < <("$new" policies | awk '{print $1}')
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

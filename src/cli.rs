@@ -38,8 +38,12 @@ pub enum Cmd {
     Plan(crate::plan::PlanArgs),
     /// Solver time vs plan quality on seeded rounds from the real profiles.
     Bench(crate::bench::BenchArgs),
-    /// List the registered policies (planners), one per line.
-    Policies,
+    /// List the registered policies (planners), one per line: the name first,
+    /// then what it does and the parameters it sets differently from Pollux's.
+    Policies {
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// The cluster as the daemon's planner sees it.
     Cluster {
         #[command(subcommand)]
@@ -174,11 +178,49 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     format,
                 },
         } => crate::cluster::show(&devices, &engine, partition.as_deref(), format),
-        Cmd::Policies => {
-            for name in gpuplan_solve::registry::names() {
-                println!("{name}");
-            }
+        Cmd::Policies { format } => {
+            print!("{}", policies(format));
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `gpuplan policies`: every registry entry, so a planner added there is
+/// listed with no edit here. The table's first word on each line is the
+/// name alone, as scripts read it (`scripts/same-results.sh`).
+fn policies(format: Format) -> String {
+    let entries = gpuplan_solve::registry::entries();
+    match format {
+        Format::Json => {
+            let list: Vec<_> = entries
+                .iter()
+                .map(|e| {
+                    serde_json::json!({
+                        "name": e.name,
+                        "description": e.description,
+                        "params": e.param_defaults(),
+                    })
+                })
+                .collect();
+            format!("{:#}\n", serde_json::Value::Array(list))
+        }
+        Format::Table => {
+            let width = entries.iter().map(|e| e.name.len()).max().unwrap_or(0);
+            let mut out = String::new();
+            for e in entries {
+                let params: Vec<String> = e
+                    .param_defaults()
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let params = if params.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", params.join(", "))
+                };
+                out += &format!("{:width$}  {}{params}\n", e.name, e.description);
+            }
+            out
         }
     }
 }

@@ -205,11 +205,40 @@ fn simulate_json(policy: &str, out: Option<&Path>) -> serde_json::Value {
     json(&run(&args))
 }
 
+/// `gpuplan policies` is the registry: every entry's name first on its
+/// line, its description and its parameters beside it (and as JSON).
+#[test]
+fn policies_lists_each_registered_planner_with_its_description() {
+    let table = String::from_utf8(run(&["policies"]).stdout).unwrap();
+    let v = json(&run(&["policies", "--format", "json"]));
+    let list = v.as_array().unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), list.len(), "{table}");
+    for (line, p) in lines.iter().zip(list) {
+        let name = p["name"].as_str().unwrap();
+        let description = p["description"].as_str().unwrap();
+        assert_eq!(line.split_whitespace().next(), Some(name));
+        assert!(line.contains(description), "{line}");
+        assert!(!description.is_empty(), "{name}");
+    }
+    let mip = list.iter().find(|p| p["name"] == "gpuplan-mip").unwrap();
+    assert_eq!(
+        mip["params"],
+        serde_json::json!({"exploration_factor": 4, "restart_weight": 2.0})
+    );
+    assert!(table
+        .lines()
+        .any(|l| l.starts_with("gpuplan-mip ") && l.ends_with("[exploration_factor=4, restart_weight=2.0]")));
+    let pollux = list.iter().find(|p| p["name"] == "pollux-mip").unwrap();
+    assert_eq!(pollux["params"], serde_json::json!({}));
+}
+
 #[test]
 fn every_policy_runs_a_short_workload() {
     let names = String::from_utf8(run(&["policies"]).stdout).unwrap();
     let mut count = 0;
-    for policy in names.lines().filter(|l| !l.is_empty()) {
+    // Each line: the name, then its description.
+    for policy in names.lines().filter_map(|l| l.split_whitespace().next()) {
         // Keep the slow exact MIP on the native-default solver only.
         if policy.ends_with("-microlp") {
             continue;

@@ -458,6 +458,12 @@ test('every field and policy is explained in place, and what-if columns name wha
     ls.filter((l) => !l.classList.contains('upload-label') && !l.title).map((l) => l.textContent.trim()));
   assert.deepEqual(untitled, []);
   assert.match(await page.textContent('.policy-help'), /^tiresias: Tiresias 2D-LAS/);
+  // Every planner's help comes from the engine's catalog (the registry), so none lacks one.
+  const unexplained = await page.locator('#scenarios .scenario [name=policy] option').evaluateAll((os) =>
+    os.filter((o) => !o.title).map((o) => o.value));
+  assert.deepEqual(unexplained, []);
+  await setField(page, 0, 'policy', 'gpuplan-mip');
+  assert.match(await page.textContent('.policy-help'), /exploration_factor 4, restart_weight 2/);
   await setField(page, 0, 'policy', 'mip-exact');
   assert.match(await page.textContent('.policy-help'), /same as mip-exact-microlp/);
   assert.ok(await page.locator('#field-help li').count() >= 11);

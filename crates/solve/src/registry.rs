@@ -1,4 +1,7 @@
-//! The one list of planners. A new policy is one file plus one line here.
+//! The one list of planners. A new policy is one file plus one [`Entry`]
+//! here: every driver (the CLI and `gpuplan policies`, the simulator, the
+//! daemon, the explorer's lists and help) reads its name, description and
+//! parameter defaults from this list, so nothing else needs an edit.
 
 use crate::mip::aggregate::MipAggregate;
 use crate::mip::exact::{MipExact, PolluxMip};
@@ -17,65 +20,206 @@ use gpuplan_core::PolicyParams;
 /// `pollux-mip` (400 jobs on 128 nodes: about 0.5 s measured with `gpuplan bench`).
 pub const POLLUX_MIP_EXACT_MAX_CELLS: usize = 400 * 128;
 
-type Ctor = fn() -> Box<dyn Planner>;
+/// One registered planner: all a driver shows or needs about it, so that
+/// no driver keeps its own list of names, help texts or per-policy params.
+#[derive(Clone, Copy)]
+pub struct Entry {
+    /// The kebab-case id used in the CLI, JSON, bench and the explorer;
+    /// equal to the planner's own [`Planner::name`].
+    pub name: &'static str,
+    /// One line for `gpuplan policies` and the explorer's help.
+    pub description: &'static str,
+    /// Sets the round parameters in which this policy differs from Pollux's
+    /// ([`PolicyParams::default`]); most policies change nothing.
+    pub params: fn(&mut PolicyParams),
+    /// A fresh planner, with no cross-round state.
+    pub create: fn() -> Box<dyn Planner>,
+}
 
-const PLANNERS: &[(&str, Ctor)] = &[
-    ("fifo", || Box::new(Fifo)),
-    ("srtf", || Box::new(Srtf)),
-    ("optimus", || Box::new(Optimus)),
-    ("tiresias", || Box::new(Tiresias::default())),
-    ("tiresias-gittins", || Box::new(TiresiasGittins::default())),
-    ("pollux-ga", || Box::new(PolluxGa::default())),
-    ("greedy", || Box::new(Greedy)),
-    ("mip-exact", || {
-        Box::new(MipExact::new(Solver::default_native(), "mip-exact"))
-    }),
-    ("mip-aggregate", || {
-        Box::new(MipAggregate::new(Solver::default_native(), "mip-aggregate"))
-    }),
-    ("mip-exact-microlp", || {
-        Box::new(MipExact::new(Solver::Microlp, "mip-exact-microlp"))
-    }),
-    ("mip-aggregate-microlp", || {
-        Box::new(MipAggregate::new(Solver::Microlp, "mip-aggregate-microlp"))
-    }),
-    ("mip-node", || {
-        Box::new(MipNode::new(Solver::default_native(), "mip-node"))
-    }),
-    ("pollux-mip", || {
-        Box::new(PolluxMip {
-            solver: Solver::default_native(),
-            exact_max_cells: POLLUX_MIP_EXACT_MAX_CELLS,
-            name: "pollux-mip",
-        })
-    }),
-    ("gpuplan-mip", || {
-        Box::new(PolluxMip {
-            solver: Solver::default_native(),
-            exact_max_cells: POLLUX_MIP_EXACT_MAX_CELLS,
-            name: "gpuplan-mip",
-        })
-    }),
-    ("sia", || Box::new(Sia::new(Solver::default_native()))),
-    ("pollux-mip-aggregate", || {
-        Box::new(MipAggregate::new(
-            Solver::default_native(),
-            "pollux-mip-aggregate",
-        ))
-    }),
+impl Entry {
+    /// The round parameters this policy starts from, before a user's flags
+    /// or a round file's keys override them.
+    pub fn default_params(&self) -> PolicyParams {
+        let mut params = PolicyParams::default();
+        (self.params)(&mut params);
+        params
+    }
+
+    /// [`Entry::params`] as data: the round-file keys whose values differ
+    /// from Pollux's, with this policy's values (empty for most), so that
+    /// drivers can show them without knowing any field.
+    pub fn param_defaults(&self) -> serde_json::Map<String, serde_json::Value> {
+        let as_map = |p: &PolicyParams| match serde_json::to_value(p) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => unreachable!("PolicyParams serialises as an object"),
+        };
+        let pollux = as_map(&PolicyParams::default());
+        as_map(&self.default_params())
+            .into_iter()
+            .filter(|(k, v)| pollux.get(k) != Some(v))
+            .collect()
+    }
+}
+
+/// Pollux's parameters unchanged: what every policy but `gpuplan-mip` uses.
+fn pollux_params(_: &mut PolicyParams) {}
+
+const ENTRIES: &[Entry] = &[
+    Entry {
+        name: "fifo",
+        description: "First in, first out: jobs get the GPUs they asked for, in arrival order.",
+        params: pollux_params,
+        create: || Box::new(Fifo),
+    },
+    Entry {
+        name: "srtf",
+        description: "Shortest remaining time first (knows each job's remaining work: an oracle).",
+        params: pollux_params,
+        create: || Box::new(Srtf),
+    },
+    Entry {
+        name: "optimus",
+        description: "Optimus + oracle: GPUs go where they cut remaining time most.",
+        params: pollux_params,
+        create: || Box::new(Optimus),
+    },
+    Entry {
+        name: "tiresias",
+        description: "Tiresias 2D-LAS: least attained GPU-time first, no job-length knowledge.",
+        params: pollux_params,
+        create: || Box::new(Tiresias::default()),
+    },
+    Entry {
+        name: "tiresias-gittins",
+        description: "Tiresias 2D-Gittins: Gittins index over attained service.",
+        params: pollux_params,
+        create: || Box::new(TiresiasGittins::default()),
+    },
+    Entry {
+        name: "pollux-ga",
+        description: "Pollux as published: a genetic search for the allocation of highest goodput.",
+        params: pollux_params,
+        create: || Box::new(PolluxGa::default()),
+    },
+    Entry {
+        name: "greedy",
+        description: "Goodput, greedily: repeatedly gives a GPU to the job that gains most.",
+        params: pollux_params,
+        create: || Box::new(Greedy),
+    },
+    Entry {
+        name: "mip-exact",
+        description: "Goodput, exactly: a MIP over every job × node, solved by HiGHS; \
+            where HiGHS is not built (the browser) by microlp, the same as mip-exact-microlp.",
+        params: pollux_params,
+        create: || Box::new(MipExact::new(Solver::default_native(), "mip-exact")),
+    },
+    Entry {
+        name: "mip-aggregate",
+        description: "Goodput MIP over node shapes rather than single nodes (smaller, faster), \
+            solved by HiGHS; where HiGHS is not built (the browser) by microlp, the same as \
+            mip-aggregate-microlp.",
+        params: pollux_params,
+        create: || Box::new(MipAggregate::new(Solver::default_native(), "mip-aggregate")),
+    },
+    Entry {
+        name: "mip-exact-microlp",
+        description: "mip-exact with the microlp solver (where HiGHS is not built, as in the \
+            browser, mip-exact is this too).",
+        params: pollux_params,
+        create: || Box::new(MipExact::new(Solver::Microlp, "mip-exact-microlp")),
+    },
+    Entry {
+        name: "mip-aggregate-microlp",
+        description: "mip-aggregate with the microlp solver (where HiGHS is not built, as in the \
+            browser, mip-aggregate is this too).",
+        params: pollux_params,
+        create: || Box::new(MipAggregate::new(Solver::Microlp, "mip-aggregate-microlp")),
+    },
+    Entry {
+        name: "mip-node",
+        description: "The plain node-level goodput MIP, kept as a cross-check.",
+        params: pollux_params,
+        create: || Box::new(MipNode::new(Solver::default_native(), "mip-node")),
+    },
+    Entry {
+        name: "pollux-mip",
+        description: "Goodput MIP under Pollux's objective: exact up to 400 jobs × 128 nodes, \
+            aggregate above.",
+        params: pollux_params,
+        create: || {
+            Box::new(PolluxMip {
+                solver: Solver::default_native(),
+                exact_max_cells: POLLUX_MIP_EXACT_MAX_CELLS,
+                name: "pollux-mip",
+            })
+        },
+    },
+    Entry {
+        name: "gpuplan-mip",
+        description: "pollux-mip's search under gpuplan's objective: a wider exploration cap and \
+            restarts charged more (docs/policy.md).",
+        params: |p| {
+            p.exploration_factor = GPUPLAN_MIP_EXPLORATION_FACTOR;
+            p.restart_weight = GPUPLAN_MIP_RESTART_WEIGHT;
+        },
+        create: || {
+            Box::new(PolluxMip {
+                solver: Solver::default_native(),
+                exact_max_cells: POLLUX_MIP_EXACT_MAX_CELLS,
+                name: "gpuplan-mip",
+            })
+        },
+    },
+    Entry {
+        name: "sia",
+        description: "Sia (SOSP'23) as its paper describes it: a configuration ILP over GPU \
+            types (docs/heterogeneity.md).",
+        params: pollux_params,
+        create: || Box::new(Sia::new(Solver::default_native())),
+    },
+    Entry {
+        name: "pollux-mip-aggregate",
+        description: "Goodput MIP over node shapes at every size, under Pollux's objective.",
+        params: pollux_params,
+        create: || {
+            Box::new(MipAggregate::new(
+                Solver::default_native(),
+                "pollux-mip-aggregate",
+            ))
+        },
+    },
+    // Only in this crate's unit tests: proves an entry alone registers a planner.
+    #[cfg(test)]
+    tests::EXAMPLE,
 ];
 
-/// A policy's own round parameters, before a user's flags or a round
-/// file's keys override them: Pollux's for every policy but `gpuplan-mip`,
-/// whose objective differs only here (docs/policy.md). Every driver starts
-/// its rounds' params from this, so a policy means the same everywhere.
+/// Every registered planner, in registry order.
+pub fn entries() -> &'static [Entry] {
+    ENTRIES
+}
+
+/// The entry of a planner id; unknown ids list the valid ones.
+pub fn entry(name: &str) -> Result<&'static Entry, PlanError> {
+    ENTRIES
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| PlanError::UnknownPlanner {
+            name: name.to_string(),
+            valid: names().into_iter().map(String::from).collect(),
+        })
+}
+
+/// A planner's one-line description; `None` for an unknown id.
+pub fn describe(name: &str) -> Option<&'static str> {
+    entry(name).ok().map(|e| e.description)
+}
+
+/// A policy's own round parameters ([`Entry::default_params`]); Pollux's
+/// for an unknown id. Every driver starts its rounds' params from this, so
+/// a policy means the same everywhere.
 pub fn default_params(name: &str) -> PolicyParams {
-    let mut params = PolicyParams::default();
-    if name == "gpuplan-mip" {
-        params.exploration_factor = GPUPLAN_MIP_EXPLORATION_FACTOR;
-        params.restart_weight = GPUPLAN_MIP_RESTART_WEIGHT;
-    }
-    params
+    entry(name).map(Entry::default_params).unwrap_or_default()
 }
 
 /// `gpuplan-mip`'s exploration cap: a job may take 4× the most GPUs it has
@@ -88,42 +232,59 @@ pub const GPUPLAN_MIP_RESTART_WEIGHT: f64 = 2.0;
 
 /// Every registered planner id, in registry order.
 pub fn names() -> Vec<&'static str> {
-    PLANNERS.iter().map(|(n, _)| *n).collect()
+    ENTRIES.iter().map(|e| e.name).collect()
 }
 
 /// The planners that can run on a live cluster (no oracle), in registry order.
 pub fn live_names() -> Vec<&'static str> {
-    PLANNERS
+    ENTRIES
         .iter()
-        .filter(|(_, c)| !c().traits().needs_oracle)
-        .map(|(n, _)| *n)
+        .filter(|e| !(e.create)().traits().needs_oracle)
+        .map(|e| e.name)
         .collect()
 }
 
 /// The planners whose GPUs the placement stage chooses (`params.placement`).
 pub fn placement_names() -> Vec<&'static str> {
-    PLANNERS
+    ENTRIES
         .iter()
-        .filter(|(_, c)| c().placement_stage())
-        .map(|(n, _)| *n)
+        .filter(|e| (e.create)().placement_stage())
+        .map(|e| e.name)
         .collect()
 }
 
 /// A fresh planner by id; unknown ids list the valid ones.
 pub fn create(name: &str) -> Result<Box<dyn Planner>, PlanError> {
-    PLANNERS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, c)| c())
-        .ok_or_else(|| PlanError::UnknownPlanner {
-            name: name.to_string(),
-            valid: names().into_iter().map(String::from).collect(),
-        })
+    entry(name).map(|e| (e.create)())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Limits;
+    use gpuplan_core::{Plan, Round};
+
+    /// A planner registered by its entry alone (first in, first out, under
+    /// its own name and a changed exploration cap): the proof that a new
+    /// planner needs no edit outside its file and this list.
+    struct Example;
+
+    impl Planner for Example {
+        fn name(&self) -> &str {
+            "example"
+        }
+
+        fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
+            Fifo.plan(round, limits)
+        }
+    }
+
+    pub(super) const EXAMPLE: Entry = Entry {
+        name: "example",
+        description: "A test planner: fifo's plans under its own name.",
+        params: |p| p.exploration_factor = 3,
+        create: || Box::new(Example),
+    };
 
     #[test]
     fn only_gpuplan_mip_changes_the_objective() {
@@ -133,9 +294,62 @@ mod tests {
                 assert_eq!(p.exploration_factor, GPUPLAN_MIP_EXPLORATION_FACTOR);
                 assert_eq!(p.restart_weight, GPUPLAN_MIP_RESTART_WEIGHT);
                 assert_eq!(create(name).unwrap().name(), "gpuplan-mip");
-            } else {
+            } else if name != EXAMPLE.name {
                 assert_eq!(p, PolicyParams::default(), "{name}");
             }
         }
+        assert_eq!(default_params("no-such-planner"), PolicyParams::default());
+    }
+
+    #[test]
+    fn every_entry_names_its_planner_and_describes_it_in_one_line() {
+        for e in entries() {
+            assert_eq!((e.create)().name(), e.name);
+            assert_eq!(describe(e.name), Some(e.description));
+            assert!(
+                !e.description.is_empty() && !e.description.contains('\n'),
+                "{}",
+                e.name
+            );
+            assert!(!e.description.contains("  "), "{}: {:?}", e.name, e.description);
+        }
+        assert_eq!(describe("no-such-planner"), None);
+        let err = entry("no-such-planner").err().unwrap().to_string();
+        assert!(err.contains("tiresias-gittins"), "{err}");
+    }
+
+    /// The keys shown as a policy's defaults give back its params when laid
+    /// over Pollux's, so what the CLI and the explorer show is what runs.
+    #[test]
+    fn param_defaults_are_the_params_as_round_file_keys() {
+        let pollux = serde_json::to_value(PolicyParams::default()).unwrap();
+        for e in entries() {
+            let mut merged = pollux.clone();
+            for (k, v) in e.param_defaults() {
+                merged[k] = v;
+            }
+            let back: PolicyParams = serde_json::from_value(merged).unwrap();
+            assert_eq!(back, e.default_params(), "{}", e.name);
+        }
+        let mip = entry("gpuplan-mip").unwrap().param_defaults();
+        assert_eq!(
+            serde_json::Value::Object(mip),
+            serde_json::json!({"exploration_factor": 4, "restart_weight": 2.0})
+        );
+        assert!(entry("pollux-mip").unwrap().param_defaults().is_empty());
+    }
+
+    #[test]
+    fn an_entry_alone_registers_a_planner_everywhere() {
+        assert!(names().contains(&"example"));
+        assert!(live_names().contains(&"example"));
+        assert!(!placement_names().contains(&"example"));
+        assert_eq!(describe("example"), Some(EXAMPLE.description));
+        assert_eq!(default_params("example").exploration_factor, 3);
+        assert_eq!(
+            serde_json::Value::Object(entry("example").unwrap().param_defaults()),
+            serde_json::json!({"exploration_factor": 3})
+        );
+        assert_eq!(create("example").unwrap().name(), "example");
     }
 }

@@ -1,10 +1,12 @@
 //! The explorer's API in plain Rust (JSON strings in and out), so it is
-//! tested natively; `lib.rs` only wraps it for wasm-bindgen.
+//! tested natively; `lib.rs` only wraps it for wasm-bindgen. A scenario and
+//! its run live here; what the editor lists is in `catalog`, the round
+//! inspector in `inspect`.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use gpuplan_core::{objective, Cluster, Interference, JobGpus, Placement, Plan, PlanReport, Round, Sticky};
+use gpuplan_core::{Cluster, Interference, Placement, Plan, Round, Sticky};
 use gpuplan_sim::analysis::{self, Analysis};
 use gpuplan_sim::data::{self, Profiles};
 use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
@@ -12,8 +14,14 @@ use gpuplan_sim::trace::{self, workload::DurationJobs, Format, LoadOptions};
 use gpuplan_sim::{
     simulate_workload, Control, ParamFlags, ScenarioError, ScenarioField, SimConfig, SimScenario, WorkloadJob,
 };
-use gpuplan_solve::{registry, run_round, speedup, Limits};
 use serde::{Deserialize, Serialize};
+
+mod catalog;
+mod inspect;
+
+use catalog::{all_workloads, bundled, UPLOAD_FORMATS};
+pub use catalog::{catalog, BrowserLimits, Catalog, FormatInfo, PolicyInfo, WorkloadInfo};
+pub use inspect::{inspect, resolve, solve_round, InspectJob, InspectOut, SharedGpu, SolveOpts, SpeedupRow};
 
 /// Everything that can go wrong at the boundary; the message is what the page shows.
 #[derive(Debug, thiserror::Error)]
@@ -34,144 +42,12 @@ fn invalid(msg: impl Into<String>) -> ApiError {
     ApiError::Invalid(msg.into())
 }
 
-/// The eight workload files of one bundled set.
-macro_rules! files {
-    ($dir:literal) => {
-        [
-            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-1.csv")),
-            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-2.csv")),
-            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-3.csv")),
-            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-4.csv")),
-            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-5.csv")),
-            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-6.csv")),
-            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-7.csv")),
-            include_str!(concat!("../../../traces/pollux/", $dir, "/workload-8.csv")),
-        ]
-    };
-}
-
-/// Bundled workload sets: (id prefix, label). The files are the artifact's.
-const SETS: &[(&str, &str, [&str; 8])] = &[
-    (
-        "workloads-0.5",
-        "Pollux load 0.5 (80 jobs)",
-        files!("workloads-0.5"),
-    ),
-    (
-        "workloads-1.5",
-        "Pollux load 1.5 (240 jobs)",
-        files!("workloads-1.5"),
-    ),
-    (
-        "workloads-2.0",
-        "Pollux load 2.0 (320 jobs)",
-        files!("workloads-2.0"),
-    ),
-    (
-        "workloads-realistic",
-        "Philly sample: GPUs as in the trace",
-        files!("workloads-realistic"),
-    ),
-];
-
 /// The most the browser takes on. The page keeps every round's input for the
 /// inspector, and wasm32 has at most 4 GiB: a cluster of 100000 nodes filled
 /// it after 30 s and crashed the engine. Bigger runs belong to the CLI.
 pub const MAX_NODES: u32 = 1024;
 pub const MAX_GPUS: u32 = 8192;
 pub const MAX_JOBS: usize = 5000;
-
-/// Trace formats an upload may be in: the CLI's, less Gavel, whose
-/// throughput table (1.2 MB) is not bundled into the page.
-const UPLOAD_FORMATS: [Format; 6] = [
-    Format::Gpuplan,
-    Format::Pollux,
-    Format::Philly,
-    Format::Tiresias,
-    Format::Shockwave,
-    Format::Pal,
-];
-
-/// One accepted upload format, as the page lists it.
-#[derive(Debug, Clone, Serialize)]
-pub struct FormatInfo {
-    pub name: &'static str,
-    /// What the file looks like (its header, or the field count).
-    pub looks_like: &'static str,
-}
-
-fn looks_like(f: Format) -> &'static str {
-    match f {
-        Format::Gpuplan => "gpuplan native CSV: name,submit_s,gpus,... (docs/workload-format.md)",
-        Format::Pollux => "Pollux workload CSV: name,time,application,num_replicas,batch_size",
-        Format::Philly => "Pollux's philly.csv: timestamp,duration,num_gpus,gpu_time,cluster",
-        Format::Tiresias => "Tiresias job CSV: job_id,num_gpu,submit_time,...,model_name,duration",
-        Format::Shockwave => "Shockwave .trace: 12 TAB-separated fields",
-        Format::Pal => "PAL / Sia-Philly CSV: job_id,num_gpus,submit_time,duration,model",
-        Format::Gavel => "Gavel .trace: 7 or 10 TAB-separated fields",
-    }
-}
-
-/// One bundled workload as the page lists it.
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkloadInfo {
-    /// `workloads/workload-6`: the trace path without `.csv`.
-    pub id: String,
-    pub label: String,
-    pub jobs: usize,
-}
-
-/// What the page needs to draw its editor.
-#[derive(Debug, Serialize)]
-pub struct Catalog {
-    pub workloads: Vec<WorkloadInfo>,
-    pub policies: Vec<&'static str>,
-    pub defaults: Scenario,
-    /// Formats an upload may be in (detected from the first line, as the CLI does).
-    pub formats: Vec<FormatInfo>,
-    /// [`MAX_NODES`], [`MAX_GPUS`], [`MAX_JOBS`], for the page to state.
-    pub limits: (u32, u32, usize),
-    /// Placement stages, `default` first (the CLI's `--placement` values).
-    pub placements: Vec<&'static str>,
-    /// The policies that place through the stage; the others refuse any
-    /// placement but `default`, as the CLI does.
-    pub placement_policies: Vec<&'static str>,
-}
-
-/// Text of a bundled workload by id.
-fn bundled(id: &str) -> Option<&'static str> {
-    if let Some((_, text)) = data::WORKLOADS
-        .iter()
-        .find(|(path, _)| path.strip_suffix(".csv") == Some(id))
-    {
-        return Some(text);
-    }
-    let (dir, file) = id.split_once('/')?;
-    let (_, _, texts) = SETS.iter().find(|(d, _, _)| *d == dir)?;
-    let k: usize = file.strip_prefix("workload-")?.parse().ok()?;
-    texts.get(k.checked_sub(1)?).copied()
-}
-
-fn all_workloads() -> Vec<(String, String, &'static str)> {
-    let mut out: Vec<(String, String, &'static str)> = data::WORKLOADS
-        .iter()
-        .map(|(path, text)| {
-            let id = path.trim_end_matches(".csv").to_string();
-            let label = format!("Pollux load 1.0: {}", id.trim_start_matches("workloads/"));
-            (id, label, *text)
-        })
-        .collect();
-    for (dir, label, texts) in SETS {
-        for (i, text) in texts.iter().enumerate() {
-            out.push((
-                format!("{dir}/workload-{}", i + 1),
-                format!("{label}: workload-{}", i + 1),
-                text,
-            ));
-        }
-    }
-    out
-}
 
 /// A user's workload file, uploaded in the page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -554,35 +430,6 @@ fn to_json<T: Serialize>(v: &T) -> Result<String, ApiError> {
     serde_json::to_string(v).map_err(|e| invalid(format!("serialising: {e}")))
 }
 
-/// Bundled workloads, planners and the default scenario. Cheap (no profile
-/// parsing), so the page can draw its editor as soon as the module loads.
-pub fn catalog() -> Result<String, ApiError> {
-    let workloads = all_workloads()
-        .into_iter()
-        .map(|(id, label, text)| WorkloadInfo {
-            id,
-            label,
-            // Bundled files are well-formed: one job a line after the header.
-            jobs: text.lines().skip(1).filter(|l| !l.trim().is_empty()).count(),
-        })
-        .collect();
-    to_json(&Catalog {
-        workloads,
-        policies: registry::names(),
-        defaults: Scenario::default(),
-        formats: UPLOAD_FORMATS
-            .iter()
-            .map(|&f| FormatInfo {
-                name: f.name(),
-                looks_like: looks_like(f),
-            })
-            .collect(),
-        limits: (MAX_NODES, MAX_GPUS, MAX_JOBS),
-        placements: Placement::ALL.map(Placement::name).to_vec(),
-        placement_policies: registry::placement_names(),
-    })
-}
-
 /// Parse the bundled profiles now (the first run would otherwise pay for it).
 pub fn warm_up() -> Result<(), ApiError> {
     with_profiles(|_| Ok(()))
@@ -694,226 +541,12 @@ fn keep_run(rounds: KeptRounds) -> u32 {
     id
 }
 
-/// One GPU count of a job's speedup table (most compact placement).
-#[derive(Debug, Serialize)]
-pub struct SpeedupRow {
-    pub gpus: u32,
-    pub nodes: u32,
-    pub speedup: f64,
-}
-
-/// One job in the round inspector.
-#[derive(Debug, Serialize)]
-pub struct InspectJob {
-    pub name: String,
-    pub app: String,
-    pub age_s: f64,
-    pub attained_gpu_s: f64,
-    pub restarts: u32,
-    pub epoch: u32,
-    pub has_model: bool,
-    pub before_gpus: u32,
-    pub before_nodes: u32,
-    pub chosen_gpus: u32,
-    pub chosen_nodes: u32,
-    /// (node index, GPUs) of the chosen allocation.
-    pub chosen: Vec<(u32, u32)>,
-    pub chosen_speedup: f64,
-    /// The job's contribution to the objective (speedup × restart factor if moved).
-    pub value: f64,
-    pub speedups: Vec<SpeedupRow>,
-    /// The chosen GPUs' type and, with variability, the slowest of them for
-    /// the job's class and its expected factor; absent for a job without GPUs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hardware: Option<JobGpus>,
-}
-
-/// A round as the inspector shows it.
-#[derive(Debug, Serialize)]
-pub struct InspectOut {
-    pub index: usize,
-    pub rounds: usize,
-    pub now_s: f64,
-    #[serde(flatten)]
-    pub report: PlanReport,
-    pub p: f64,
-    /// Pollux's fair share (nodes, GPUs) that speedups are relative to.
-    pub fair_share: (u32, u32),
-    pub jobs: Vec<InspectJob>,
-    /// Who shares with whom: each GPU the plan gives two or more jobs,
-    /// with their names (empty without sharing).
-    pub shared_gpus: Vec<SharedGpu>,
-}
-
-/// One shared GPU in the inspector.
-#[derive(Debug, Serialize)]
-pub struct SharedGpu {
-    pub node: u32,
-    pub node_name: String,
-    pub gpu: u32,
-    pub jobs: Vec<String>,
-}
-
-/// Each GPU of `plan` that two or more jobs hold, with their names
-/// (`gpuplan_core::colocation::shared_gpus`, the grouping the planners
-/// and the simulator use).
-fn shared_gpus(round: &Round, plan: &Plan) -> Vec<SharedGpu> {
-    let allocs: Vec<&gpuplan_core::Allocation> = round.jobs.iter().map(|j| plan.gpus_of(j.id)).collect();
-    gpuplan_core::colocation::shared_gpus(&allocs)
-        .into_iter()
-        .map(|(g, holders)| SharedGpu {
-            node: g.node.0,
-            node_name: round
-                .cluster
-                .nodes
-                .get(g.node.0 as usize)
-                .map_or_else(String::new, |n| n.name.clone()),
-            gpu: g.index,
-            jobs: holders.iter().map(|&j| round.jobs[j].name.clone()).collect(),
-        })
-        .collect()
-}
-
-fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> InspectOut {
-    let fair = objective::fair_share(round);
-    let per_node = round.cluster.max_gpus_per_node().max(1);
-    let jobs = round
-        .jobs
-        .iter()
-        .map(|j| {
-            let alloc = plan.get(j.id);
-            // Speedups on the chosen GPUs' type (else the type the job was measured on).
-            let ty = round.cluster.type_of(&alloc).or(j.model_type.as_ref());
-            let most = speedup::max_gpus(j, round).max(alloc.num_gpus());
-            let speedups = (1..=most)
-                .map(|g| {
-                    let nodes = g.div_ceil(per_node);
-                    SpeedupRow {
-                        gpus: g,
-                        nodes,
-                        speedup: objective::speedup(j, ty, nodes, g, fair),
-                    }
-                })
-                .collect();
-            InspectJob {
-                name: j.name.clone(),
-                app: j.app.clone(),
-                age_s: j.state.age_s,
-                attained_gpu_s: j.state.attained_gpu_s,
-                restarts: j.state.restarts,
-                epoch: j.state.epoch,
-                has_model: j.model.is_some(),
-                before_gpus: j.state.allocation.num_gpus(),
-                before_nodes: j.state.allocation.num_nodes(),
-                chosen_gpus: alloc.num_gpus(),
-                chosen_nodes: alloc.num_nodes(),
-                chosen: alloc.per_node().into_iter().map(|(n, k)| (n.0, k)).collect(),
-                chosen_speedup: objective::speedup(j, ty, alloc.num_nodes(), alloc.num_gpus(), fair),
-                value: objective::job_value(j, &round.cluster, &alloc, fair, &round.params),
-                speedups,
-                hardware: JobGpus::new(round, j, &alloc),
-            }
-        })
-        .collect();
-    InspectOut {
-        index,
-        rounds: total,
-        now_s: round.now_s,
-        report: PlanReport::new(round, plan),
-        p: round.params.p,
-        fair_share: fair,
-        jobs,
-        shared_gpus: shared_gpus(round, plan),
-    }
-}
-
-/// Round `index` of a kept run: speedup tables, chosen configurations, objective and gap.
-pub fn inspect(run_id: u32, index: usize) -> Result<String, ApiError> {
-    let (round, plan, total) = kept_round(run_id, index)?;
-    to_json(&inspect_round(index, total, &round, &plan))
-}
-
-/// Solver settings for [`solve_round`]; defaults equal `gpuplan plan`'s flags.
-#[derive(Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SolveOpts {
-    pub planner: String,
-    pub time_limit_s: f64,
-    pub gap: f64,
-    pub seed: u64,
-}
-
-impl Default for SolveOpts {
-    fn default() -> Self {
-        SolveOpts {
-            planner: "pollux-mip".into(),
-            time_limit_s: 10.0,
-            gap: 1e-4,
-            seed: 0,
-        }
-    }
-}
-
-/// Solve one round (the `gpuplan plan --input` format) and return the
-/// inspector's view of the plan: allocations, objective, gap and stats.
-pub fn solve_round(round_json: &str, opts_json: &str) -> Result<String, ApiError> {
-    let round: Round = serde_json::from_str(round_json)
-        .map_err(|e| invalid(format!("round:{}:{}: {e}", e.line(), e.column())))?;
-    if let Err(errs) = round.check() {
-        return Err(invalid(format!("round: invalid round:\n  {}", errs.join("\n  "))));
-    }
-    to_json(&solve_with(&round, opts_json)?)
-}
-
-/// Solve `round` afresh with the planner and limits of `opts_json`.
-fn solve_with(round: &Round, opts_json: &str) -> Result<InspectOut, ApiError> {
-    let opts: SolveOpts = serde_json::from_str(opts_json)
-        .map_err(|e| invalid(format!("options:{}:{}: {e}", e.line(), e.column())))?;
-    if !(opts.time_limit_s > 0.0 && opts.gap >= 0.0) {
-        return Err(invalid("time limit must be > 0 and gap >= 0"));
-    }
-    let mut planner = registry::create(&opts.planner)?;
-    let limits = Limits {
-        time_limit_s: opts.time_limit_s,
-        gap: opts.gap,
-        threads: 1,
-        seed: opts.seed,
-    };
-    let decision = run_round(planner.as_mut(), round, &limits)?;
-    Ok(inspect_round(0, 1, round, &decision.plan))
-}
-
-/// Round `index` of a kept run solved again by another planner (a fresh one:
-/// no cross-round state), to compare with what the run's planner chose.
-pub fn resolve(run_id: u32, index: usize, opts_json: &str) -> Result<String, ApiError> {
-    let (round, _, total) = kept_round(run_id, index)?;
-    let mut out = solve_with(&round, opts_json)?;
-    out.index = index;
-    out.rounds = total;
-    to_json(&out)
-}
-
-fn kept_round(run_id: u32, index: usize) -> Result<(Round, Plan, usize), ApiError> {
-    RUNS.with(|runs| {
-        let runs = runs.borrow();
-        let (_, rounds) = runs.iter().find(|(id, _)| *id == run_id).ok_or_else(|| {
-            invalid(format!(
-                "run {run_id} is no longer kept (the last {KEPT_RUNS} runs are); run it again"
-            ))
-        })?;
-        let (round, plan) = rounds.get(index).ok_or_else(|| {
-            invalid(format!(
-                "round {index} out of range: the run has {} rounds",
-                rounds.len()
-            ))
-        })?;
-        Ok((round.clone(), plan.clone(), rounds.len()))
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::catalog::catalog_of;
+    use super::inspect::inspect_round;
     use super::*;
+    use gpuplan_solve::registry;
 
     fn quiet(_: Progress) -> Control {
         Control::Continue
@@ -945,6 +578,63 @@ mod tests {
             .iter()
             .any(|p| p == "pollux-mip"));
         assert_eq!(c["defaults"]["policy"], "tiresias");
+    }
+
+    #[test]
+    fn the_catalog_explains_every_planner_from_the_registry() {
+        let c: serde_json::Value = serde_json::from_str(&catalog().unwrap()).unwrap();
+        let info = c["policy_info"].as_array().unwrap();
+        assert_eq!(info.len(), registry::names().len());
+        for (i, e) in registry::entries().iter().enumerate() {
+            assert_eq!(c["policies"][i], e.name);
+            assert_eq!(info[i]["name"], e.name);
+            assert_eq!(info[i]["description"], e.description);
+        }
+        let by_name = |n: &str| info.iter().find(|p| p["name"] == n).unwrap();
+        assert_eq!(
+            by_name("gpuplan-mip")["params"],
+            serde_json::json!({"exploration_factor": 4, "restart_weight": 2.0})
+        );
+        assert_eq!(by_name("pollux-mip")["goodput"], true);
+        assert_eq!(by_name("tiresias")["goodput"], false);
+        let names = registry::names();
+        for p in c["sweep_policies"].as_array().unwrap() {
+            assert!(names.contains(&p.as_str().unwrap()), "{p}");
+        }
+        assert!(names.contains(&c["resolve_planner"].as_str().unwrap()));
+        assert_eq!(
+            c["limits"],
+            serde_json::json!({"nodes": MAX_NODES, "gpus": MAX_GPUS, "jobs": MAX_JOBS})
+        );
+    }
+
+    /// A planner added as one registry entry reaches the page's lists and
+    /// help with no edit here or in the page (which reads only the catalog).
+    #[test]
+    fn a_planner_registered_by_its_entry_alone_is_in_the_catalog() {
+        let mut entries = registry::entries().to_vec();
+        entries.push(registry::Entry {
+            name: "example",
+            description: "A test planner: fifo under another name.",
+            params: |p| p.exploration_factor = 3,
+            create: || registry::create("fifo").unwrap(),
+        });
+        let c = serde_json::to_value(catalog_of(&entries)).unwrap();
+        assert_eq!(c["policies"].as_array().unwrap().last().unwrap(), "example");
+        assert_eq!(
+            c["policy_info"].as_array().unwrap().last().unwrap(),
+            &serde_json::json!({
+                "name": "example",
+                "description": "A test planner: fifo under another name.",
+                "params": {"exploration_factor": 3},
+                "goodput": false,
+            })
+        );
+        assert!(c["placement_policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "example"));
     }
 
     #[test]

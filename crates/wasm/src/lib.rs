@@ -28,7 +28,8 @@ fn js_err(e: api::ApiError) -> JsError {
     JsError::new(&e.to_string())
 }
 
-/// Bundled workloads, planner names and the default scenario (JSON).
+/// Bundled workloads, the planners (names, help, parameters) and the
+/// default scenario (JSON).
 #[wasm_bindgen]
 pub fn catalog() -> Result<String, JsError> {
     api::catalog().map_err(js_err)

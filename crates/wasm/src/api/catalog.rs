@@ -1,0 +1,234 @@
+//! What the page needs to draw its editor: bundled workloads, upload
+//! formats, the browser's limits and every planner fact, read from the
+//! registry.
+
+use gpuplan_core::Placement;
+use gpuplan_sim::data;
+use gpuplan_sim::trace::Format;
+use gpuplan_solve::{registry, BatchPolicy};
+use serde::Serialize;
+
+use super::{to_json, ApiError, Scenario, MAX_GPUS, MAX_JOBS, MAX_NODES};
+
+/// The eight workload files of one bundled set.
+macro_rules! files {
+    ($dir:literal) => {
+        [
+            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-1.csv")),
+            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-2.csv")),
+            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-3.csv")),
+            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-4.csv")),
+            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-5.csv")),
+            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-6.csv")),
+            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-7.csv")),
+            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-8.csv")),
+        ]
+    };
+}
+
+/// Bundled workload sets: (id prefix, label). The files are the artifact's.
+const SETS: &[(&str, &str, [&str; 8])] = &[
+    (
+        "workloads-0.5",
+        "Pollux load 0.5 (80 jobs)",
+        files!("workloads-0.5"),
+    ),
+    (
+        "workloads-1.5",
+        "Pollux load 1.5 (240 jobs)",
+        files!("workloads-1.5"),
+    ),
+    (
+        "workloads-2.0",
+        "Pollux load 2.0 (320 jobs)",
+        files!("workloads-2.0"),
+    ),
+    (
+        "workloads-realistic",
+        "Philly sample: GPUs as in the trace",
+        files!("workloads-realistic"),
+    ),
+];
+
+/// Trace formats an upload may be in: the CLI's, less Gavel, whose
+/// throughput table (1.2 MB) is not bundled into the page.
+pub(super) const UPLOAD_FORMATS: [Format; 6] = [
+    Format::Gpuplan,
+    Format::Pollux,
+    Format::Philly,
+    Format::Tiresias,
+    Format::Shockwave,
+    Format::Pal,
+];
+
+/// One accepted upload format, as the page lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FormatInfo {
+    pub name: &'static str,
+    /// What the file looks like (its header, or the field count).
+    pub looks_like: &'static str,
+}
+
+fn looks_like(f: Format) -> &'static str {
+    match f {
+        Format::Gpuplan => "gpuplan native CSV: name,submit_s,gpus,... (docs/workload-format.md)",
+        Format::Pollux => "Pollux workload CSV: name,time,application,num_replicas,batch_size",
+        Format::Philly => "Pollux's philly.csv: timestamp,duration,num_gpus,gpu_time,cluster",
+        Format::Tiresias => "Tiresias job CSV: job_id,num_gpu,submit_time,...,model_name,duration",
+        Format::Shockwave => "Shockwave .trace: 12 TAB-separated fields",
+        Format::Pal => "PAL / Sia-Philly CSV: job_id,num_gpus,submit_time,duration,model",
+        Format::Gavel => "Gavel .trace: 7 or 10 TAB-separated fields",
+    }
+}
+
+/// One bundled workload as the page lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadInfo {
+    /// `workloads/workload-6`: the trace path without `.csv`.
+    pub id: String,
+    pub label: String,
+    pub jobs: usize,
+}
+
+/// What the page needs to draw its editor. Everything about planners comes
+/// from the registry, so the page holds no list or help text of its own.
+#[derive(Debug, Serialize)]
+pub struct Catalog {
+    pub workloads: Vec<WorkloadInfo>,
+    pub policies: Vec<&'static str>,
+    /// Each policy's description and parameter defaults, in `policies`' order.
+    pub policy_info: Vec<PolicyInfo>,
+    pub defaults: Scenario,
+    /// Formats an upload may be in (detected from the first line, as the CLI does).
+    pub formats: Vec<FormatInfo>,
+    /// What the browser takes on at most, for the page to state.
+    pub limits: BrowserLimits,
+    /// Placement stages, `default` first (the CLI's `--placement` values).
+    pub placements: Vec<&'static str>,
+    /// The policies that place through the stage; the others refuse any
+    /// placement but `default`, as the CLI does.
+    pub placement_policies: Vec<&'static str>,
+    /// The policies a load sweep compares unless the user picks others.
+    pub sweep_policies: Vec<&'static str>,
+    /// The planner the round inspector re-solves with unless the user picks another.
+    pub resolve_planner: &'static str,
+}
+
+/// One registered planner as the page explains it (`registry::Entry`).
+#[derive(Debug, Serialize)]
+pub struct PolicyInfo {
+    pub name: &'static str,
+    /// One line: the policy's help.
+    pub description: &'static str,
+    /// The round-file keys it sets differently from Pollux's, with its values.
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// Whether it plans for goodput (batch sizes re-optimised: the goodput
+    /// objective the inspector shows is what it maximises).
+    pub goodput: bool,
+}
+
+/// [`MAX_NODES`], [`MAX_GPUS`], [`MAX_JOBS`], by name.
+#[derive(Debug, Serialize)]
+pub struct BrowserLimits {
+    pub nodes: u32,
+    pub gpus: u32,
+    pub jobs: usize,
+}
+
+/// The sweep's default comparison: a published baseline against Pollux's
+/// objective solved exactly.
+const SWEEP_POLICIES: [&str; 2] = ["tiresias", "pollux-mip"];
+
+/// The inspector re-solves with the exact goodput MIP: the plan the round's
+/// objective could reach.
+const RESOLVE_PLANNER: &str = "pollux-mip";
+
+/// Text of a bundled workload by id.
+pub(super) fn bundled(id: &str) -> Option<&'static str> {
+    if let Some((_, text)) = data::WORKLOADS
+        .iter()
+        .find(|(path, _)| path.strip_suffix(".csv") == Some(id))
+    {
+        return Some(text);
+    }
+    let (dir, file) = id.split_once('/')?;
+    let (_, _, texts) = SETS.iter().find(|(d, _, _)| *d == dir)?;
+    let k: usize = file.strip_prefix("workload-")?.parse().ok()?;
+    texts.get(k.checked_sub(1)?).copied()
+}
+
+pub(super) fn all_workloads() -> Vec<(String, String, &'static str)> {
+    let mut out: Vec<(String, String, &'static str)> = data::WORKLOADS
+        .iter()
+        .map(|(path, text)| {
+            let id = path.trim_end_matches(".csv").to_string();
+            let label = format!("Pollux load 1.0: {}", id.trim_start_matches("workloads/"));
+            (id, label, *text)
+        })
+        .collect();
+    for (dir, label, texts) in SETS {
+        for (i, text) in texts.iter().enumerate() {
+            out.push((
+                format!("{dir}/workload-{}", i + 1),
+                format!("{label}: workload-{}", i + 1),
+                text,
+            ));
+        }
+    }
+    out
+}
+
+/// Bundled workloads, planners and the default scenario. Cheap (no profile
+/// parsing), so the page can draw its editor as soon as the module loads.
+pub fn catalog() -> Result<String, ApiError> {
+    to_json(&catalog_of(registry::entries()))
+}
+
+/// The catalog over a list of registry entries: every planner fact the page
+/// shows is read from them (a test adds an entry and sees it everywhere).
+pub(super) fn catalog_of(entries: &[registry::Entry]) -> Catalog {
+    let planners: Vec<_> = entries.iter().map(|e| (e, (e.create)())).collect();
+    let workloads = all_workloads()
+        .into_iter()
+        .map(|(id, label, text)| WorkloadInfo {
+            id,
+            label,
+            // Bundled files are well-formed: one job a line after the header.
+            jobs: text.lines().skip(1).filter(|l| !l.trim().is_empty()).count(),
+        })
+        .collect();
+    Catalog {
+        workloads,
+        policies: entries.iter().map(|e| e.name).collect(),
+        policy_info: planners
+            .iter()
+            .map(|(e, p)| PolicyInfo {
+                name: e.name,
+                description: e.description,
+                params: e.param_defaults(),
+                goodput: p.traits().batch == BatchPolicy::Adaptive,
+            })
+            .collect(),
+        defaults: Scenario::default(),
+        formats: UPLOAD_FORMATS
+            .iter()
+            .map(|&f| FormatInfo {
+                name: f.name(),
+                looks_like: looks_like(f),
+            })
+            .collect(),
+        limits: BrowserLimits {
+            nodes: MAX_NODES,
+            gpus: MAX_GPUS,
+            jobs: MAX_JOBS,
+        },
+        placements: Placement::ALL.map(Placement::name).to_vec(),
+        placement_policies: planners
+            .iter()
+            .filter(|(_, p)| p.placement_stage())
+            .map(|(e, _)| e.name)
+            .collect(),
+        sweep_policies: SWEEP_POLICIES.to_vec(),
+        resolve_planner: RESOLVE_PLANNER,
+    }
+}

@@ -1,0 +1,225 @@
+//! The round inspector: a kept round's jobs, plan and objective, and the
+//! same round (or an uploaded one) solved again by another planner.
+
+use gpuplan_core::{objective, JobGpus, Plan, PlanReport, Round};
+use gpuplan_solve::{registry, run_round, speedup, Limits};
+use serde::{Deserialize, Serialize};
+
+use super::{invalid, to_json, ApiError, KEPT_RUNS, RUNS};
+
+/// One GPU count of a job's speedup table (most compact placement).
+#[derive(Debug, Serialize)]
+pub struct SpeedupRow {
+    pub gpus: u32,
+    pub nodes: u32,
+    pub speedup: f64,
+}
+
+/// One job in the round inspector.
+#[derive(Debug, Serialize)]
+pub struct InspectJob {
+    pub name: String,
+    pub app: String,
+    pub age_s: f64,
+    pub attained_gpu_s: f64,
+    pub restarts: u32,
+    pub epoch: u32,
+    pub has_model: bool,
+    pub before_gpus: u32,
+    pub before_nodes: u32,
+    pub chosen_gpus: u32,
+    pub chosen_nodes: u32,
+    /// (node index, GPUs) of the chosen allocation.
+    pub chosen: Vec<(u32, u32)>,
+    pub chosen_speedup: f64,
+    /// The job's contribution to the objective (speedup × restart factor if moved).
+    pub value: f64,
+    pub speedups: Vec<SpeedupRow>,
+    /// The chosen GPUs' type and, with variability, the slowest of them for
+    /// the job's class and its expected factor; absent for a job without GPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<JobGpus>,
+}
+
+/// A round as the inspector shows it.
+#[derive(Debug, Serialize)]
+pub struct InspectOut {
+    pub index: usize,
+    pub rounds: usize,
+    pub now_s: f64,
+    #[serde(flatten)]
+    pub report: PlanReport,
+    pub p: f64,
+    /// Pollux's fair share (nodes, GPUs) that speedups are relative to.
+    pub fair_share: (u32, u32),
+    pub jobs: Vec<InspectJob>,
+    /// Who shares with whom: each GPU the plan gives two or more jobs,
+    /// with their names (empty without sharing).
+    pub shared_gpus: Vec<SharedGpu>,
+}
+
+/// One shared GPU in the inspector.
+#[derive(Debug, Serialize)]
+pub struct SharedGpu {
+    pub node: u32,
+    pub node_name: String,
+    pub gpu: u32,
+    pub jobs: Vec<String>,
+}
+
+/// Each GPU of `plan` that two or more jobs hold, with their names
+/// (`gpuplan_core::colocation::shared_gpus`, the grouping the planners
+/// and the simulator use).
+fn shared_gpus(round: &Round, plan: &Plan) -> Vec<SharedGpu> {
+    let allocs: Vec<&gpuplan_core::Allocation> = round.jobs.iter().map(|j| plan.gpus_of(j.id)).collect();
+    gpuplan_core::colocation::shared_gpus(&allocs)
+        .into_iter()
+        .map(|(g, holders)| SharedGpu {
+            node: g.node.0,
+            node_name: round
+                .cluster
+                .nodes
+                .get(g.node.0 as usize)
+                .map_or_else(String::new, |n| n.name.clone()),
+            gpu: g.index,
+            jobs: holders.iter().map(|&j| round.jobs[j].name.clone()).collect(),
+        })
+        .collect()
+}
+
+pub(super) fn inspect_round(index: usize, total: usize, round: &Round, plan: &Plan) -> InspectOut {
+    let fair = objective::fair_share(round);
+    let per_node = round.cluster.max_gpus_per_node().max(1);
+    let jobs = round
+        .jobs
+        .iter()
+        .map(|j| {
+            let alloc = plan.get(j.id);
+            // Speedups on the chosen GPUs' type (else the type the job was measured on).
+            let ty = round.cluster.type_of(&alloc).or(j.model_type.as_ref());
+            let most = speedup::max_gpus(j, round).max(alloc.num_gpus());
+            let speedups = (1..=most)
+                .map(|g| {
+                    let nodes = g.div_ceil(per_node);
+                    SpeedupRow {
+                        gpus: g,
+                        nodes,
+                        speedup: objective::speedup(j, ty, nodes, g, fair),
+                    }
+                })
+                .collect();
+            InspectJob {
+                name: j.name.clone(),
+                app: j.app.clone(),
+                age_s: j.state.age_s,
+                attained_gpu_s: j.state.attained_gpu_s,
+                restarts: j.state.restarts,
+                epoch: j.state.epoch,
+                has_model: j.model.is_some(),
+                before_gpus: j.state.allocation.num_gpus(),
+                before_nodes: j.state.allocation.num_nodes(),
+                chosen_gpus: alloc.num_gpus(),
+                chosen_nodes: alloc.num_nodes(),
+                chosen: alloc.per_node().into_iter().map(|(n, k)| (n.0, k)).collect(),
+                chosen_speedup: objective::speedup(j, ty, alloc.num_nodes(), alloc.num_gpus(), fair),
+                value: objective::job_value(j, &round.cluster, &alloc, fair, &round.params),
+                speedups,
+                hardware: JobGpus::new(round, j, &alloc),
+            }
+        })
+        .collect();
+    InspectOut {
+        index,
+        rounds: total,
+        now_s: round.now_s,
+        report: PlanReport::new(round, plan),
+        p: round.params.p,
+        fair_share: fair,
+        jobs,
+        shared_gpus: shared_gpus(round, plan),
+    }
+}
+
+/// Round `index` of a kept run: speedup tables, chosen configurations, objective and gap.
+pub fn inspect(run_id: u32, index: usize) -> Result<String, ApiError> {
+    let (round, plan, total) = kept_round(run_id, index)?;
+    to_json(&inspect_round(index, total, &round, &plan))
+}
+
+/// Solver settings for [`solve_round`]; defaults equal `gpuplan plan`'s flags.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SolveOpts {
+    pub planner: String,
+    pub time_limit_s: f64,
+    pub gap: f64,
+    pub seed: u64,
+}
+
+impl Default for SolveOpts {
+    fn default() -> Self {
+        SolveOpts {
+            planner: "pollux-mip".into(),
+            time_limit_s: 10.0,
+            gap: 1e-4,
+            seed: 0,
+        }
+    }
+}
+
+/// Solve one round (the `gpuplan plan --input` format) and return the
+/// inspector's view of the plan: allocations, objective, gap and stats.
+pub fn solve_round(round_json: &str, opts_json: &str) -> Result<String, ApiError> {
+    let round: Round = serde_json::from_str(round_json)
+        .map_err(|e| invalid(format!("round:{}:{}: {e}", e.line(), e.column())))?;
+    if let Err(errs) = round.check() {
+        return Err(invalid(format!("round: invalid round:\n  {}", errs.join("\n  "))));
+    }
+    to_json(&solve_with(&round, opts_json)?)
+}
+
+/// Solve `round` afresh with the planner and limits of `opts_json`.
+fn solve_with(round: &Round, opts_json: &str) -> Result<InspectOut, ApiError> {
+    let opts: SolveOpts = serde_json::from_str(opts_json)
+        .map_err(|e| invalid(format!("options:{}:{}: {e}", e.line(), e.column())))?;
+    if !(opts.time_limit_s > 0.0 && opts.gap >= 0.0) {
+        return Err(invalid("time limit must be > 0 and gap >= 0"));
+    }
+    let mut planner = registry::create(&opts.planner)?;
+    let limits = Limits {
+        time_limit_s: opts.time_limit_s,
+        gap: opts.gap,
+        threads: 1,
+        seed: opts.seed,
+    };
+    let decision = run_round(planner.as_mut(), round, &limits)?;
+    Ok(inspect_round(0, 1, round, &decision.plan))
+}
+
+/// Round `index` of a kept run solved again by another planner (a fresh one:
+/// no cross-round state), to compare with what the run's planner chose.
+pub fn resolve(run_id: u32, index: usize, opts_json: &str) -> Result<String, ApiError> {
+    let (round, _, total) = kept_round(run_id, index)?;
+    let mut out = solve_with(&round, opts_json)?;
+    out.index = index;
+    out.rounds = total;
+    to_json(&out)
+}
+
+fn kept_round(run_id: u32, index: usize) -> Result<(Round, Plan, usize), ApiError> {
+    RUNS.with(|runs| {
+        let runs = runs.borrow();
+        let (_, rounds) = runs.iter().find(|(id, _)| *id == run_id).ok_or_else(|| {
+            invalid(format!(
+                "run {run_id} is no longer kept (the last {KEPT_RUNS} runs are); run it again"
+            ))
+        })?;
+        let (round, plan) = rounds.get(index).ok_or_else(|| {
+            invalid(format!(
+                "round {index} out of range: the run has {} rounds",
+                rounds.len()
+            ))
+        })?;
+        Ok((round.clone(), plan.clone(), rounds.len()))
+    })
+}

@@ -1,0 +1,150 @@
+// Running the scenarios, and the summary and per-application tables of
+// their results.
+import { $, COLORS, HOUR, setStatus, showError, hours, fmt, esc } from './util.js';
+import { state } from './state.js';
+import { runInWorker } from './engine.js';
+import { FIELD_NAMES } from './help.js';
+import { FIELDS, scenarios, precheck } from './scenario.js';
+import { renderCharts, fillJobPick } from './charts.js';
+import { saveResults } from './store.js';
+import { inspect } from './inspector.js';
+
+/// Runs every scenario in turn. One that fails is named and skipped; the
+/// others' results are kept, and so are those finished before a Cancel.
+export async function runAll() {
+  showError('');
+  const list = scenarios();
+  $('#run').disabled = true;
+  $('#sweep-run').disabled = true;
+  $('#cancel').disabled = false;
+  const runs = [];
+  const failed = [];
+  let cancelled = false;
+  for (let i = 0; i < list.length && !cancelled; i++) {
+    const s = list[i];
+    const label = s.label || `#${i + 1}`;
+    setStatus(`Running ${label} (${i + 1}/${list.length})…`);
+    $('#progress').value = i / list.length;
+    try {
+      const bad = precheck(s);
+      if (bad) throw new Error(bad);
+      const { result, elapsed_ms } = await runInWorker(s, (p) => {
+        $('#progress').value = (i + p.done / Math.max(1, p.total)) / list.length;
+        setStatus(p.alone
+          ? `Running ${label}: finish-time fairness, each job alone: ${p.done}/${p.total}, ${(p.elapsed_ms / 1000).toFixed(1)} s`
+          : `Running ${label}: round ${p.round}, t = ${(p.now_s / HOUR).toFixed(1)} h, ` +
+            `${p.done}/${p.total} jobs done, ${(p.elapsed_ms / 1000).toFixed(1)} s`);
+      });
+      result.elapsed_ms = elapsed_ms;
+      runs.push(result);
+    } catch (e) {
+      if (e.message === 'cancelled') cancelled = true;
+      else failed.push(`Scenario ${label}: ${e.message}`);
+    }
+  }
+  $('#progress').value = runs.length ? 1 : 0;
+  const kept = runs.map((r) => `${r.scenario.label} in ${(r.elapsed_ms / 1000).toFixed(1)} s`).join(', ');
+  if (cancelled) setStatus(runs.length ? `Cancelled; kept ${kept}.` : 'Cancelled.');
+  else if (!runs.length) setStatus('Failed.');
+  else setStatus(`Done: ${kept}${failed.length ? `; ${failed.length} failed (see below)` : ''}`);
+  showError(failed.join('\n'));
+  if (runs.length) {
+    state.runs = runs;
+    renderResults();
+    saveResults();
+  }
+  $('#run').disabled = false;
+  $('#sweep-run').disabled = false;
+  $('#cancel').disabled = true;
+}
+
+const RHO_HELP = 'Finish-time fairness (Themis): ρ = a job\'s JCT here / its JCT alone. ';
+
+/// Summary rows: [key, name, value of a run, lower is better (null: neither), tooltip].
+const METRICS = [
+  ['avg_jct_s', 'avg JCT (h)', (r) => hours(r.summary.avg_jct_s), true],
+  ['p50_jct_s', 'p50 JCT (h)', (r) => hours(r.summary.p50_jct_s), true],
+  ['p99_jct_s', 'p99 JCT (h)', (r) => hours(r.summary.p99_jct_s), true],
+  ['imagenet_mean_jct_s', 'imagenet mean JCT (h)', (r) => hours(r.summary.imagenet_mean_jct_s), true],
+  ['makespan_s', 'makespan (h)', (r) => hours(r.summary.makespan_s), true],
+  ['gpu_utilization', 'GPU allocation', (r) => r.summary.gpu_utilization, false],
+  ['restarts', 'restarts', (r) => r.summary.restarts, true],
+  ['rounds', 'rounds', (r) => r.summary.rounds, null],
+  ['planner_ms', 'planner ms (mean)', (r) => r.summary.planner_ms.mean, true],
+  ['planner_ms_p99', 'planner ms (p99)', (r) => r.summary.planner_ms.p99, true],
+  ['queueing_mean', 'queueing delay mean (h)', (r) => hours(r.analysis?.queueing_delay_s.mean), true,
+    'start − submit: from a job\'s arrival to the first round it holds GPUs (rounds come every interval)'],
+  ['queueing_p50', 'queueing delay p50 (h)', (r) => hours(r.analysis?.queueing_delay_s.p50), true],
+  ['queueing_p99', 'queueing delay p99 (h)', (r) => hours(r.analysis?.queueing_delay_s.p99), true],
+  ['rho_mean', 'fairness ρ mean', (r) => r.analysis?.fairness?.rho.mean, true],
+  ['rho_max', 'fairness ρ max', (r) => r.analysis?.fairness?.rho.max, true],
+  ['rho_unfair', 'jobs with ρ > 1', (r) => r.analysis?.fairness?.unfair_jobs, true],
+];
+
+function renderSummary() {
+  const t = $('#summary');
+  const runs = state.runs;
+  // Each what-if column names what it changes against the first scenario.
+  const differs = (r) => FIELDS.filter((f) => f !== 'label' && r.scenario[f] !== runs[0].scenario[f])
+    .map((f) => `${FIELD_NAMES[f]} ${r.scenario[f]}`);
+  const head = `<tr><th>metric</th>${runs.map((r, i) => {
+    const what = i === 0 ? 'baseline' : (differs(r).join(', ') || 'same settings');
+    return `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: <span class="differs">${esc(what)}</span>` +
+      `<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small></th>`;
+  }).join('')}</tr>`;
+  const rows = METRICS.map(([key, name, get, lowerBetter, help]) => {
+    const base = get(runs[0]);
+    const cells = runs.map((r, i) => {
+      const v = get(r);
+      let cls = '';
+      let delta = '';
+      if (i > 0 && v != null && base != null && base !== 0 && lowerBetter !== null) {
+        const d = (v - base) / Math.abs(base);
+        delta = `<span class="delta">${d >= 0 ? '+' : ''}${(d * 100).toFixed(1)}% vs ${esc(runs[0].scenario.label)}</span>`;
+        if (Math.abs(d) > 1e-9) cls = (d < 0) === lowerBetter ? 'better' : 'worse';
+      }
+      return `<td class="${cls}" data-key="${key}">${fmt(v)}${delta}</td>`;
+    });
+    const title = key.startsWith('rho') ? RHO_HELP + (runs[0].analysis?.fairness?.isolated ?? '') : help;
+    return `<tr><th${title ? ` title="${esc(title)}"` : ''}>${name}</th>${cells.join('')}</tr>`;
+  });
+  t.innerHTML = head + rows.join('');
+  const f = runs[0].analysis?.fairness;
+  $('#fairness-note').textContent = f ? `${RHO_HELP}Here "alone" is the ${f.isolated}. ` +
+    'ρ > 1: the job finished later than it would have alone; ρ < 1: sooner (an adaptive policy gave it more GPUs than it asked for).' : '';
+  renderPerApp();
+}
+
+/// JCT per application (the workload's app column), one column group per scenario.
+function renderPerApp() {
+  const runs = state.runs;
+  const apps = [...new Set(runs.flatMap((r) => (r.analysis?.per_app ?? []).map((a) => a.app)))].sort();
+  const head = '<tr><th>application</th>' + runs.map((r, i) =>
+    `<th colspan="3" style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: ${esc(r.summary.policy)}</th>`).join('') + '</tr>' +
+    '<tr><th></th>' + runs.map(() => '<th>jobs</th><th>mean JCT (h)</th><th>p99 JCT (h)</th>').join('') + '</tr>';
+  const rows = apps.map((app) => `<tr><td>${esc(app)}</td>` + runs.map((r) => {
+    const a = r.analysis?.per_app.find((x) => x.app === app);
+    return a ? `<td>${a.jobs}</td><td data-app="${esc(app)}" data-stat="mean">${fmt(a.jct_s.mean / HOUR)}</td><td>${fmt(a.jct_s.p99 / HOUR)}</td>`
+      : '<td>0</td><td>–</td><td>–</td>';
+  }).join('') + '</tr>');
+  $('#per-app').innerHTML = head + rows.join('');
+}
+
+function fillRunSelects() {
+  for (const sel of [$('#gantt-run'), $('#inspect-run')]) {
+    sel.innerHTML = '';
+    state.runs.forEach((r, i) => sel.add(new Option(`${r.scenario.label}: ${r.summary.policy}`, String(i))));
+  }
+}
+
+export function renderResults() {
+  $('#results').hidden = false;
+  $('#inspector').hidden = false;
+  fillRunSelects();
+  fillJobPick();
+  renderSummary();
+  renderCharts();
+  const r = state.runs[0];
+  $('#inspect-index').value = Math.floor(r.rounds.length / 2);
+  inspect();
+}

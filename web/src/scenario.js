@@ -1,0 +1,152 @@
+// The scenario editor and the share link (#s=...).
+import { $, showError } from './util.js';
+import { state } from './state.js';
+import { fieldHelp, policyHelp } from './help.js';
+
+export const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
+  'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor', 'placement',
+  'sticky', 'sharing', 'type_blind', 'variability_blind'];
+
+const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind']);
+
+const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed',
+  'cross_node_factor', 'sharing']);
+
+function scenarioElements() {
+  return [...document.querySelectorAll('#scenarios .scenario')];
+}
+
+export function addScenario(values) {
+  const node = $('#scenario-template').content.firstElementChild.cloneNode(true);
+  const wl = node.querySelector('[name=workload]');
+  for (const w of state.catalog.workloads) wl.add(new Option(`${w.label} (${w.jobs} jobs)`, w.id));
+  wl.add(new Option('Uploaded file', 'upload'));
+  const pol = node.querySelector('[name=policy]');
+  for (const p of state.catalog.policies) {
+    const o = new Option(p, p);
+    o.title = policyHelp(state.catalog, p);
+    pol.add(o);
+  }
+  for (const [f, text] of Object.entries(fieldHelp(state.catalog))) node.querySelector(`[name=${f}]`).closest('label').title = text;
+  const help = node.querySelector('.policy-help');
+  const place = node.querySelector('[name=placement]');
+  for (const p of state.catalog.placements) place.add(new Option(p === 'default' ? 'default (the policy\'s own)' : p, p));
+  const sticky = node.querySelector('[name=sticky]');
+  // Only fixed-size policies place through the stage: for the others the
+  // controls are off (and read as default), as the CLI refuses --placement.
+  const showPolicy = () => {
+    const takes = state.catalog.placement_policies.includes(pol.value);
+    place.disabled = !takes;
+    sticky.disabled = !takes;
+    help.textContent = `${pol.value}: ${policyHelp(state.catalog, pol.value)}` +
+      (takes ? '' : ` (places jobs itself: no placement stage, which only ${state.catalog.placement_policies.join(', ')} take)`);
+  };
+  pol.addEventListener('change', showPolicy);
+  // sharing: absent from the defaults and from links made before it (1 = none).
+  const s = { sharing: 1, ...state.catalog.defaults, ...values };
+  if (!s.label) s.label = freshLabel();
+  for (const f of FIELDS) {
+    const el = node.querySelector(`[name=${f}]`);
+    if (BOOLEAN.has(f)) el.checked = Boolean(s[f]);
+    else el.value = s[f];
+  }
+  showPolicy();
+  node.upload = null;
+  node.querySelector('[name=upload]').addEventListener('change', async (ev) => {
+    const file = ev.target.files[0];
+    if (!file) return;
+    node.upload = { name: file.name, text: await file.text() };
+    wl.value = 'upload';
+    onEdit();
+  });
+  node.querySelector('.remove').addEventListener('click', () => {
+    if (scenarioElements().length > 1) node.remove();
+    onEdit();
+  });
+  node.addEventListener('input', onEdit);
+  $('#scenarios').append(node);
+  onEdit();
+}
+
+/// The first of A, B, ..., Z, A2, ... that no scenario uses (removing B of
+/// A, B, C used to give a second C).
+function freshLabel() {
+  const used = new Set(scenarioElements().map((el) => el.querySelector('[name=label]').value));
+  for (let n = 1; ; n++) {
+    for (let c = 0; c < 26; c++) {
+      const l = String.fromCharCode(65 + c) + (n > 1 ? n : '');
+      if (!used.has(l)) return l;
+    }
+  }
+}
+
+function readScenario(node) {
+  const s = {};
+  for (const f of FIELDS) {
+    const el = node.querySelector(`[name=${f}]`);
+    s[f] = BOOLEAN.has(f) ? el.checked : NUMERIC.has(f) ? Number(el.value) : el.value;
+  }
+  // A policy without the placement stage: the controls are off, read as default.
+  if (node.querySelector('[name=placement]').disabled) {
+    s.placement = 'default';
+    s.sticky = false;
+  }
+  if (s.workload === 'upload' && node.upload) s.upload = node.upload;
+  return s;
+}
+
+export function scenarios() {
+  return scenarioElements().map(readScenario);
+}
+
+export function encodeState() {
+  // Uploaded files stay out of links: they may be large and private.
+  const list = scenarios().map(({ upload, ...rest }) => rest);
+  return '#s=' + encodeURIComponent(JSON.stringify(list));
+}
+
+/// Scenarios from the share link; a link that cannot be read says so
+/// (it used to fall back to the defaults silently).
+export function decodeState() {
+  if (!location.hash) return null;
+  const m = location.hash.match(/^#s=(.*)$/);
+  const broken = (why) => {
+    showError(`This share link could not be read (${why}); showing the default scenario instead.`);
+    return null;
+  };
+  if (!m) return broken('it does not start with #s=');
+  let list;
+  try {
+    list = JSON.parse(decodeURIComponent(m[1]));
+  } catch (e) {
+    return broken(e.message);
+  }
+  if (!Array.isArray(list) || !list.length || !list.every((x) => x && typeof x === 'object')) {
+    return broken('it holds no list of scenarios');
+  }
+  const known = new Set(FIELDS);
+  const unknown = list.flatMap((x) => Object.keys(x)).filter((k) => !known.has(k));
+  if (unknown.length) return broken(`unknown field ${unknown[0]}`);
+  return list;
+}
+
+function onEdit() {
+  history.replaceState(null, '', encodeState());
+  // What-if view: mark each field that differs from the first scenario.
+  const els = scenarioElements();
+  const base = els.length ? readScenario(els[0]) : {};
+  for (const el of els.slice(1)) {
+    const s = readScenario(el);
+    for (const f of FIELDS) {
+      if (f === 'label') continue;
+      el.querySelector(`[name=${f}]`).classList.toggle('changed', s[f] !== base[f]);
+    }
+  }
+}
+
+/// A scenario's own checks, before the engine sees it: messages the engine
+/// would give as a JSON parser error (a negative seed is not a u64).
+export function precheck(s) {
+  if (!Number.isInteger(s.seed) || s.seed < 0) return `seed must be a whole number >= 0, got ${s.seed}`;
+  return null;
+}

@@ -12,7 +12,7 @@ use std::fmt;
 use gpuplan_core::{
     Cluster, Interference, ParamError, ParamField, Placement, PolicyParams, SharingPairs, Sticky,
 };
-use gpuplan_solve::{registry, PlanError, Planner};
+use gpuplan_solve::{registry, Planner};
 
 use crate::colocation::{gavel_jobs, ground_truth, GavelTable};
 use crate::engine::{IdleRounds, SimConfig};
@@ -281,27 +281,13 @@ impl SimScenario {
     pub fn planner(policy: &str, params: &PolicyParams) -> Result<Box<dyn Planner>, ScenarioError> {
         let planner = registry::create(policy).map_err(|e| ScenarioError {
             field: ScenarioField::Policy,
-            problem: match e {
-                PlanError::UnknownPlanner { name, valid } => {
-                    format!("unknown planner '{name}'; valid planners: {}", valid.join(", "))
-                }
-                other => other.to_string(),
-            },
+            problem: e.to_string(),
         })?;
         gpuplan_solve::pipeline::check_placement(planner.as_ref(), params).map_err(|e| ScenarioError {
             field: ScenarioField::Policy,
-            problem: format!("{policy}: {}", ParamErrorText(&e)),
+            problem: format!("{policy}: {} {}", e.field.key(), e.problem),
         })?;
         Ok(planner)
-    }
-}
-
-/// A placement error as part of a policy's: "placement 'pal' applies to …".
-struct ParamErrorText<'a>(&'a ParamError);
-
-impl fmt::Display for ParamErrorText<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.0.field.key(), self.0.problem)
     }
 }
 

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{Cluster, GpuType};
-use crate::job::{Allocation, JobId, JobState};
+use crate::job::{Allocation, GpuId, JobId, JobState};
 use crate::math::Libm;
 use crate::model::GoodputModel;
 use crate::variability::{PerfClass, RoundVariability};
@@ -646,6 +646,12 @@ pub struct Round {
     /// executor's own records live). Absent: the shipped curve, no pairs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub colocation: Option<crate::colocation::Colocation>,
+    /// GPUs that jobs outside the round hold (the daemon's jobs it does
+    /// not plan this round): no job of the round may be placed on one, so
+    /// a driver applies the plan's GPUs as planned instead of picking
+    /// others after validation. Absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserved: Vec<GpuId>,
 }
 
 /// `jobs[3] (name)`, the JSON path of a job in error messages.
@@ -669,6 +675,8 @@ struct RoundRepr {
     variability: Option<RoundVariability>,
     #[serde(default)]
     colocation: Option<crate::colocation::Colocation>,
+    #[serde(default)]
+    reserved: Vec<GpuId>,
 }
 
 impl From<RoundRepr> for Round {
@@ -680,6 +688,7 @@ impl From<RoundRepr> for Round {
             params: r.params,
             variability: r.variability,
             colocation: r.colocation,
+            reserved: r.reserved,
         };
         bind_round(&mut round);
         round
@@ -697,7 +706,7 @@ pub fn bind_round(round: &mut Round) {
     {
         let mut allocs: Vec<(&mut Allocation, Option<&Allocation>)> =
             jobs.iter_mut().map(|j| (&mut j.state.allocation, None)).collect();
-        crate::bind::bind_all(&round.cluster, &mut allocs);
+        crate::bind::bind_all(&round.cluster, &round.reserved, &mut allocs);
     }
     round.jobs = jobs;
 }
@@ -848,11 +857,19 @@ impl Round {
             }
         }
         self.check_pinned(&mut errs);
+        self.check_reserved(&mut errs);
         for (i, (u, n)) in used.iter().zip(&self.cluster.nodes).enumerate() {
-            if *u > n.gpus.saturating_mul(k) {
+            // A reserved GPU takes all its slots: no job of the round joins it.
+            let held = self.reserved.iter().filter(|g| g.node.0 as usize == i).count() as u32;
+            if *u > n.gpus.saturating_sub(held).saturating_mul(k) {
                 errs.push(format!(
-                    "cluster.nodes[{i}]: current allocations use {u} GPUs of {}",
-                    n.gpus
+                    "cluster.nodes[{i}]: current allocations use {u} GPUs of {}{}",
+                    n.gpus,
+                    if held > 0 {
+                        format!(" ({held} reserved)")
+                    } else {
+                        String::new()
+                    }
                 ));
             }
         }
@@ -898,6 +915,43 @@ impl Round {
     /// planner's to check against the other jobs it keeps).
     pub fn keepable(&self, job: &RoundJob) -> bool {
         !job.current().is_empty() && self.keep_problem(job).is_none()
+    }
+
+    /// Each reserved GPU is a named GPU of the cluster, listed once, that no
+    /// job of the round holds (a job outside the round holds it).
+    fn check_reserved(&self, errs: &mut Vec<String>) {
+        let mut seen = std::collections::HashSet::new();
+        for (i, g) in self.reserved.iter().enumerate() {
+            let at = format!("reserved[{i}]");
+            let Some(node) = self.cluster.nodes.get(g.node.0 as usize) else {
+                errs.push(format!("{at}: node {} does not exist", g.node.0));
+                continue;
+            };
+            if !g.is_bound() || g.index >= node.gpus {
+                errs.push(format!(
+                    "{at}: node {} ({}) has GPUs 0..{}; a reserved GPU is named [node, index]",
+                    g.node.0, node.name, node.gpus
+                ));
+                continue;
+            }
+            if !seen.insert(*g) {
+                errs.push(format!(
+                    "{at}: GPU {} of node {} is listed twice",
+                    g.index, g.node.0
+                ));
+            }
+            if let Some((k, j)) = self
+                .jobs
+                .iter()
+                .enumerate()
+                .find(|(_, j)| j.current().gpus().contains(g))
+            {
+                errs.push(format!(
+                    "{at}: GPU {} of node {} is held by jobs[{k}] ({}), a job of the round",
+                    g.index, g.node.0, j.name
+                ));
+            }
+        }
     }
 
     /// A pinned job (not preemptible, running) must keep its GPUs, so a
@@ -959,6 +1013,7 @@ pub(crate) fn test_round(jobs: Vec<RoundJob>) -> Round {
         params: PolicyParams::default(),
         variability: None,
         colocation: None,
+        reserved: Vec::new(),
     }
 }
 

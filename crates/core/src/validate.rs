@@ -68,6 +68,8 @@ pub enum Violation {
     MixedTypes { job: JobId, types: String },
     #[error("job {job:?} holds {counts} GPUs on its nodes; the round asks for the same count on each (even_nodes)")]
     UnevenNodes { job: JobId, counts: String },
+    #[error("job {job:?} uses GPU {index} of node {node}, which a job outside the round holds (reserved)")]
+    Reserved { job: JobId, node: u32, index: u32 },
 }
 
 /// Check a plan against the round: per-node and per-GPU capacity (a named
@@ -101,6 +103,17 @@ pub fn validate_under(
     // GPUs in use per node under sharing: distinct named GPUs plus unnamed
     // slots (each a GPU of its own: only a planner that names GPUs shares).
     let mut distinct = vec![0u32; n_nodes];
+    // A reserved GPU is in use on its node, whatever the round plans.
+    let mut reserved = crate::bind::GpuTable::new(&round.cluster, false);
+    for g in &round.reserved {
+        if let Some(r) = reserved.get_mut(*g) {
+            if !*r {
+                *r = true;
+                used[g.node.0 as usize] = used[g.node.0 as usize].saturating_add(1);
+                distinct[g.node.0 as usize] += 1;
+            }
+        }
+    }
     let mut sharers: crate::bind::GpuTable<Vec<usize>> = if k > 1 {
         crate::bind::GpuTable::new(&round.cluster, Vec::new())
     } else {
@@ -134,6 +147,14 @@ pub fn validate_under(
                     node: g.node.0,
                     index: g.index,
                     capacity: node.gpus,
+                });
+            } else if reserved.get_mut(*g).is_some_and(|r| *r) {
+                // Counted once on its node, as reserved.
+                used[g.node.0 as usize] -= 1;
+                errs.push(Violation::Reserved {
+                    job: id,
+                    node: g.node.0,
+                    index: g.index,
                 });
             } else if k > 1 {
                 if let Some(h) = sharers.get_mut(*g) {
@@ -522,6 +543,60 @@ mod tests {
                 capacity: 4
             }]
         ));
+    }
+
+    /// A GPU a job outside the round holds: refused by name, and counted on
+    /// its node for node-level slots; the round refuses one a job of the
+    /// round holds, one named twice and one that does not exist; the field
+    /// is written only when set, and read as absent from older files.
+    #[test]
+    fn reserved_gpus_are_refused_and_counted() {
+        let mut r = test_round(vec![job(0, true, Allocation::default())]);
+        r.reserved = vec![g(0, 1), g(0, 2), g(0, 3)];
+        r.check().unwrap();
+        let e = validate(&r, &plan(&[(0, Allocation::from_gpus(vec![g(0, 0), g(0, 1)]))])).unwrap_err();
+        assert_eq!(
+            e,
+            vec![Violation::Reserved {
+                job: JobId(0),
+                node: 0,
+                index: 1
+            }]
+        );
+        assert!(e[0].to_string().contains("outside the round"), "{}", e[0]);
+        validate(&r, &plan(&[(0, Allocation::from_gpus(vec![g(0, 0)]))])).unwrap();
+        let slots = Allocation::from_gpus(vec![GpuId::any_on(NodeId(0)), GpuId::any_on(NodeId(0))]);
+        let e = validate(&r, &plan(&[(0, slots)])).unwrap_err();
+        assert!(
+            matches!(
+                e[..],
+                [Violation::Capacity {
+                    node: 0,
+                    used: 5,
+                    capacity: 4
+                }]
+            ),
+            "{e:?}"
+        );
+
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.contains(r#""reserved":[[0,1],[0,2],[0,3]]"#), "{json}");
+        let back: Round = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.reserved, r.reserved);
+        r.reserved.clear();
+        assert!(!serde_json::to_string(&r).unwrap().contains("reserved"));
+
+        let mut bad = test_round(vec![job(0, true, Allocation::from_gpus(vec![g(1, 0)]))]);
+        bad.reserved = vec![g(1, 0), g(0, 2), g(0, 2), g(0, 9), g(5, 0)];
+        let e = bad.check().unwrap_err().join("\n");
+        for want in [
+            "reserved[0]: GPU 0 of node 1 is held by jobs[0] (j0)",
+            "reserved[2]: GPU 2 of node 0 is listed twice",
+            "reserved[3]: node 0 (a) has GPUs 0..4",
+            "reserved[4]: node 5 does not exist",
+        ] {
+            assert!(e.contains(want), "{want} in {e}");
+        }
     }
 
     #[test]

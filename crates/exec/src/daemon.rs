@@ -783,14 +783,8 @@ mod tests {
 
     /// Apply a hand-made plan as if the planner had returned it.
     fn apply_hand(d: &mut Daemon, prep: crate::round::Prepared, plan: gpuplan_core::Plan) {
-        d.apply(
-            prep,
-            Ok(Decision {
-                plan,
-                diff: Vec::new(),
-            }),
-        )
-        .unwrap();
+        let decision = Decision::new(&prep.round, plan);
+        d.apply(prep, Ok(decision)).unwrap();
     }
 
     /// A fresh state dir, a manual clock and a fake engine on that clock:
@@ -825,6 +819,41 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         panic!("job did not stop");
+    }
+
+    /// A job outside the round that still holds a GPU: the round carries
+    /// the GPU as reserved, the planner plans around it, and the daemon
+    /// applies the plan's very GPUs (it never picks others).
+    #[test]
+    fn gpus_held_outside_the_round_are_reserved_and_plans_applied_as_planned() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-reserved-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut d = daemon(&dir);
+        let (a, _) = d.submit(spec()).unwrap();
+        let (b, _) = d.submit(spec()).unwrap();
+        drop(d.prepare().unwrap());
+        let held = d.gpus()[0].uuid.clone();
+        let now = d.clock().now_unix_s();
+        let ja = d.jobs.get_mut(&a).unwrap();
+        ja.backoff_until_unix_s = now + 1e6;
+        ja.gpus = vec![held.clone()];
+        let prep = d.prepare().unwrap().unwrap();
+        assert_eq!(prep.round.reserved, vec![gpuplan_core::GpuId::new(NodeId(0), 0)]);
+        assert_eq!(prep.round.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![b]);
+        let mut planner = gpuplan_solve::registry::create("greedy").unwrap();
+        let decision = gpuplan_solve::run_round(planner.as_mut(), &prep.round, &Limits::default());
+        let planned: Vec<String> = {
+            let g = decision.as_ref().unwrap().plan.gpus_of(b).gpus().to_vec();
+            g.iter()
+                .map(|g| d.gpus()[g.index as usize].uuid.clone())
+                .collect()
+        };
+        assert!(!planned.is_empty(), "B runs");
+        d.apply(prep, decision.map_err(|e| e.to_string())).unwrap();
+        assert_eq!(d.jobs[&b].gpus, planned);
+        assert!(!d.jobs[&b].gpus.contains(&held));
+        assert_eq!(d.jobs[&a].gpus, vec![held]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use gpuplan_core::{
     Round,
 };
 use gpuplan_solve::agent::{round_job, FitMemo, JobFacts};
-use gpuplan_solve::{Decision, PlannerTraits};
+use gpuplan_solve::{Change, Decision, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Stopwatch;
@@ -298,6 +298,7 @@ impl Rounds {
         }
         let mut round_jobs = Vec::new();
         let mut targets = HashMap::new();
+        let mut reserved = Vec::new();
         for j in jobs.values_mut() {
             let active = match j.status {
                 JobStatus::Running => true,
@@ -305,6 +306,8 @@ impl Rounds {
                 _ => false,
             };
             if !active {
+                // Its GPUs are no round job's to take.
+                reserved.extend(j.gpus.iter().filter_map(|u| slot_of.get(u).copied()));
                 continue;
             }
             let alloc = Allocation::from_gpus(j.gpus.iter().map(|u| slot_of[u]).collect());
@@ -362,6 +365,7 @@ impl Rounds {
                 params,
                 variability: None,
                 colocation,
+                reserved,
             },
             node_gpus,
             targets,
@@ -388,12 +392,12 @@ impl Rounds {
             targets,
             mut stats,
         } = prep;
-        let plan = match decision {
+        let (plan, d_diff) = match decision {
             Ok(d) => {
                 // Once a round, on the round's jobs: one batch-size search
                 // per goodput job, small beside the plan itself.
                 stats.objective = Some(d.objective(&round)).filter(|o| o.is_finite());
-                d.plan
+                (d.plan, d.diff)
             }
             Err(e) => {
                 stats.status = Some("error".into());
@@ -409,90 +413,30 @@ impl Rounds {
         stats.plan_ms = plan.solve_ms;
         stats.status = Some(format!("{:?}", plan.status).to_lowercase());
         stats.gap = plan.gap.filter(|g| g.is_finite());
-        // Jobs whose plan differs and who are still as the round saw them.
-        let mut changed: Vec<(JobId, Allocation)> = Vec::new();
-        for rj in &round.jobs {
-            let Some(j) = jobs.get(&rj.id) else { continue };
-            let same_state = matches!(j.status, JobStatus::Queued | JobStatus::Running)
-                && targets.get(&rj.id) == Some(&j.gpus);
-            let new = plan.get(rj.id);
-            if same_state && !new.same_gpus(&rj.state.allocation) {
-                changed.push((rj.id, new));
-            }
-        }
-        let moving: BTreeSet<JobId> = changed.iter().map(|c| c.0).collect();
-        let held: BTreeSet<&String> = jobs
-            .values()
-            .filter(|j| !moving.contains(&j.id))
-            .flat_map(|j| j.gpus.iter())
-            .collect();
-        let mut pool: Vec<Vec<String>> = node_gpus
+        // The decision's changes, for jobs still as the round saw them (one
+        // that ended or crashed since keeps its new state).
+        let changed: Vec<(JobId, Allocation)> = d_diff
             .iter()
-            .map(|gs| gs.iter().filter(|u| !held.contains(u)).cloned().collect())
+            .filter(|c| !matches!(c.change, Change::Keep | Change::Wait))
+            .filter(|c| {
+                jobs.get(&c.job).is_some_and(|j| {
+                    matches!(j.status, JobStatus::Queued | JobStatus::Running)
+                        && targets.get(&c.job) == Some(&j.gpus)
+                })
+            })
+            .map(|c| (c.job, plan.get(c.job)))
             .collect();
-        // With sharing, a planned GPU that jobs already hold may be joined
-        // when the plan puts every one of them there too (the pipeline
-        // validated its occupancy and memory).
-        let per_gpu = round.params.sharing.max(1) as usize;
-        let mut planned_on: HashMap<&String, BTreeSet<JobId>> = HashMap::new();
-        for rj in &round.jobs {
-            for g in plan.get(rj.id).gpus() {
-                if let Some(u) = node_gpus
-                    .get(g.node.0 as usize)
-                    .and_then(|n| n.get(g.index as usize))
-                {
-                    planned_on.entry(u).or_default().insert(rj.id);
-                }
-            }
-        }
-        let mut holders: HashMap<String, Vec<JobId>> = HashMap::new();
-        for j in jobs.values().filter(|j| !moving.contains(&j.id)) {
-            for u in &j.gpus {
-                holders.entry(u.clone()).or_default().push(j.id);
-            }
-        }
         let mut stops = Vec::new();
         for (id, alloc) in &changed {
             let Some(j) = jobs.get_mut(id) else { continue };
             let per_node = alloc.per_node();
-            let mut picked = Vec::new();
-            for &(n, k) in &per_node {
-                let free = &mut pool[n.0 as usize];
-                // The planned GPUs, unless a job outside the round still
-                // holds one; then another free GPU of the node.
-                let planned: Vec<&String> = alloc
-                    .gpus()
-                    .iter()
-                    .filter(|g| g.node == n)
-                    .filter_map(|g| node_gpus[n.0 as usize].get(g.index as usize))
-                    .collect();
-                let joinable = |u: &String| {
-                    per_gpu > 1
-                        && holders.get(u).is_some_and(|h| {
-                            h.len() < per_gpu
-                                && h.iter().all(|x| planned_on.get(u).is_some_and(|p| p.contains(x)))
-                        })
-                };
-                let mut mine: Vec<String> = planned
-                    .iter()
-                    .filter(|u| free.contains(u) || joinable(u))
-                    .map(|u| (*u).clone())
-                    .collect();
-                mine.truncate(k as usize);
-                for u in free.iter() {
-                    if mine.len() as u32 >= k {
-                        break;
-                    }
-                    if !mine.contains(u) {
-                        mine.push(u.clone());
-                    }
-                }
-                free.retain(|u| !mine.contains(u));
-                for u in &mine {
-                    holders.entry(u.clone()).or_default().push(*id);
-                }
-                picked.extend(mine);
-            }
+            // The plan's very GPUs: the pipeline validated them against the
+            // round, whose `reserved` holds every GPU a job outside it holds.
+            let picked: Vec<String> = alloc
+                .gpus()
+                .iter()
+                .filter_map(|g| node_gpus.get(g.node.0 as usize)?.get(g.index as usize).cloned())
+                .collect();
             let had = !j.gpus.is_empty() || j.live();
             j.gpus = picked;
             if j.gpus.is_empty() {

@@ -61,14 +61,8 @@ fn give(d: &mut Daemon, id: JobId, k: u32) {
     plan.allocations
         .insert(id, Allocation::from_counts(&[(NodeId(0), k)]));
     gpuplan_core::bind_plan(&prep.round, &mut plan);
-    d.apply(
-        prep,
-        Ok(Decision {
-            plan,
-            diff: Vec::new(),
-        }),
-    )
-    .unwrap();
+    let decision = Decision::new(&prep.round, plan);
+    d.apply(prep, Ok(decision)).unwrap();
     d.tick().unwrap();
 }
 

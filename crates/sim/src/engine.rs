@@ -523,6 +523,7 @@ impl<'a> World<'a> {
                     measured.unwrap_or_default(),
                 )
             }),
+            reserved: Vec::new(),
         };
         Ok(World {
             cfg,

@@ -156,6 +156,7 @@ pub fn generate_round(
         params: PolicyParams::default(),
         variability: None,
         colocation: None,
+        reserved: Vec::new(),
     }
 }
 

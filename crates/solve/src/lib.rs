@@ -25,6 +25,7 @@ pub mod placements;
 pub mod planners;
 pub(crate) mod pools;
 pub mod registry;
+mod reserve;
 #[cfg(test)]
 mod sharing_tests;
 pub mod solver;

@@ -59,6 +59,20 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// A plan and each round job's change under it (a bound plan, checked
+    /// by the caller: [`run_round`] is the one that validates).
+    pub fn new(round: &Round, plan: Plan) -> Self {
+        let diff = round
+            .jobs
+            .iter()
+            .map(|j| JobChange {
+                job: j.id,
+                change: change(&j.state.allocation, plan.gpus_of(j.id)),
+            })
+            .collect();
+        Decision { plan, diff }
+    }
+
     /// The plan's objective, the one evaluation every planner is judged by.
     /// On demand: the simulator does not need it every round, and for
     /// goodput jobs it costs a batch-size search per job.
@@ -215,8 +229,25 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     if round.params.variability_blind {
         round.to_mut().variability = None;
     }
-    let mut plan = crate::run_planner(planner, &round, limits)?;
-    bind_plan(&round, &mut plan);
+    let mut plan = match crate::reserve::hide(&round) {
+        None => {
+            let mut plan = crate::run_planner(planner, &round, limits)?;
+            bind_plan(&round, &mut plan);
+            plan
+        }
+        // Every GPU reserved: no job of the round can run, nothing to solve.
+        Some(h) if h.round.cluster.nodes.is_empty() => {
+            let mut plan = Plan::new(planner.name(), gpuplan_core::PlanStatus::Optimal);
+            plan.reason = Some("every GPU is reserved by jobs outside the round".into());
+            plan
+        }
+        Some(h) => {
+            let mut plan = crate::run_planner(planner, &h.round, limits)?;
+            bind_plan(&h.round, &mut plan);
+            h.restore(&mut plan);
+            plan
+        }
+    };
     if round.params.even_nodes {
         even_out(&round, &mut plan);
     }
@@ -226,15 +257,7 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
             violations: v,
         });
     }
-    let diff = round
-        .jobs
-        .iter()
-        .map(|j| JobChange {
-            job: j.id,
-            change: change(&j.state.allocation, plan.gpus_of(j.id)),
-        })
-        .collect();
-    Ok(Decision { plan, diff })
+    Ok(Decision::new(&round, plan))
 }
 
 #[cfg(test)]

@@ -181,6 +181,7 @@ fn build(
         },
         variability: None,
         colocation: None,
+        reserved: Vec::new(),
     };
     gpuplan_core::bind_round(&mut round);
     if tidy {

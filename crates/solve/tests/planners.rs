@@ -66,6 +66,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
         },
         variability: None,
         colocation: None,
+        reserved: Vec::new(),
     };
     // Pinned multi-node jobs must not already share a node when the rule is on.
     if interference == Interference::Avoid {
@@ -169,6 +170,52 @@ proptest! {
         for name in ["greedy", "mip-aggregate", "mip-aggregate-microlp", "mip-exact-microlp", "pollux-ga"] {
             let other = evaluate(&round, &plan(name, &round, 0));
             prop_assert!(best >= other - 1e-6 * other.abs().max(1.0), "{}: {} > mip-exact {}", name, other, best);
+        }
+    }
+}
+
+/// `round` with some of its free GPUs reserved (held by jobs outside it):
+/// `pick[i]` reserves the i-th free GPU, in node and index order.
+fn reserve(mut round: Round, pick: &[bool]) -> Round {
+    gpuplan_core::bind_round(&mut round);
+    let held: std::collections::BTreeSet<gpuplan_core::GpuId> = round
+        .jobs
+        .iter()
+        .flat_map(|j| j.state.allocation.gpus().to_vec())
+        .collect();
+    let free = round
+        .cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(n, node)| (0..node.gpus).map(move |i| gpuplan_core::GpuId::new(NodeId(n as u32), i)));
+    round.reserved = free
+        .filter(|g| !held.contains(g))
+        .zip(pick)
+        .filter_map(|(g, &p)| p.then_some(g))
+        .collect();
+    round
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, .. ProptestConfig::default() })]
+
+    /// GPUs held by jobs outside the round (`reserved`): every planner's
+    /// plan leaves them alone (the validator refuses a plan that uses one),
+    /// and a round whose free GPUs are all reserved still plans.
+    #[test]
+    fn every_planner_leaves_reserved_gpus_alone(
+        round in (1u32..4, 1u32..5).prop_flat_map(|(n, g)| check_round(n, g, 6)),
+        pick in prop::collection::vec(any::<bool>(), 16),
+    ) {
+        let round = reserve(round, &pick);
+        round.check().unwrap();
+        for name in registry::names() {
+            let a = plan(name, &round, 3);
+            validates(name, &round, &a);
+            for g in a.allocations.values().flat_map(|a| a.gpus()) {
+                prop_assert!(!round.reserved.contains(g), "{} placed a job on reserved {:?}", name, g);
+            }
         }
     }
 }

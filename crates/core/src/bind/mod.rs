@@ -33,7 +33,7 @@ pub fn bind_plan(round: &Round, plan: &mut Plan) {
         .iter_mut()
         .map(|(id, a)| (a, current.get(id).copied()))
         .collect();
-    bind_all(&round.cluster, &mut allocs);
+    bind_all(&round.cluster, &round.reserved, &mut allocs);
 }
 
 #[cfg(test)]
@@ -68,6 +68,7 @@ mod tests {
             params: PolicyParams::default(),
             variability: None,
             colocation: None,
+            reserved: Vec::new(),
         };
         bind_round(&mut r);
         assert_eq!(r.jobs[0].state.allocation.gpus(), &[g(0, 1), g(0, 2)]);
@@ -87,6 +88,7 @@ mod tests {
             params: PolicyParams::default(),
             variability: None,
             colocation: None,
+            reserved: Vec::new(),
         };
         let mut plan = Plan::new("t", PlanStatus::Feasible);
         // Job 1 grows to 2 GPUs, job 0 keeps its count: both at node level.

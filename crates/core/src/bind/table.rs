@@ -77,8 +77,16 @@ impl Taken {
 /// them is reserved; `own` gives each allocation's preferred GPUs (its job's
 /// current ones), tried before the lowest free index. Slots that cannot be
 /// bound (the node is full) stay unnamed: the validator reports the node.
-pub(crate) fn bind_all(cluster: &Cluster, allocs: &mut [(&mut Allocation, Option<&Allocation>)]) {
+pub(crate) fn bind_all(
+    cluster: &Cluster,
+    reserved: &[crate::GpuId],
+    allocs: &mut [(&mut Allocation, Option<&Allocation>)],
+) {
     let mut taken = Taken::new(cluster);
+    // GPUs jobs outside the round hold are never named for one inside it.
+    for g in reserved {
+        taken.take(*g);
+    }
     for (a, _) in allocs.iter() {
         for g in a.gpus().iter().filter(|g| g.is_bound()) {
             taken.take(*g);

@@ -250,6 +250,7 @@ pub(crate) mod testutil {
             },
             variability: None,
             colocation: None,
+            reserved: Vec::new(),
         }
     }
 

@@ -1,4 +1,5 @@
-//! One file per policy. Shared helpers for fixed-size policies live here.
+//! One file per policy (a folder where a policy has seams of its own:
+//! `pollux_ga`). Shared helpers for fixed-size policies live here.
 
 pub mod fifo;
 pub mod greedy;

@@ -98,8 +98,9 @@ pub enum ClusterCmd {
         /// `nvml` (this machine's GPUs) or `fake:NODESxGPUS`, as `serve --devices`.
         #[arg(long, default_value = "nvml")]
         devices: String,
-        /// `slurm`: the partition's nodes from `sinfo`, as `serve --engine slurm` sees them.
-        #[arg(long, default_value = "local")]
+        /// The engine whose device source to show, as `serve --engine`
+        /// (`slurm`: the partition's nodes from `sinfo`).
+        #[arg(long, default_value = "local", value_parser = crate::serve::engine_names())]
         engine: String,
         /// The Slurm partition (with `--engine slurm`).
         #[arg(long)]

@@ -31,12 +31,14 @@ pub fn show(devices: &str, engine: &str, partition: Option<&str>, format: Format
     let state = std::env::temp_dir();
     let (mut d, _) = gpuplan_exec::engine::backends(
         engine,
-        devices,
-        partition,
-        std::time::Duration::from_secs(20),
-        &state,
-        1,
-        std::sync::Arc::new(gpuplan_exec::clock::SystemClock),
+        &gpuplan_exec::engine::EngineArgs {
+            devices,
+            partition,
+            slurm_timeout: std::time::Duration::from_secs(20),
+            state_dir: &state,
+            sharing: 1,
+            clock: std::sync::Arc::new(gpuplan_exec::clock::SystemClock),
+        },
     )?;
     let gpus = d.collect()?;
     let dc = gpuplan_exec::round::device_cluster(&gpus);

@@ -56,10 +56,9 @@ pub struct ServeArgs {
     /// `nvml` (this machine's GPUs) or `fake:NODESxGPUS` (simulated, e.g. fake:2x4).
     #[arg(long, default_value = "nvml")]
     pub devices: String,
-    /// How jobs are run: `local` (process groups on this machine) or `slurm`
-    /// (held batch jobs in `--partition`, placed and run by Slurm; the
-    /// cluster then comes from `sinfo`, not `--devices`).
-    #[arg(long, default_value = "local")]
+    /// How jobs are run (each engine brings its device source: `slurm`
+    /// takes the cluster from `sinfo`, not `--devices`).
+    #[arg(long, default_value = "local", value_parser = engine_names())]
     pub engine: String,
     /// The Slurm partition gpuplan plans (with `--engine slurm`).
     #[arg(long)]
@@ -120,9 +119,6 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         )
         .with_writer(std::io::stderr)
         .try_init();
-    if a.interval.is_zero() {
-        bail!("--interval must be > 0");
-    }
     let state = a.state.unwrap_or_else(default_state_dir);
     let mut cfg = gpuplan_exec::Config::new(state, &a.planner);
     cfg.interval_s = a.interval.as_secs_f64();
@@ -135,22 +131,23 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
         cfg.params.sharing = k;
     }
     cfg.params.sharing_pairs = a.sharing_pairs.into();
-    // Core's one check of the params; only the flag names are ours.
-    if let Err(errs) = cfg.params.check(false) {
+    cfg.mps = a.mps;
+    // The executor's one check of its settings; only the flag names are ours.
+    if let Err(errs) = cfg.check() {
+        use gpuplan_core::ParamField;
+        use gpuplan_exec::ConfigField;
         let lines: Vec<String> = errs
             .iter()
             .map(|e| match e.field {
-                gpuplan_core::ParamField::RestartPenalty => format!("--restart-penalty: {}", e.problem),
-                gpuplan_core::ParamField::Sharing => format!("--sharing: {}", e.problem),
+                ConfigField::Param(ParamField::RestartPenalty) => format!("--restart-penalty: {}", e.problem),
+                ConfigField::Param(ParamField::Sharing) => format!("--sharing: {}", e.problem),
+                ConfigField::Interval => format!("--interval: {}", e.problem),
+                ConfigField::Mps => format!("--mps: {}", e.problem),
                 _ => e.to_string(),
             })
             .collect();
         bail!("{}", lines.join("; "));
     }
-    if a.mps.is_some() && cfg.params.sharing < 2 {
-        bail!("--mps needs --sharing: without sharing no two jobs run on one GPU");
-    }
-    cfg.mps = a.mps;
     let token = std::env::var("GPUPLAN_TOKEN").ok();
     gpuplan_exec::serve_blocking(
         gpuplan_exec::ServeConfig {
@@ -314,4 +311,13 @@ pub fn logs(client: ClientArgs, id: u32, lines: usize, rank: u32) -> Result<Exit
         println!("{}", l.as_str().unwrap_or_default());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--engine`'s values and their help, from the engine registry.
+pub fn engine_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        gpuplan_exec::engine::REGISTRY
+            .iter()
+            .map(|e| clap::builder::PossibleValue::new(e.name).help(e.description)),
+    )
 }

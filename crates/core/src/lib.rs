@@ -39,8 +39,8 @@ pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
 pub use plan::{Plan, PlanStatus};
 pub use report::{JobGpus, JobVariability, PlanReport};
 pub use round::{
-    check_p, Interference, Oracle, ParamError, ParamField, Placement, PolicyParams, Priority, Round,
-    RoundJob, SharingPairs, Sticky, TypedModel,
+    check_p, Interference, NodeCounts, Oracle, ParamError, ParamField, Placement, PolicyParams, Priority,
+    RestartCharge, Round, RoundJob, SharingPairs, Sight, Sticky, TypedModel,
 };
 pub use validate::{validate, validate_under, Violation};
 pub use variability::{PerfClass, RoundVariability};

@@ -62,7 +62,9 @@ pub fn fair_goodput(m: &GoodputModel, fair: (u32, u32)) -> f64 {
 /// is younger than its penalty, pays nothing: 1.
 pub fn restart_factor(job: &RoundJob, params: &PolicyParams) -> f64 {
     let delta = job.restart_penalty_s.unwrap_or(params.restart_penalty_s);
-    if params.spare_waiting && (job.state.allocation.is_empty() || job.state.age_s < delta) {
+    if params.spare_waiting == crate::RestartCharge::HoldersOnly
+        && (job.state.allocation.is_empty() || job.state.age_s < delta)
+    {
         return 1.0;
     }
     let d = delta * params.restart_weight;

@@ -45,8 +45,8 @@ pub struct PolicyParams {
     /// managers such as Slurm allocate one GPU count per node for a job, so
     /// a round applied through them must not plan 4+2. Off by default;
     /// absent from older round files.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub even_nodes: bool,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub even_nodes: NodeCounts,
     /// How fixed-size policies (fifo, srtf, tiresias, ...) choose GPUs for
     /// the jobs they run. Absent: each policy's own placement, as before.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -72,8 +72,8 @@ pub struct PolicyParams {
     /// Charge the restart factor only to a job that holds GPUs and is
     /// older than its restart penalty (Sia's rule): a waiting job has no
     /// allocation to lose. Absent: off (Pollux charges every change).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub spare_waiting: bool,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub spare_waiting: RestartCharge,
     /// Least-attained-service priority blended into the goodput mean
     /// (`gpuplan-mip`). Absent: off, Pollux's objective.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -95,15 +95,15 @@ pub struct PolicyParams {
     /// planner ([`RoundJob::blind`]); jobs still never mix types, and the
     /// simulator still runs them at their true speed. For comparisons with
     /// type-aware planners (Sia's). Absent: off, types known.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub type_blind: bool,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub type_blind: Sight,
     /// Plan without knowing per-GPU variability: the pipeline hides the
     /// round's `variability` from the planner (and its placement stage), so
     /// every GPU of a type is valued alike; the simulator still runs jobs at
     /// their true slowdowns. For measuring what seeing variability is worth.
     /// Absent: off.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub variability_blind: bool,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub variability_blind: Sight,
 }
 
 /// Which job pairs may share a GPU. Lucid shares only pairs it has
@@ -176,6 +176,71 @@ fn is_one(v: &f64) -> bool {
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
+
+/// Behaviour switches that round files write as `true`/`false` (their form
+/// since each key existed), named in code by what they select.
+macro_rules! bool_switch {
+    ($(#[$m:meta])* $name:ident { $(#[$fm:meta])* $off:ident, $(#[$tm:meta])* $on:ident $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+        #[serde(from = "bool", into = "bool")]
+        pub enum $name {
+            $(#[$fm])*
+            #[default]
+            $off,
+            $(#[$tm])*
+            $on,
+        }
+
+        impl From<bool> for $name {
+            fn from(on: bool) -> Self {
+                if on {
+                    $name::$on
+                } else {
+                    $name::$off
+                }
+            }
+        }
+
+        impl From<$name> for bool {
+            fn from(v: $name) -> bool {
+                v == $name::$on
+            }
+        }
+    };
+}
+
+bool_switch!(
+    /// How a multi-node job's GPUs split over its nodes (`even_nodes`).
+    NodeCounts {
+        /// Any split (4+2 is fine).
+        Any,
+        /// The same count on each node (`true`): Slurm's one count per node.
+        Even,
+    }
+);
+
+bool_switch!(
+    /// Who is charged the restart factor (`spare_waiting`).
+    RestartCharge {
+        /// Every job whose allocation changes (Pollux).
+        Every,
+        /// Only a job that holds GPUs and is older than its restart penalty
+        /// (`true`, Sia's rule).
+        HoldersOnly,
+    }
+);
+
+bool_switch!(
+    /// Whether planners see something the round knows (`type_blind`,
+    /// `variability_blind`): hidden by the pipeline when `true`.
+    Sight {
+        /// The planner sees it.
+        Seen,
+        /// The pipeline hides it from the planner (`true`).
+        Hidden,
+    }
+);
 
 /// The placement stage of fixed-size policies (PAL's placements).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -454,17 +519,17 @@ impl Default for PolicyParams {
             interference: Interference::Avoid,
             exploration_factor: 2,
             max_nodes_per_job: 16,
-            even_nodes: false,
+            even_nodes: NodeCounts::Any,
             placement: Placement::Default,
             sticky: Sticky::Replace,
             restart_weight: 1.0,
             left_out_cost: 0.0,
-            spare_waiting: false,
+            spare_waiting: RestartCharge::Every,
             priority: Priority::default(),
             sharing: 1,
             sharing_pairs: SharingPairs::All,
-            type_blind: false,
-            variability_blind: false,
+            type_blind: Sight::Seen,
+            variability_blind: Sight::Seen,
         }
     }
 }
@@ -1035,6 +1100,32 @@ mod tests {
 
     fn load(jobs: &[String]) -> Round {
         serde_json::from_str(&ROUND.replace("JOBS", &jobs.join(","))).unwrap()
+    }
+
+    /// The four behaviour switches are enums in code and `true`/`false` in
+    /// files, as they always were: read from either, written on only.
+    #[test]
+    fn behaviour_switches_read_and_write_as_booleans() {
+        let on: PolicyParams = serde_json::from_str(
+            r#"{"p": -1, "restart_penalty_s": 30, "interference": "avoid", "exploration_factor": 2,
+                "max_nodes_per_job": 16, "even_nodes": true, "spare_waiting": true, "type_blind": true,
+                "variability_blind": true}"#,
+        )
+        .unwrap();
+        assert_eq!(on.even_nodes, NodeCounts::Even);
+        assert_eq!(on.spare_waiting, RestartCharge::HoldersOnly);
+        assert_eq!(
+            (on.type_blind, on.variability_blind),
+            (Sight::Hidden, Sight::Hidden)
+        );
+        let text = serde_json::to_string(&on).unwrap();
+        for key in ["even_nodes", "spare_waiting", "type_blind", "variability_blind"] {
+            assert!(text.contains(&format!(r#""{key}":true"#)), "{key} in {text}");
+        }
+        let off: PolicyParams = serde_json::from_str(&text.replace("true", "false")).unwrap();
+        assert_eq!(off, PolicyParams::default());
+        assert!(!serde_json::to_string(&off).unwrap().contains("blind"));
+        assert!(serde_json::from_str::<PolicyParams>(&text.replace("true", "\"Even\"")).is_err());
     }
 
     /// Rounds without variability or a placement write exactly what they

@@ -206,7 +206,10 @@ pub fn validate_under(
                 max: params.max_nodes_per_job,
             });
         }
-        if params.even_nodes && nodes > 1 && !alloc.same_gpus(&job.state.allocation) {
+        if params.even_nodes == crate::NodeCounts::Even
+            && nodes > 1
+            && !alloc.same_gpus(&job.state.allocation)
+        {
             let counts: Vec<u32> = alloc.per_node().iter().map(|&(_, k)| k).collect();
             if counts.iter().any(|&k| k != counts[0]) {
                 errs.push(Violation::UnevenNodes {

@@ -35,7 +35,7 @@ pub struct ServeConfig {
     pub daemon: Config,
     /// `nvml` or `fake:NxG`.
     pub devices: String,
-    /// Engine name (see [`crate::engine::ENGINES`]).
+    /// Engine name (one of [`crate::engine::REGISTRY`]).
     pub engine: String,
     /// The Slurm partition gpuplan plans (`--engine slurm`).
     pub partition: Option<String>,
@@ -304,12 +304,14 @@ pub async fn serve(
     let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::SystemClock);
     let (devices, engine) = crate::engine::backends(
         &cfg.engine,
-        &cfg.devices,
-        cfg.partition.as_deref(),
-        cfg.slurm_timeout,
-        &cfg.daemon.state_dir,
-        cfg.daemon.params.sharing,
-        clock.clone(),
+        &crate::engine::EngineArgs {
+            devices: &cfg.devices,
+            partition: cfg.partition.as_deref(),
+            slurm_timeout: cfg.slurm_timeout,
+            state_dir: &cfg.daemon.state_dir,
+            sharing: cfg.daemon.params.sharing,
+            clock: clock.clone(),
+        },
     )?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await

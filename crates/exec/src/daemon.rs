@@ -81,7 +81,74 @@ impl Config {
             mps: None,
         }
     }
+
+    /// The settings' one check, every problem at once: core's check of the
+    /// params, a round interval > 0, and MPS only with sharing. `serve`
+    /// names each field by its flag; [`Daemon::open`] refuses a config
+    /// that fails it.
+    pub fn check(&self) -> Result<(), Vec<ConfigError>> {
+        let mut errs: Vec<ConfigError> = match self.params.check(false) {
+            Ok(()) => Vec::new(),
+            Err(e) => e
+                .into_iter()
+                .map(|e| ConfigError {
+                    field: ConfigField::Param(e.field),
+                    problem: e.problem,
+                })
+                .collect(),
+        };
+        if !(self.interval_s > 0.0 && self.interval_s.is_finite()) {
+            errs.push(ConfigError {
+                field: ConfigField::Interval,
+                problem: "must be > 0".into(),
+            });
+        }
+        if self.mps.is_some() && self.params.sharing < 2 {
+            errs.push(ConfigError {
+                field: ConfigField::Mps,
+                problem: "needs --sharing: without sharing no two jobs run on one GPU".into(),
+            });
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs)
+        }
+    }
 }
+
+/// Which setting of a [`Config`] a problem is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigField {
+    /// A round parameter (core's field).
+    Param(gpuplan_core::ParamField),
+    /// `interval_s`.
+    Interval,
+    /// `mps`.
+    Mps,
+}
+
+/// One problem of a [`Config`]: its field and what is wrong, worded to
+/// follow the field's name (`serve` puts its flag in front). Displays with
+/// the field's key: `interval_s: must be > 0`, `params.sharing: …`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub field: ConfigField,
+    pub problem: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.field {
+            ConfigField::Param(p) => write!(f, "params.{}: {}", p.key(), self.problem),
+            ConfigField::Interval => write!(f, "interval_s: {}", self.problem),
+            ConfigField::Mps => write!(f, "mps: {}", self.problem),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 /// Journal line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -196,6 +263,10 @@ impl Daemon {
         engine: Box<dyn Engine>,
         clock: Arc<dyn Clock>,
     ) -> Result<Daemon, ExecError> {
+        if let Err(errs) = cfg.check() {
+            let lines: Vec<String> = errs.iter().map(ToString::to_string).collect();
+            return Err(ExecError::Config(lines.join("; ")));
+        }
         let dir = &cfg.state_dir;
         std::fs::create_dir_all(dir.join("jobs")).map_err(|source| ExecError::Io {
             context: format!("create state directory {}", dir.display()),
@@ -245,7 +316,7 @@ impl Daemon {
         let now = self.clock.now_unix_s();
         let mut orders = Vec::new();
         for j in self.jobs.values_mut() {
-            if let Some(id) = j.slurm_job {
+            if let Some(id) = j.engine_id {
                 self.sup.engine_mut().known(j.id, id);
             }
             orders.extend(self.sup.recover(j, now));
@@ -318,14 +389,14 @@ impl Daemon {
         let done: Vec<JobId> = self
             .jobs
             .values()
-            .filter(|j| j.status.is_final() && !j.live() && j.slurm_job.is_some())
+            .filter(|j| j.status.is_final() && !j.live() && j.engine_id.is_some())
             .map(|j| j.id)
             .collect();
         let mut saved = Vec::new();
         for id in done {
             match self.sup.engine_mut().retire(id) {
                 Ok(()) => {
-                    self.jobs.get_mut(&id).expect("listed").slurm_job = None;
+                    self.jobs.get_mut(&id).expect("listed").engine_id = None;
                     saved.push(id);
                 }
                 Err(e) => tracing::warn!("job {}: {e}; retried next round", id.0),
@@ -336,7 +407,7 @@ impl Daemon {
 
     /// Whether rounds must give multi-node jobs one GPU count per node.
     pub fn even_nodes(&self) -> bool {
-        self.cfg.params.even_nodes || self.sup.engine().even_nodes()
+        self.cfg.params.even_nodes == gpuplan_core::NodeCounts::Even || self.sup.engine().even_nodes()
     }
 
     fn enter(
@@ -371,7 +442,7 @@ impl Daemon {
             agent: Agent::default(),
             last_log: Vec::new(),
             finished_unix_s: None,
-            slurm_job: queued,
+            engine_id: queued,
             sharing: Default::default(),
         };
         self.jobs.insert(id, job);
@@ -572,7 +643,7 @@ impl Daemon {
         self.save(&collected.journal)?;
         self.sup.send(std::mem::take(&mut collected.stops));
         let params = PolicyParams {
-            even_nodes: self.even_nodes(),
+            even_nodes: self.even_nodes().into(),
             ..self.cfg.params
         };
         let colocation = (self.cfg.params.sharing > 1).then(|| self.colocation());
@@ -819,6 +890,42 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         panic!("job did not stop");
+    }
+
+    /// The settings' one check: every problem at once, each with its field,
+    /// and a daemon refuses to open on them.
+    #[test]
+    fn a_config_is_checked_once_with_every_problem() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-cfg-{}", std::process::id()));
+        let mut cfg = Config::new(dir.clone(), "greedy");
+        cfg.check().unwrap();
+        cfg.interval_s = 0.0;
+        cfg.mps = Some("/mps".into());
+        cfg.params.restart_penalty_s = -1.0;
+        let errs = cfg.check().unwrap_err();
+        let fields: Vec<ConfigField> = errs.iter().map(|e| e.field).collect();
+        assert_eq!(
+            fields,
+            vec![
+                ConfigField::Param(gpuplan_core::ParamField::RestartPenalty),
+                ConfigField::Interval,
+                ConfigField::Mps
+            ]
+        );
+        assert_eq!(errs[1].to_string(), "interval_s: must be > 0");
+        let e = Daemon::open(
+            cfg,
+            Box::new(FakeDevices::new(1, 1)),
+            Box::new(LocalEngine::new(&dir)),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.contains("params.restart_penalty_s") && e.contains("mps: needs --sharing"),
+            "{e}"
+        );
+        assert!(!dir.exists(), "nothing written");
     }
 
     /// A job outside the round that still holds a GPU: the round carries

@@ -5,14 +5,13 @@
 //! written down; its journaled form stays the previous release's.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use gpuplan_core::{BatchLimits, GoodputModel, JobId};
 use gpuplan_solve::agent::{Agent, BatchTarget, FitMemo};
 use gpuplan_solve::PlannerTraits;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Handle, RankProc};
+use crate::engine::Handle;
 use crate::spec::JobSubmission;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,11 +98,10 @@ impl Attempt {
 pub struct AttemptWire {
     pub n: u32,
     pub gpus: Vec<String>,
-    pub dir: PathBuf,
     pub launched: bool,
-    pub ranks: Vec<RankProc>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm_job: Option<u64>,
+    /// `dir`, `ranks` and the engine's own keys, as the journal has them.
+    #[serde(flatten)]
+    pub handle: Handle,
     #[serde(default)]
     pub term_sent_unix_s: Option<f64>,
     #[serde(default)]
@@ -131,11 +129,7 @@ impl From<AttemptWire> for Attempt {
         Attempt {
             n: w.n,
             gpus: w.gpus,
-            handle: Handle {
-                dir: w.dir,
-                ranks: w.ranks,
-                slurm_job: w.slurm_job,
-            },
+            handle: w.handle,
             life,
             started_unix_s: w.started_unix_s,
         }
@@ -156,10 +150,8 @@ impl From<Attempt> for AttemptWire {
         AttemptWire {
             n: a.n,
             gpus: a.gpus,
-            dir: a.handle.dir,
             launched,
-            ranks: a.handle.ranks,
-            slurm_job: a.handle.slurm_job,
+            handle: a.handle,
             term_sent_unix_s: term,
             kill_sent: killed,
             crashed,
@@ -201,9 +193,11 @@ pub struct JobRecord {
     pub agent: Agent,
     pub last_log: Vec<String>,
     pub finished_unix_s: Option<f64>,
-    /// The job's id in the engine's queue (Slurm job id), while it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm_job: Option<u64>,
+    /// The job's id in the engine's queue (Slurm job id), while it has
+    /// one; opaque to the daemon. Journaled as `slurm_job`, its name since
+    /// the Slurm engine's first release.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "slurm_job")]
+    pub engine_id: Option<u64>,
     /// What sharing has measured of the job (absent from older journals).
     #[serde(default, skip_serializing_if = "SharingRecord::is_empty")]
     pub sharing: SharingRecord,

@@ -30,16 +30,21 @@ pub mod journal;
 pub mod metrics;
 pub mod nvml;
 pub mod round;
-pub mod slurm;
 pub mod spec;
 pub mod supervise;
 
 pub use api::{serve, serve_blocking, ServeConfig};
-pub use daemon::{Config, Daemon, SharedDaemon};
+pub use daemon::{Config, ConfigError, ConfigField, Daemon, SharedDaemon};
 pub use driver::RoundDriver;
 pub use jobs::{JobStatus, JobView, Phase, Report};
-pub use round::RoundStats;
+pub use round::{RoundStats, RoundStatus};
 pub use spec::JobSubmission;
+
+/// The Slurm client the Slurm engine drives (`gpuplan sweep-slurm` runs
+/// its commands too); it lives with the engine.
+pub mod slurm {
+    pub use crate::engine::slurm::client::*;
+}
 
 /// Everything that can go wrong in the executor. A request's mistakes are
 /// kinds of their own (what the API answers 400, 404 or 409 to), so a

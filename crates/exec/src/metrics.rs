@@ -25,7 +25,7 @@ use prometheus_client::registry::{Registry, Unit};
 use crate::daemon::Daemon;
 use crate::device::Health;
 use crate::jobs::{JobRecord, Phase};
-use crate::round::RoundStats;
+use crate::round::{RoundStats, RoundStatus};
 
 /// The Content-Type of [`Snapshot::render`]'s output (what the crate encodes).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -197,11 +197,8 @@ impl Collector for Snapshot {
                 Some(&Unit::Seconds),
                 ConstGauge::new(r.plan_ms / 1e3),
             )?;
-            let status = r.status.as_deref().unwrap_or("idle");
-            let mut statuses: Vec<&str> = ROUND_STATUSES.to_vec();
-            if !statuses.contains(&status) {
-                statuses.push(status);
-            }
+            let status = r.status.map_or("idle", RoundStatus::as_str);
+            let statuses: Vec<&str> = ROUND_STATUSES.to_vec();
             family(
                 e,
                 "gpuplan_round_status",
@@ -447,7 +444,7 @@ mod tests {
         let m = scrape(d);
 
         assert_eq!(m["gpuplan_rounds_total"], 1.0);
-        let status = st.status.clone().expect("a plan was made");
+        let status = st.status.expect("a plan was made").as_str();
         for s in ROUND_STATUSES {
             let want = if s == status { 1.0 } else { 0.0 };
             assert_eq!(m[&format!("gpuplan_round_status{{status=\"{s}\"}}")], want, "{s}");

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use gpuplan_core::colocation::Colocation;
 use gpuplan_core::predict::PredictAt;
 use gpuplan_core::{
-    Allocation, Cluster, GoodputModel, GpuId, GpuType, JobId, JobSpec, JobState, Node, NodeId, PolicyParams,
-    Round,
+    Allocation, Cluster, GoodputModel, GpuId, GpuType, JobId, JobSpec, JobState, Node, NodeId, PlanStatus,
+    PolicyParams, Round,
 };
 use gpuplan_solve::agent::{round_job, FitMemo, JobFacts};
 use gpuplan_solve::{Change, Decision, PlannerTraits};
@@ -40,7 +40,7 @@ pub struct RoundStats {
     pub changed_jobs: usize,
     /// The plan's status (`optimal`, `feasible`, `fallback`), `error` when
     /// the planner failed, `None` when there was nothing to plan.
-    pub status: Option<String>,
+    pub status: Option<RoundStatus>,
     pub note: Option<String>,
     /// The plan's objective (`gpuplan_core::objective::evaluate`, the number
     /// every planner is judged by); `None` without a plan. Defaulted so
@@ -50,6 +50,47 @@ pub struct RoundStats {
     /// The planner's relative MIP gap, when it reports one.
     #[serde(default)]
     pub gap: Option<f64>,
+}
+
+/// How a round ended: its plan's [`PlanStatus`], or `error` when the
+/// planner failed. Written in lowercase, as the strings stats held before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoundStatus {
+    Optimal,
+    Feasible,
+    Fallback,
+    Error,
+}
+
+impl RoundStatus {
+    /// Every status, in the order `/metrics` lists them.
+    pub const ALL: [RoundStatus; 4] = [
+        RoundStatus::Optimal,
+        RoundStatus::Feasible,
+        RoundStatus::Fallback,
+        RoundStatus::Error,
+    ];
+
+    /// Its name in JSON and in `/metrics`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoundStatus::Optimal => "optimal",
+            RoundStatus::Feasible => "feasible",
+            RoundStatus::Fallback => "fallback",
+            RoundStatus::Error => "error",
+        }
+    }
+}
+
+impl From<PlanStatus> for RoundStatus {
+    fn from(s: PlanStatus) -> Self {
+        match s {
+            PlanStatus::Optimal => RoundStatus::Optimal,
+            PlanStatus::Feasible => RoundStatus::Feasible,
+            PlanStatus::Fallback => RoundStatus::Fallback,
+        }
+    }
 }
 
 /// A prepared round: the planner input plus what `apply` needs to map the
@@ -400,7 +441,7 @@ impl Rounds {
                 (d.plan, d.diff)
             }
             Err(e) => {
-                stats.status = Some("error".into());
+                stats.status = Some(RoundStatus::Error);
                 stats.note = Some(format!("planner error: {e}"));
                 return Applied {
                     line: None,
@@ -411,7 +452,7 @@ impl Rounds {
             }
         };
         stats.plan_ms = plan.solve_ms;
-        stats.status = Some(format!("{:?}", plan.status).to_lowercase());
+        stats.status = Some(plan.status.into());
         stats.gap = plan.gap.filter(|g| g.is_finite());
         // The decision's changes, for jobs still as the round saw them (one
         // that ended or crashed since keeps its new state).

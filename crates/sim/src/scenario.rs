@@ -69,7 +69,7 @@ impl ParamFlags {
             p.sticky = v;
         }
         if let Some(v) = self.spare_waiting {
-            p.spare_waiting = v;
+            p.spare_waiting = v.into();
         }
         if let Some(v) = self.sharing {
             p.sharing = v;
@@ -78,10 +78,10 @@ impl ParamFlags {
             p.sharing_pairs = v;
         }
         if let Some(v) = self.type_blind {
-            p.type_blind = v;
+            p.type_blind = v.into();
         }
         if let Some(v) = self.variability_blind {
-            p.variability_blind = v;
+            p.variability_blind = v.into();
         }
         p
     }

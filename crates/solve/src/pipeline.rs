@@ -12,8 +12,8 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use gpuplan_core::{
-    bind_plan, bind_round, objective, validate_under, Allocation, Interference, JobId, ParamError,
-    ParamField, Placement, Plan, PolicyParams, Round,
+    bind_plan, bind_round, objective, validate_under, Allocation, Interference, JobId, NodeCounts,
+    ParamError, ParamField, Placement, Plan, PolicyParams, Round, Sight,
 };
 
 use crate::{registry, BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
@@ -223,10 +223,10 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     // speeds needs them in the round, whether or not the planner sees them.
     round.check().map_err(PlanError::Malformed)?;
     check_placement(planner, &round.params).map_err(|e| PlanError::Malformed(vec![e.to_string()]))?;
-    if round.params.type_blind {
+    if round.params.type_blind == Sight::Hidden {
         blind(round.to_mut());
     }
-    if round.params.variability_blind {
+    if round.params.variability_blind == Sight::Hidden {
         round.to_mut().variability = None;
     }
     let mut plan = match crate::reserve::hide(&round) {
@@ -248,7 +248,7 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
             plan
         }
     };
-    if round.params.even_nodes {
+    if round.params.even_nodes == NodeCounts::Even {
         even_out(&round, &mut plan);
     }
     if let Err(v) = validate_under(&round, &plan, &rules(&planner.traits(), &round.params)) {
@@ -289,7 +289,7 @@ mod tests {
     #[test]
     fn even_nodes_cuts_uneven_multi_node_plans() {
         let mut r = round("2x4", 600.0, vec![job(0, 6, 0.0, 0.0, &[])]);
-        r.params.even_nodes = true;
+        r.params.even_nodes = NodeCounts::Even;
         r.jobs[0].min_gpus = 6;
         let g = |n, i| GpuId::new(NodeId(n), i);
         let four_two = Allocation::from_gpus(vec![g(0, 0), g(0, 1), g(0, 2), g(0, 3), g(1, 0), g(1, 1)]);
@@ -318,7 +318,7 @@ mod tests {
         assert_eq!(p.gpus_of(JobId(0)).gpus(), &[g(0, 0), g(0, 1), g(1, 0), g(1, 1)]);
         gpuplan_core::validate(&r, &p).unwrap();
         // Off by default: the same plan is valid without the rule.
-        r.params.even_nodes = false;
+        r.params.even_nodes = NodeCounts::Any;
         gpuplan_core::validate(&r, &plan).unwrap();
     }
 
@@ -363,7 +363,7 @@ mod tests {
         assert_eq!(run(&r).0, vec![1, 1], "Pollux's valuation starts both");
 
         r.params.left_out_cost = 1.1;
-        r.params.spare_waiting = true;
+        r.params.spare_waiting = gpuplan_core::RestartCharge::HoldersOnly;
         let (k, value) = run(&r);
         assert_eq!(k, vec![0, 2], "one grows, one waits");
         // By hand: the left-out job's term is λ = 1.1; the grown one's least
@@ -410,7 +410,7 @@ mod tests {
             .iter()
             .all(|g| g.node == NodeId(1)));
 
-        r.params.type_blind = true;
+        r.params.type_blind = Sight::Hidden;
         let mut seen = r.clone();
         blind(&mut seen);
         assert_eq!(value_on(&seen, 0), value_on(&seen, 1));

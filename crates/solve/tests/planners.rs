@@ -772,7 +772,7 @@ fn hand_solved_variable_cluster() {
     }
     for name in ["mip-exact", "mip-node", "mip-aggregate"] {
         let mut blind_round = round.clone();
-        blind_round.params.variability_blind = true;
+        blind_round.params.variability_blind = gpuplan_core::Sight::Hidden;
         let blind = plan(name, &blind_round, 0);
         assert_eq!(blind.get(JobId(0)).num_gpus(), 8, "{name}");
         assert!(
@@ -806,7 +806,7 @@ fn greedy_and_pollux_ga_see_a_slow_node() {
         evaluate(&round, &own)
     );
     let mut blind_round = round.clone();
-    blind_round.params.variability_blind = true;
+    blind_round.params.variability_blind = gpuplan_core::Sight::Hidden;
     let blind = plan("greedy", &blind_round, 0);
     assert_eq!(blind.get(JobId(0)).num_gpus(), 8);
     assert!((evaluate(&round, &blind) - (0.4 * f + eps)).abs() < 1e-9);

@@ -1040,14 +1040,15 @@ mod tests {
 
     #[test]
     fn type_blind_reaches_the_simulator_and_old_links_stay_aware() {
+        use gpuplan_core::Sight;
         let old = parse_scenario(r#"{"policy": "pollux-ga"}"#).unwrap();
-        assert!(!old.type_blind && !old.config().unwrap().params.type_blind);
-        assert!(!old.variability_blind && !old.config().unwrap().params.variability_blind);
+        assert!(!old.type_blind && old.config().unwrap().params.type_blind == Sight::Seen);
+        assert!(!old.variability_blind && old.config().unwrap().params.variability_blind == Sight::Seen);
         assert!(!serde_json::to_string(&old).unwrap().contains("blind"));
         let vb = parse_scenario(r#"{"policy": "pollux-mip", "variability_blind": true}"#).unwrap();
-        assert!(vb.config().unwrap().params.variability_blind);
+        assert_eq!(vb.config().unwrap().params.variability_blind, Sight::Hidden);
         let blind = parse_scenario(r#"{"policy": "pollux-ga", "type_blind": true}"#).unwrap();
-        assert!(blind.config().unwrap().params.type_blind);
+        assert_eq!(blind.config().unwrap().params.type_blind, Sight::Hidden);
         assert!(serde_json::to_string(&blind)
             .unwrap()
             .contains(r#""type_blind":true"#));

@@ -111,11 +111,7 @@ impl Engine for FakeEngine {
     }
 
     fn locate(&self, job: JobId, attempt: u32) -> Handle {
-        Handle {
-            dir: PathBuf::from(format!("fake/{}/{attempt}", job.0)),
-            ranks: Vec::new(),
-            slurm_job: None,
-        }
+        Handle::new(PathBuf::from(format!("fake/{}/{attempt}", job.0)))
     }
 
     fn start(&mut self, spec: &AttemptSpec, h: &mut Handle) -> Result<(), ExecError> {

@@ -14,8 +14,44 @@ use std::process::{Child, Command, Stdio};
 
 use gpuplan_core::JobId;
 
-use super::{mkdir, tail, AttemptSpec, Engine, Handle, RankProc, RankStatus, Stop};
+use super::{
+    mkdir, tail, AttemptSpec, Backends, Engine, EngineArgs, EngineEntry, Handle, RankProc, RankStatus, Stop,
+};
 use crate::ExecError;
+
+/// `--engine local`, the default: ranks are processes on this host.
+pub(super) const ENTRY: EngineEntry = EngineEntry {
+    name: "local",
+    description: "each rank a process group on this host, on the GPUs of --devices",
+    build,
+};
+
+/// The `--devices` source and this engine; refuses `--partition`.
+fn build(args: &EngineArgs) -> Result<Backends, ExecError> {
+    if args.partition.is_some() {
+        return Err(ExecError::Config("--partition needs --engine slurm".into()));
+    }
+    Ok((
+        open_devices(args.devices)?,
+        Box::new(LocalEngine::new(args.state_dir)),
+    ))
+}
+
+/// Open a device source from the `--devices` value: `nvml` or
+/// `fake:NODESxGPUS` (typed groups joined by `+`, as cluster shapes:
+/// `fake:1x4:t4+1x8:a100`). The local engine's own
+/// device source, so the device layer knows none of its implementations.
+fn open_devices(spec: &str) -> Result<Box<dyn crate::device::Devices>, ExecError> {
+    if spec == "nvml" {
+        return Ok(Box::new(crate::nvml::NvmlDevices::open()?));
+    }
+    if let Some(shape) = spec.strip_prefix("fake:") {
+        return Ok(Box::new(crate::device::FakeDevices::parse(shape)?));
+    }
+    Err(ExecError::Config(format!(
+        "--devices {spec}: expected `nvml` or `fake:NODESxGPUS[:TYPE]+...` (e.g. fake:2x4)"
+    )))
+}
 
 /// (uid, primary gid) to switch to, if the daemon is root and `uid` is another user.
 fn run_as(uid: Option<u32>) -> Option<(u32, u32)> {
@@ -177,11 +213,7 @@ impl Engine for LocalEngine {
     }
 
     fn locate(&self, job: JobId, attempt: u32) -> Handle {
-        Handle {
-            dir: super::job_dir(&self.state_dir, job).join(format!("attempt-{attempt}")),
-            ranks: Vec::new(),
-            slurm_job: None,
-        }
+        Handle::new(super::job_dir(&self.state_dir, job).join(format!("attempt-{attempt}")))
     }
 
     fn start(&mut self, spec: &AttemptSpec, h: &mut Handle) -> Result<(), ExecError> {
@@ -355,6 +387,14 @@ impl LocalEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_sources_are_opened_by_name() {
+        assert!(open_devices("fake:1x4").is_ok());
+        assert!(open_devices("fake:0x4").is_err());
+        assert!(open_devices("nvml").is_err() || std::path::Path::new("/dev/nvidiactl").exists());
+        assert!(open_devices("cuda").err().unwrap().to_string().contains("nvml"));
+    }
 
     fn spec(command: &str) -> AttemptSpec {
         AttemptSpec {

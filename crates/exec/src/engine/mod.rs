@@ -6,9 +6,14 @@
 //! serialisable [`Handle`] it journals. *How* it runs (processes on this
 //! host, or a Slurm allocation) is the engine's: the environment, the
 //! rendezvous address and port, where logs, exit codes, the checkpoint
-//! directory and the done-file live. So a second engine is one more module
-//! here and one more arm in [`open`]; the supervisor, journal, round driver
-//! and API stay as they are.
+//! directory and the done-file live, and what it keeps in the handle.
+//!
+//! Engines describe themselves ([`EngineEntry`]): a name, one line for
+//! `--help`, and how to build the engine and its device source from the
+//! `serve` flags ([`EngineArgs`]), refusing the ones it cannot honour. So a
+//! new engine is one module here and one line in [`REGISTRY`]; the
+//! supervisor, journal, round driver and API stay as they are (the
+//! test-only `instant` engine is added exactly that way).
 //!
 //! Time is the supervisor's: an engine never waits out a grace period. The
 //! supervisor asks for a graceful [`Stop`] and, once its injected clock
@@ -23,8 +28,10 @@ use crate::spec::JobSubmission;
 use crate::ExecError;
 
 mod fake;
+#[cfg(test)]
+mod instant;
 mod local;
-mod slurm;
+pub(crate) mod slurm;
 
 pub use fake::{FakeEngine, FakeScript};
 pub use local::LocalEngine;
@@ -63,17 +70,54 @@ pub struct RankProc {
 }
 
 /// Where an attempt lives, journaled with it: enough for a restarted daemon
-/// to find it again. Its fields are the journal's (`dir`, `ranks`), so
-/// journals of earlier releases load.
+/// to find it again. Its fields are the journal's (`dir`, `ranks`, and the
+/// engine's own keys beside them), so journals of earlier releases load.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Handle {
     /// The attempt's directory (local: `rank-R.log`, `rank-R.exit`).
     pub dir: PathBuf,
     /// Filled in when the attempt starts (or is adopted).
     pub ranks: Vec<RankProc>,
-    /// The Slurm job that runs the attempt (Slurm engine only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm_job: Option<u64>,
+    /// What the engine keeps of the attempt (Slurm: `slurm_job`, its job
+    /// id), opaque to the daemon: journaled beside the fields above.
+    #[serde(flatten)]
+    pub engine: EngineState,
+}
+
+impl Handle {
+    /// A handle with no ranks yet and nothing of the engine's.
+    pub fn new(dir: PathBuf) -> Self {
+        Handle {
+            dir,
+            ranks: Vec::new(),
+            engine: EngineState::default(),
+        }
+    }
+}
+
+/// An engine's own keys in a [`Handle`]: JSON values by name, read and
+/// written by that engine alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EngineState(serde_json::Map<String, serde_json::Value>);
+
+impl EngineState {
+    /// The number under `key`, if there is one.
+    pub fn u64(&self, key: &str) -> Option<u64> {
+        self.0.get(key)?.as_u64()
+    }
+
+    /// Set `key` to a number, or remove it (`None`).
+    pub fn set_u64(&mut self, key: &str, v: Option<u64>) {
+        match v {
+            Some(v) => {
+                self.0.insert(key.to_string(), v.into());
+            }
+            None => {
+                self.0.remove(key);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,23 +192,42 @@ pub trait Engine: Send {
     }
 }
 
-/// The engines `serve --engine` accepts.
-pub const ENGINES: &[&str] = &["local", "slurm"];
+/// What an engine is built from: the `serve` flags that choose and shape
+/// engines, and the daemon's state directory, sharing and clock. An engine
+/// takes what it needs and refuses flags it cannot honour.
+pub struct EngineArgs<'a> {
+    /// `--devices`: `nvml` or `fake:NODESxGPUS[:TYPE]+...`.
+    pub devices: &'a str,
+    /// `--partition`: the Slurm partition gpuplan plans.
+    pub partition: Option<&'a str>,
+    /// `--slurm-timeout`: the longest one Slurm command may take.
+    pub slurm_timeout: std::time::Duration,
+    pub state_dir: &'a Path,
+    /// The daemon's jobs per GPU (1 = none).
+    pub sharing: u32,
+    pub clock: std::sync::Arc<dyn crate::clock::Clock>,
+}
 
-/// Open an engine by name over the daemon's state directory; an unknown
-/// name is refused with the valid ones. The Slurm engine needs its
-/// partition: [`SlurmEngine::new`].
-pub fn open(name: &str, state_dir: &Path) -> Result<Box<dyn Engine>, ExecError> {
-    match name {
-        "local" => Ok(Box::new(LocalEngine::new(state_dir))),
-        "slurm" => Err(ExecError::Config(
-            "--engine slurm needs --partition NAME".to_string(),
-        )),
-        _ => Err(ExecError::Config(format!(
-            "--engine {name}: unknown engine; valid: {}",
-            ENGINES.join(", ")
-        ))),
-    }
+/// One engine `serve --engine` accepts.
+pub struct EngineEntry {
+    pub name: &'static str,
+    /// One line for `--help` and error messages.
+    pub description: &'static str,
+    /// Build the device source and the engine.
+    pub build: fn(&EngineArgs) -> Result<Backends, ExecError>,
+}
+
+/// Every engine, in the order `--help` lists them.
+pub const REGISTRY: &[EngineEntry] = &[
+    local::ENTRY,
+    slurm::ENTRY,
+    #[cfg(test)]
+    instant::ENTRY,
+];
+
+/// The engines' names, in registry order.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|e| e.name).collect()
 }
 
 /// Why `--sharing` is refused with the Slurm engine. A planned partner
@@ -183,52 +246,16 @@ pub const SLURM_SHARING: &str = "--sharing with --engine slurm is not supported:
 /// Where GPUs come from, and how jobs run on them.
 pub type Backends = (Box<dyn crate::device::Devices>, Box<dyn Engine>);
 
-/// The device source and engine `serve` runs on: `--engine slurm` takes
-/// both from Slurm (the partition's nodes and GRES); otherwise `--devices`
-/// (`nvml` or `fake:NxG`) and the named engine.
-/// `sharing` is the daemon's jobs per GPU (1 = none).
-pub fn backends(
-    engine: &str,
-    devices: &str,
-    partition: Option<&str>,
-    slurm_timeout: std::time::Duration,
-    state_dir: &Path,
-    sharing: u32,
-    clock: std::sync::Arc<dyn crate::clock::Clock>,
-) -> Result<Backends, ExecError> {
-    if engine == "slurm" {
-        let partition =
-            partition.ok_or_else(|| ExecError::Config("--engine slurm needs --partition NAME".into()))?;
-        if sharing > 1 {
-            return Err(ExecError::Config(SLURM_SHARING.into()));
-        }
-        let mut slurm = crate::slurm::Slurm::new(partition);
-        slurm.timeout = slurm_timeout;
-        return Ok((
-            Box::new(crate::slurm::SlurmDevices { slurm: slurm.clone() }),
-            Box::new(SlurmEngine::new(slurm, state_dir, clock)),
-        ));
-    }
-    if partition.is_some() {
-        return Err(ExecError::Config("--partition needs --engine slurm".into()));
-    }
-    Ok((open_devices(devices)?, open(engine, state_dir)?))
-}
-
-/// Open a device source from the `--devices` value: `nvml` or
-/// `fake:NODESxGPUS` (typed groups joined by `+`, as cluster shapes:
-/// `fake:1x4:t4+1x8:a100`). Here, beside the engines, so the device layer
-/// knows none of its implementations.
-fn open_devices(spec: &str) -> Result<Box<dyn crate::device::Devices>, ExecError> {
-    if spec == "nvml" {
-        return Ok(Box::new(crate::nvml::NvmlDevices::open()?));
-    }
-    if let Some(shape) = spec.strip_prefix("fake:") {
-        return Ok(Box::new(crate::device::FakeDevices::parse(shape)?));
-    }
-    Err(ExecError::Config(format!(
-        "--devices {spec}: expected `nvml` or `fake:NODESxGPUS[:TYPE]+...` (e.g. fake:2x4)"
-    )))
+/// The device source and engine `serve --engine NAME` runs on, built by the
+/// named engine from `args`; an unknown name is refused with the valid ones.
+pub fn backends(engine: &str, args: &EngineArgs) -> Result<Backends, ExecError> {
+    let entry = REGISTRY.iter().find(|e| e.name == engine).ok_or_else(|| {
+        ExecError::Config(format!(
+            "--engine {engine}: unknown engine; valid: {}",
+            names().join(", ")
+        ))
+    })?;
+    (entry.build)(args)
 }
 
 /// Where a job's files live under the daemon's state directory, whichever
@@ -283,29 +310,49 @@ pub fn tail(path: &Path, n: usize) -> Vec<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn unknown_engines_are_refused_with_the_valid_ones() {
-        let d = std::env::temp_dir();
-        assert_eq!(open("local", &d).unwrap().name(), "local");
-        let e = open("pbs", &d).err().expect("not an engine").to_string();
-        assert!(e.contains("pbs") && e.contains("valid: local, slurm"), "{e}");
+    pub(crate) fn args<'a>(
+        devices: &'a str,
+        partition: Option<&'a str>,
+        sharing: u32,
+        dir: &'a Path,
+    ) -> EngineArgs<'a> {
+        EngineArgs {
+            devices,
+            partition,
+            slurm_timeout: std::time::Duration::from_secs(1),
+            state_dir: dir,
+            sharing,
+            clock: std::sync::Arc::new(crate::clock::SystemClock),
+        }
     }
 
     #[test]
-    fn device_sources_are_opened_by_name() {
-        assert!(open_devices("fake:1x4").is_ok());
-        assert!(open_devices("fake:0x4").is_err());
-        assert!(open_devices("nvml").is_err() || std::path::Path::new("/dev/nvidiactl").exists());
-        assert!(open_devices("cuda").err().unwrap().to_string().contains("nvml"));
+    fn unknown_engines_are_refused_with_the_valid_ones() {
+        let d = std::env::temp_dir();
+        let (_, e) = backends("local", &args("fake:1x1", None, 1, &d)).unwrap();
+        assert_eq!(e.name(), "local");
+        let e = backends("pbs", &args("fake:1x1", None, 1, &d))
+            .err()
+            .expect("not an engine")
+            .to_string();
+        assert!(e.contains("pbs") && e.contains("valid: local, slurm"), "{e}");
+        let e = backends("local", &args("fake:1x1", Some("p"), 1, &d))
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(e, "--partition needs --engine slurm");
+        let e = backends("slurm", &args("", None, 1, &d))
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(e, "--engine slurm needs --partition NAME");
     }
 
     /// Refused before any Slurm command runs, so no Slurm is needed here.
     #[test]
     fn sharing_with_the_slurm_engine_is_refused_with_the_reason() {
         let d = std::env::temp_dir();
-        let t = std::time::Duration::from_secs(1);
-        let clock = || std::sync::Arc::new(crate::clock::SystemClock);
-        let e = backends("slurm", "", Some("all"), t, &d, 2, clock())
+        let e = backends("slurm", &args("", Some("all"), 2, &d))
             .err()
             .expect("refused")
             .to_string();
@@ -314,6 +361,22 @@ mod tests {
             "{e}"
         );
         // Without sharing nothing changes, and the local engine shares.
-        assert!(backends("local", "fake:1x1", None, t, &d, 2, clock()).is_ok());
+        assert!(backends("local", &args("fake:1x1", None, 2, &d)).is_ok());
+    }
+
+    /// An engine's keys sit beside `dir` and `ranks` in the journal, as
+    /// `slurm_job` did before handles had engine state: old lines load,
+    /// and a handle is written back key for key.
+    #[test]
+    fn engine_state_is_journaled_beside_the_handle() {
+        let old = r#"{"dir":"/s/jobs/1/attempt-2","ranks":[{"rank":0,"pgid":0}],"slurm_job":42}"#;
+        let h: Handle = serde_json::from_str(old).unwrap();
+        assert_eq!(h.engine.u64("slurm_job"), Some(42));
+        assert_eq!(serde_json::to_string(&h).unwrap(), old);
+        let mut h = Handle::new("/d".into());
+        assert_eq!(serde_json::to_string(&h).unwrap(), r#"{"dir":"/d","ranks":[]}"#);
+        h.engine.set_u64("slurm_job", Some(7));
+        h.engine.set_u64("slurm_job", None);
+        assert_eq!(h, Handle::new("/d".into()));
     }
 }

@@ -122,7 +122,7 @@ fn revalue(round: &Round, prep: &mut Prep, caches: &mut [SpeedupCache]) {
 /// penalty.
 fn sia_restart_factor(j: &RoundJob, round: &Round) -> f64 {
     let params = gpuplan_core::PolicyParams {
-        spare_waiting: true,
+        spare_waiting: gpuplan_core::RestartCharge::HoldersOnly,
         ..round.params
     };
     restart_factor(j, &params)

@@ -26,10 +26,42 @@ use std::sync::Arc;
 use gpuplan_core::JobId;
 
 use super::{
-    checkpoint_dir, done_file, job_dir, mkdir, tail, AttemptSpec, Engine, Handle, RankProc, RankStatus, Stop,
+    checkpoint_dir, done_file, job_dir, mkdir, tail, AttemptSpec, Backends, Engine, EngineArgs, EngineEntry,
+    Handle, RankProc, RankStatus, Stop,
 };
 use crate::clock::Clock;
-use crate::slurm::{Slurm, SlurmJob};
+
+pub(crate) mod client;
+
+use client::{Slurm, SlurmDevices, SlurmJob};
+
+/// `--engine slurm`: Slurm's partition is the cluster, its jobs the attempts.
+pub(super) const ENTRY: EngineEntry = EngineEntry {
+    name: "slurm",
+    description: "gpuplan plans, Slurm runs: one held batch job per job, released onto the planned GPUs",
+    build,
+};
+
+/// The partition's nodes and GRES as the device source, and this engine;
+/// needs `--partition`, refuses `--sharing`.
+fn build(args: &EngineArgs) -> Result<Backends, ExecError> {
+    let partition = args
+        .partition
+        .ok_or_else(|| ExecError::Config("--engine slurm needs --partition NAME".into()))?;
+    if args.sharing > 1 {
+        return Err(ExecError::Config(super::SLURM_SHARING.into()));
+    }
+    let mut slurm = Slurm::new(partition);
+    slurm.timeout = args.slurm_timeout;
+    Ok((
+        Box::new(SlurmDevices { slurm: slurm.clone() }),
+        Box::new(SlurmEngine::new(slurm, args.state_dir, args.clock.clone())),
+    ))
+}
+
+/// The handle key of an attempt's Slurm job id (the journal's since before
+/// handles had engine state).
+const JOB_KEY: &str = "slurm_job";
 use crate::spec::JobSubmission;
 use crate::ExecError;
 
@@ -167,11 +199,9 @@ impl Engine for SlurmEngine {
     }
 
     fn locate(&self, job: JobId, attempt: u32) -> Handle {
-        Handle {
-            dir: job_dir(&self.state_dir, job).join(format!("attempt-{attempt}")),
-            ranks: Vec::new(),
-            slurm_job: self.ids.get(&job).copied(),
-        }
+        let mut h = Handle::new(job_dir(&self.state_dir, job).join(format!("attempt-{attempt}")));
+        h.engine.set_u64(JOB_KEY, self.ids.get(&job).copied());
+        h
     }
 
     fn start(&mut self, spec: &AttemptSpec, h: &mut Handle) -> Result<(), ExecError> {
@@ -250,7 +280,7 @@ impl Engine for SlurmEngine {
             ],
         )?;
         self.slurm.release(id)?;
-        h.slurm_job = Some(id);
+        h.engine.set_u64(JOB_KEY, Some(id));
         h.ranks = (0..spec.ranks()).map(|rank| RankProc { rank, pgid: 0 }).collect();
         Ok(())
     }
@@ -261,7 +291,7 @@ impl Engine for SlurmEngine {
     /// failed query, the next tick asks again.
     fn status(&mut self, h: &Handle) -> Vec<RankStatus> {
         let n = h.ranks.len().max(1);
-        let Some(id) = h.slurm_job else {
+        let Some(id) = h.engine.u64(JOB_KEY) else {
             return vec![RankStatus::Exited(None); n];
         };
         let st = match self.jobs() {
@@ -284,7 +314,7 @@ impl Engine for SlurmEngine {
     }
 
     fn stop(&mut self, h: &Handle, how: Stop) {
-        let Some(id) = h.slurm_job else { return };
+        let Some(id) = h.engine.u64(JOB_KEY) else { return };
         self.cache = None;
         let job = match self.slurm.job(id) {
             Ok(Some(j)) => j,
@@ -319,7 +349,9 @@ impl Engine for SlurmEngine {
 
     fn adopt(&mut self, h: &mut Handle, ranks: u32) -> bool {
         h.ranks = (0..ranks).map(|rank| RankProc { rank, pgid: 0 }).collect();
-        let Some(id) = h.slurm_job else { return false };
+        let Some(id) = h.engine.u64(JOB_KEY) else {
+            return false;
+        };
         self.cache = None;
         match self.slurm.job(id) {
             // Still held: the release never happened.
@@ -338,7 +370,9 @@ impl Engine for SlurmEngine {
             return tail(&own, lines);
         }
         // A user's script: Slurm's output file.
-        let Some(id) = h.slurm_job else { return Vec::new() };
+        let Some(id) = h.engine.u64(JOB_KEY) else {
+            return Vec::new();
+        };
         match self.slurm.job(id) {
             Ok(Some(j)) if !j.standard_output.is_empty() => tail(
                 Path::new(&j.standard_output.replace("%j", &id.to_string())),

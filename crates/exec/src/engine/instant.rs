@@ -1,0 +1,123 @@
+//! A test-only engine whose attempts finish as soon as they start: the
+//! proof that an engine is one module and one line in
+//! [`super::REGISTRY`]. It brings its own device source (`fake:` shapes
+//! only) and keeps its own key in the handle; the daemon runs it through
+//! the same round loop as every other engine.
+
+use gpuplan_core::JobId;
+
+use super::{AttemptSpec, Backends, Engine, EngineArgs, EngineEntry, Handle, RankProc, RankStatus, Stop};
+use crate::ExecError;
+
+pub(super) const ENTRY: EngineEntry = EngineEntry {
+    name: "instant",
+    description: "test only: every attempt completes at once, on fake devices",
+    build,
+};
+
+fn build(args: &EngineArgs) -> Result<Backends, ExecError> {
+    let shape = args.devices.strip_prefix("fake:").ok_or_else(|| {
+        ExecError::Config(format!(
+            "--engine instant needs fake devices, not {}",
+            args.devices
+        ))
+    })?;
+    Ok((
+        Box::new(crate::device::FakeDevices::parse(shape)?),
+        Box::new(Instant),
+    ))
+}
+
+/// The handle key this engine keeps: how many ranks it started.
+const STARTED: &str = "instant_ranks";
+
+struct Instant;
+
+impl Engine for Instant {
+    fn name(&self) -> &'static str {
+        "instant"
+    }
+
+    fn locate(&self, job: JobId, attempt: u32) -> Handle {
+        Handle::new(format!("instant/{}/{attempt}", job.0).into())
+    }
+
+    fn start(&mut self, spec: &AttemptSpec, h: &mut Handle) -> Result<(), ExecError> {
+        h.ranks = (0..spec.ranks()).map(|rank| RankProc { rank, pgid: 0 }).collect();
+        h.engine.set_u64(STARTED, Some(u64::from(spec.ranks())));
+        Ok(())
+    }
+
+    fn status(&mut self, h: &Handle) -> Vec<RankStatus> {
+        let n = h.engine.u64(STARTED).unwrap_or(0) as usize;
+        vec![RankStatus::Exited(Some(0)); n.max(1)]
+    }
+
+    fn stop(&mut self, _: &Handle, _: Stop) {}
+
+    fn adopt(&mut self, h: &mut Handle, _: u32) -> bool {
+        h.engine.u64(STARTED).is_some()
+    }
+
+    fn logs(&self, _: &Handle, _: u32, _: usize) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn done(&self, _: JobId) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{backends, names, tests::args};
+    use crate::clock::{Clock, ManualClock};
+    use crate::{Config, Daemon, JobStatus, JobSubmission, RoundDriver, SharedDaemon};
+
+    /// Registered by its one line: listed, built by name from the serve
+    /// flags, refusing what it cannot use, and run by the daemon's own
+    /// round loop until its job completes.
+    #[test]
+    fn an_engine_added_as_one_module_runs_jobs_through_the_daemon() {
+        assert!(names().contains(&"instant"));
+        let dir = std::env::temp_dir().join(format!("gpuplan-instant-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = backends("instant", &args("nvml", None, 1, &dir))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("needs fake devices"), "{e}");
+        let (devices, engine) = backends("instant", &args("fake:1x2", None, 1, &dir)).unwrap();
+        assert_eq!(engine.name(), "instant");
+        let clock = ManualClock::new(1_000_000.0);
+        let cfg = Config::new(dir.clone(), "greedy");
+        let d = Daemon::open_with_clock(cfg, devices, engine, std::sync::Arc::new(clock.clone())).unwrap();
+        let shared = SharedDaemon::new(d);
+        let spec = JobSubmission::from_toml(
+            "name = \"i\"\ncommand = \"true\"\nmin_gpus = 1\nmax_gpus = 2\nbatch_size = 8\n",
+            "t",
+        )
+        .unwrap();
+        let (id, _) = shared.lock().submit(spec).unwrap();
+        let mut driver = RoundDriver::new(shared.clone()).unwrap();
+        let interval_s = shared.lock().config().interval_s;
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        // A job that waited a while is worth starting.
+        clock.advance(600.0);
+        for _ in 0..3 {
+            rt.block_on(driver.run_rounds(async {}));
+            clock.advance(interval_s);
+        }
+        let d = shared.lock();
+        let j = d.jobs().find(|j| j.id == id).unwrap();
+        assert_eq!(
+            j.status,
+            JobStatus::Completed,
+            "{:?} at {}",
+            d.view(id),
+            clock.now_unix_s()
+        );
+        drop(d);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

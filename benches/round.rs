@@ -2,13 +2,11 @@
 //! build), and solves at 64 and 1024 GPUs. Run with `cargo bench`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use gpuplan_sim::instances::{fitted_params, generate_round};
-use gpuplan_solve::mip::{job_options, Shapes};
-use gpuplan_solve::speedup::{max_gpus, SpeedupCache};
-use gpuplan_solve::{registry, Limits};
+use gpuplan_sim::{fitted_params, generate_round};
+use gpuplan_solve::{job_options, max_gpus, registry, Limits, Shapes, SpeedupCache};
 
 fn benches(c: &mut Criterion) {
-    let profiles = gpuplan_sim::data::pollux_profiles().unwrap();
+    let profiles = gpuplan_sim::pollux_profiles().unwrap();
     let fitted = fitted_params(&profiles);
     let small = generate_round(&profiles, &fitted, 64, 40, 0);
     let large = generate_round(&profiles, &fitted, 1024, 400, 0);

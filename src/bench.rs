@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 use gpuplan_core::{PlanStatus, PolicyParams, Round};
-use gpuplan_sim::instances::{fitted_params, generate_round, with_types};
+use gpuplan_sim::{fitted_params, generate_round, with_types};
 use gpuplan_solve::{registry, run_round, Limits};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
@@ -127,7 +127,7 @@ fn solver_of(name: &str) -> &'static str {
 
 fn pct(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    gpuplan_sim::metrics::percentile(v, q)
+    gpuplan_sim::percentile(v, q)
 }
 
 pub fn bench(a: BenchArgs) -> Result<ExitCode> {
@@ -166,7 +166,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         // Its error names the flag and the value.
         name => Some(gpuplan_sim::variability::Measurements::load(name)?),
     };
-    let profiles = gpuplan_sim::data::pollux_profiles()?;
+    let profiles = gpuplan_sim::pollux_profiles()?;
     let fitted = fitted_params(&profiles);
     let total = sizes.len() * a.repeat as usize * planners.len();
     let bar = ProgressBar::new(total as u64);

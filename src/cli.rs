@@ -39,7 +39,8 @@ pub enum Cmd {
     /// Solver time vs plan quality on seeded rounds from the real profiles.
     Bench(crate::bench::BenchArgs),
     /// List the registered policies (planners), one per line: the name first,
-    /// then what it does and the parameters it sets differently from Pollux's.
+    /// then what it does, whether it shares GPUs under --sharing, and the
+    /// parameters it sets differently from Pollux's.
     Policies {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
@@ -200,6 +201,7 @@ fn policies(format: Format) -> String {
                         "name": e.name,
                         "description": e.description,
                         "params": e.param_defaults(),
+                        "shares_gpus": (e.create)().shares_gpus(),
                     })
                 })
                 .collect();
@@ -219,7 +221,12 @@ fn policies(format: Format) -> String {
                 } else {
                     format!(" [{}]", params.join(", "))
                 };
-                out += &format!("{:width$}  {}{params}\n", e.name, e.description);
+                let shares = if (e.create)().shares_gpus() {
+                    " (shares GPUs under --sharing)"
+                } else {
+                    ""
+                };
+                out += &format!("{:width$}  {}{shares}{params}\n", e.name, e.description);
             }
             out
         }

@@ -1,11 +1,11 @@
 //! `gpuplan cluster show`: the cluster as the daemon's planner sees it, from
-//! the same mapping the round driver uses ([`gpuplan_exec::round::device_cluster`]),
+//! the same mapping the round driver uses ([`gpuplan_exec::device_cluster`]),
 //! so an operator reads the nodes, types and GPU order a round will get.
 
 use std::process::ExitCode;
 
 use anyhow::Result;
-use gpuplan_exec::device::Health;
+use gpuplan_exec::Health;
 use serde::Serialize;
 
 use crate::cli::Format;
@@ -37,11 +37,11 @@ pub fn show(devices: &str, engine: &str, partition: Option<&str>, format: Format
             slurm_timeout: std::time::Duration::from_secs(20),
             state_dir: &state,
             sharing: 1,
-            clock: std::sync::Arc::new(gpuplan_exec::clock::SystemClock),
+            clock: std::sync::Arc::new(gpuplan_exec::SystemClock),
         },
     )?;
     let gpus = d.collect()?;
-    let dc = gpuplan_exec::round::device_cluster(&gpus);
+    let dc = gpuplan_exec::device_cluster(&gpus);
     let unhealthy: Vec<Unhealthy> = gpus
         .iter()
         .filter_map(|g| match &g.health {

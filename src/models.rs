@@ -4,10 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use gpuplan_core::fit::{fit_perf_params, Observation};
-use gpuplan_core::profile::AppProfile;
-use gpuplan_core::{GoodputModel, PerfParams};
-use gpuplan_sim::data::{self, Profiles};
+use gpuplan_core::{fit_perf_params, AppProfile, GoodputModel, Observation, PerfParams};
+use gpuplan_sim::{load_profiles_dir, pollux_profiles, Profiles};
 use serde::Serialize;
 
 use crate::cli::Format;
@@ -24,9 +22,9 @@ struct FitReport {
 pub fn load_profiles(traces: Option<PathBuf>) -> Result<Profiles> {
     match traces {
         Some(dir) => {
-            data::load_profiles_dir(&dir).with_context(|| format!("loading profiles from {}", dir.display()))
+            load_profiles_dir(&dir).with_context(|| format!("loading profiles from {}", dir.display()))
         }
-        None => Ok(data::pollux_profiles().context("parsing the bundled profiles")?),
+        None => Ok(pollux_profiles().context("parsing the bundled profiles")?),
     }
 }
 
@@ -75,7 +73,7 @@ fn fit_profile(p: &AppProfile) -> FitReport {
         app: p.name.clone(),
         params,
         points: pts.len(),
-        median_rel_err: gpuplan_sim::metrics::percentile(&errs, 50.0),
+        median_rel_err: gpuplan_sim::percentile(&errs, 50.0),
         max_rel_err: errs.last().copied().unwrap_or(f64::NAN),
     }
 }

@@ -139,11 +139,11 @@ pub fn gantt_bars(r: &SimResult, cluster: &Cluster) -> Vec<GanttBar> {
     use std::collections::{BTreeMap, HashSet};
     const EPS: f64 = 1e-9;
     let ends: HashSet<(u32, u64)> = r.segments.iter().map(|s| (s.job.0, s.end_s.to_bits())).collect();
-    let mut segs: Vec<&gpuplan_sim::metrics::Segment> = r.segments.iter().collect();
+    let mut segs: Vec<&gpuplan_sim::Segment> = r.segments.iter().collect();
     // At equal start, a job continuing from a segment that just ended goes
     // first, so that the slots it held are still free for it.
     segs.sort_by(|a, b| {
-        let cont = |s: &gpuplan_sim::metrics::Segment| !ends.contains(&(s.job.0, s.start_s.to_bits()));
+        let cont = |s: &gpuplan_sim::Segment| !ends.contains(&(s.job.0, s.start_s.to_bits()));
         a.start_s.total_cmp(&b.start_s).then(cont(a).cmp(&cont(b)))
     });
     let mut free_at: Vec<Vec<f64>> = cluster.nodes.iter().map(|n| vec![0.0; n.gpus as usize]).collect();
@@ -307,7 +307,7 @@ pub fn gantt(path: &Path, r: &SimResult, cluster: &Cluster) -> Result<()> {
 mod tests {
     use super::*;
     use gpuplan_core::JobId;
-    use gpuplan_sim::metrics::Segment;
+    use gpuplan_sim::Segment;
 
     fn seg(job: u32, start_s: f64, end_s: f64, nodes: &[(u32, u32)]) -> Segment {
         Segment {

@@ -83,7 +83,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 
 fn training_samples(records: Option<&Path>, state_dir: Option<&Path>) -> Result<Vec<Sample>> {
     let profiles = crate::models::load_profiles(None)?;
-    let mut s = gpuplan_sim::data::utilization_samples(&profiles);
+    let mut s = gpuplan_sim::utilization_samples(&profiles);
     if let Some(p) = records {
         let extra: Vec<Sample> = read_json(p)?;
         for (i, r) in extra.iter().enumerate() {
@@ -98,7 +98,7 @@ fn training_samples(records: Option<&Path>, state_dir: Option<&Path>) -> Result<
         s.extend(extra);
     }
     if let Some(d) = state_dir {
-        s.extend(gpuplan_exec::daemon::utilization_samples(d)?);
+        s.extend(gpuplan_exec::utilization_samples(d)?);
     }
     Ok(s)
 }

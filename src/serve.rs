@@ -95,7 +95,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 30.0)]
     pub restart_penalty: f64,
     /// Let up to K jobs share a GPU (K = 2 when given alone; off by default). Planners that share
-    /// (mip-exact, mip-aggregate, pollux-mip, pollux-mip-aggregate) decide which;
+    /// (marked in `gpuplan policies`) decide which;
     /// co-located jobs get the same GPU and time-slice unless --mps is given. Refused with
     /// --engine slurm (docs/slurm.md, "Sharing"). See docs/colocation.md.
     #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]

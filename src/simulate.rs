@@ -7,10 +7,9 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpuplan_core::{Cluster, Interference, Placement, Sticky};
-use gpuplan_sim::data::Profiles;
 use gpuplan_sim::{
-    simulate_workload as run_sim, Control, ParamFlags, ScenarioError, ScenarioField, SimConfig, SimResult,
-    SimScenario, WorkloadJob,
+    simulate_workload as run_sim, Control, ParamFlags, Profiles, ScenarioError, ScenarioField, SimConfig,
+    SimResult, SimScenario, WorkloadJob,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -113,7 +112,7 @@ pub struct SimOpts {
     #[arg(long)]
     pub sticky: bool,
     /// Let up to K jobs share a GPU (K = 2 when given alone; off by default). Planners that
-    /// share (mip-exact, mip-aggregate, pollux-mip, pollux-mip-aggregate) decide which;
+    /// share (marked in `gpuplan policies`) decide which;
     /// shared jobs run at Gavel's measured co-located speed where their models were measured,
     /// else the fitted curve. See docs/colocation.md.
     #[arg(long, value_name = "K", num_args = 0..=1, default_missing_value = "2")]
@@ -470,9 +469,8 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
         write_outputs(out, &r, &cfg)?;
     }
     let analysis = if a.analysis {
-        let isolated =
-            gpuplan_sim::analysis::isolated_jcts(&cfg, &profiles, &jobs, &mut |_| Control::Continue)?;
-        let an = gpuplan_sim::analysis::analyse(&r).with_fairness(&r, &isolated);
+        let isolated = gpuplan_sim::isolated_jcts(&cfg, &profiles, &jobs, &mut |_| Control::Continue)?;
+        let an = gpuplan_sim::analyse(&r).with_fairness(&r, &isolated);
         if let Some(out) = &a.out {
             std::fs::write(out.join("analysis.json"), serde_json::to_string_pretty(&an)?)?;
         }
@@ -488,7 +486,7 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
                 #[serde(flatten)]
                 summary: &'a gpuplan_sim::Summary,
                 #[serde(skip_serializing_if = "Option::is_none")]
-                analysis: Option<&'a gpuplan_sim::analysis::Analysis>,
+                analysis: Option<&'a gpuplan_sim::Analysis>,
             }
             let out = Out {
                 summary: &r.summary,
@@ -506,7 +504,7 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_analysis(an: &gpuplan_sim::analysis::Analysis) {
+fn print_analysis(an: &gpuplan_sim::Analysis) {
     let h = |s: f64| s / 3600.0;
     let q = &an.queueing_delay_s;
     println!(

@@ -7,10 +7,9 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use gpuplan_core::Cluster;
-use gpuplan_sim::data::Profiles;
 use gpuplan_sim::trace::workload::{parse_duration_s, sample, to_workload, DurationJobs};
 use gpuplan_sim::trace::{self, alibaba, cluster_file, gavel, native, BadRows, Format as TraceFormat, Trace};
-use gpuplan_sim::WorkloadJob;
+use gpuplan_sim::{Profiles, WorkloadJob};
 use serde::Serialize;
 
 use crate::cli::Format;
@@ -248,7 +247,7 @@ pub fn run(cmd: TraceCmd) -> Result<ExitCode> {
             }
             let window_s = parse_duration_s(&window).context("--window")?;
             let t = load.load(&path)?;
-            let profiles = gpuplan_sim::data::pollux_profiles()?;
+            let profiles = gpuplan_sim::pollux_profiles()?;
             let picked = sample(&t, jobs, window_s, seed, &profiles)
                 .with_context(|| format!("sampling {}", path.display()))?;
             write_native(&out, &picked)?;

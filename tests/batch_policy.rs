@@ -1,14 +1,12 @@
 //! Drift case 3 of issue 12: whether a job's batch size adapts is decided
-//! once (`gpuplan_solve::agent::BatchTarget::for_job`), and the simulator
+//! once (`gpuplan_solve::BatchTarget::for_job`), and the simulator
 //! and the daemon agree on it for the same job under every planner. This
 //! test sits at the root because only the binary sees both drivers.
 
 use gpuplan_core::{JobId, JobSpec};
-use gpuplan_exec::daemon::batch_target as exec_target;
-use gpuplan_exec::JobSubmission;
+use gpuplan_exec::{batch_target as exec_target, JobSubmission};
 use gpuplan_sim::{batch_target as sim_target, Work, WorkloadJob};
-use gpuplan_solve::agent::BatchTarget;
-use gpuplan_solve::registry;
+use gpuplan_solve::{registry, BatchTarget};
 
 fn sim_job(app: &str, work: Work) -> WorkloadJob {
     WorkloadJob {

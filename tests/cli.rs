@@ -231,6 +231,13 @@ fn policies_lists_each_registered_planner_with_its_description() {
         .any(|l| l.starts_with("gpuplan-mip ") && l.ends_with("[exploration_factor=4, restart_weight=2.0]")));
     let pollux = list.iter().find(|p| p["name"] == "pollux-mip").unwrap();
     assert_eq!(pollux["params"], serde_json::json!({}));
+    // Which planners share GPUs comes from each planner, not from help text.
+    assert_eq!(pollux["shares_gpus"], true);
+    let fifo = list.iter().find(|p| p["name"] == "fifo").unwrap();
+    assert_eq!(fifo["shares_gpus"], false);
+    assert!(table
+        .lines()
+        .any(|l| l.starts_with("pollux-mip ") && l.contains("(shares GPUs under --sharing)")));
 }
 
 #[test]
@@ -806,7 +813,10 @@ fn bench_takes_variability() {
 
 #[test]
 fn predict_from_an_onnx_file_or_an_app_and_bad_input_exits_2() {
-    use gpuplan_predict::onnx::*;
+    use gpuplan_predict::{
+        encode, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, TensorProto, TensorShapeProto,
+        TensorTypeProto, TypeProto, ValueInfoProto,
+    };
     let dir = std::env::temp_dir().join(format!("gpuplan-predict-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // One Gemm layer, x [1, 784] · Wᵀ, W [10, 784]: 15,680 FLOPs, 7,850 parameters.

@@ -26,7 +26,8 @@ export function fieldHelp(catalog) {
     sticky: 'With a placement: running jobs keep their GPUs instead of being placed afresh every round (--sticky).',
     type_blind: 'Goodput planners value every GPU type with the job\'s one model, as Pollux does (--type-blind); jobs still run at their true per-type speed. Compare pollux-ga blind with sia on a mixed cluster such as 6x4:t4+3x8:rtx2080ti+2x8:a100.',
     variability_blind: 'With GPU variability: planners do not see per-GPU speeds (--variability-blind), while the simulator still charges them; compare with the aware run to see what seeing variability is worth.',
-    sharing: 'Most jobs one GPU may hold (--sharing K; 1 = none). mip-exact, mip-aggregate, pollux-mip and pollux-mip-aggregate decide who shares; shared jobs run slower by Gavel\'s fitted co-location curve. The round inspector lists who shares with whom.',
+    sharing: `Most jobs one GPU may hold (--sharing K; 1 = none). ${catalog.sharing_policies.join(', ')} decide who shares; ` +
+      'shared jobs run slower by Gavel\'s fitted co-location curve. The round inspector lists who shares with whom.',
   };
 }
 

@@ -26,6 +26,7 @@ pub struct NodeId(pub u32);
 pub struct GpuType(pub String);
 
 impl GpuType {
+    /// The name, for lookups in per-type tables keyed by `&str`.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -61,15 +62,21 @@ impl PartialEq<&str> for GpuType {
     }
 }
 
+/// One machine: a name, its GPUs and their one type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
+    /// Display name (`node3`); plans and rounds refer to nodes by [`NodeId`].
     pub name: String,
+    /// Number of GPUs on the node.
     pub gpus: u32,
+    /// Model of every GPU on the node (a node has one type).
     pub gpu_type: GpuType,
 }
 
+/// The machines a round plans over; parses from a shape such as `16x4` or `6x4:t4+2x8:a100`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cluster {
+    /// The nodes, indexed by [`NodeId`].
     pub nodes: Vec<Node>,
 }
 
@@ -77,6 +84,7 @@ pub struct Cluster {
 pub const DEFAULT_GPU_TYPE: &str = "t4";
 
 impl Cluster {
+    /// `nodes` identical nodes of `gpus_per_node` GPUs of `gpu_type`, named `node0`, `node1`, ...
     pub fn homogeneous(nodes: u32, gpus_per_node: u32, gpu_type: &str) -> Self {
         Cluster {
             nodes: (0..nodes)
@@ -89,14 +97,17 @@ impl Cluster {
         }
     }
 
+    /// Number of nodes.
     pub fn num_nodes(&self) -> usize {
         self.nodes.len()
     }
 
+    /// GPUs in the whole cluster (a `u32`: [`MAX_GPUS_TOTAL`] bounds it).
     pub fn total_gpus(&self) -> u32 {
         self.nodes.iter().map(|n| n.gpus).sum()
     }
 
+    /// GPUs on `node`; panics for a node outside the cluster.
     pub fn gpus(&self, node: NodeId) -> u32 {
         self.nodes[node.0 as usize].gpus
     }

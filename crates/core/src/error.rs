@@ -6,10 +6,13 @@ use std::fmt;
 /// One bad cell in an input file: `workload-6.csv:12:duration: must be > 0, got -3`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParseError {
+    /// The file (or other input) the cell is in, as named by the caller.
     pub source: String,
     /// 1-based line number in the file (the header is line 1); 0 if not applicable.
     pub line: u64,
+    /// Column or key of the bad cell.
     pub field: String,
+    /// What is wrong, with the value found.
     pub reason: String,
 }
 
@@ -20,6 +23,7 @@ impl fmt::Display for ParseError {
 }
 
 impl ParseError {
+    /// An error at `source:line:field`.
     pub fn new(source: &str, line: u64, field: &str, reason: impl Into<String>) -> Self {
         ParseError {
             source: source.to_string(),
@@ -30,13 +34,16 @@ impl ParseError {
     }
 }
 
+/// Everything core's parsers and checks refuse.
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
     /// Every bad row found, not just the first.
     #[error("{}", join_errors(.0))]
     Parse(Vec<ParseError>),
+    /// A cluster shape that does not parse: the shape and why.
     #[error("invalid cluster '{0}': {1}")]
     Cluster(String, String),
+    /// Any other invalid input, already worded for the user.
     #[error("{0}")]
     Invalid(String),
 }

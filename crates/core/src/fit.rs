@@ -22,8 +22,11 @@ use crate::model::{BatchLimits, GoodputModel, GradParams, PerfParams};
 /// One measured configuration: what an agent records per (nodes, GPUs, local batch).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
+    /// Nodes the job ran on.
     pub nodes: u32,
+    /// GPUs the job ran on, in all.
     pub gpus: u32,
+    /// Per-GPU batch size it ran with.
     pub local_bsz: u32,
     /// Compute time of one accumulation step (step time minus sync time), s.
     pub accum_time_s: f64,

@@ -13,17 +13,23 @@ pub struct JobId(pub u32);
 /// What the user submitted. Immutable for the life of the job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
+    /// The job's index, unique within its workload or daemon.
     pub id: JobId,
+    /// Display name, for reports and logs.
     pub name: String,
     /// Application (model) name, a key into the application profiles.
     pub app: String,
+    /// Submission time in seconds (from the start of the workload).
     pub submit_s: f64,
     /// GPUs the user asked for (fixed-size policies use exactly this).
     pub requested_gpus: u32,
     /// Total batch size the user asked for.
     pub batch_size: u32,
+    /// Fewest GPUs the job may run on when it runs.
     pub min_gpus: u32,
+    /// Most GPUs the job may run on.
     pub max_gpus: u32,
+    /// Whether planners may stop or move it once it runs; if not, it keeps its GPUs.
     pub preemptible: bool,
 }
 
@@ -31,10 +37,13 @@ pub struct JobSpec {
 ///
 /// `index` may be [`GpuId::ANY`]: "some GPU on this node". Planners that
 /// decide at node level produce such slots, and round files written before
-/// GPUs had identity hold them; [`crate::bind`] turns them into named GPUs.
+/// GPUs had identity hold them; [`crate::bind_plan`] and
+/// [`crate::bind_round`] turn them into named GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GpuId {
+    /// The node the GPU is on.
     pub node: NodeId,
+    /// Device index on the node, or [`GpuId::ANY`] for a node-level slot.
     pub index: u32,
 }
 
@@ -42,6 +51,7 @@ impl GpuId {
     /// Not yet a particular GPU on the node.
     pub const ANY: u32 = u32::MAX;
 
+    /// GPU `index` of `node`.
     pub fn new(node: NodeId, index: u32) -> Self {
         GpuId { node, index }
     }
@@ -54,6 +64,7 @@ impl GpuId {
         }
     }
 
+    /// Whether this names a particular GPU (not a [`GpuId::ANY`] slot).
     pub fn is_bound(&self) -> bool {
         self.index != Self::ANY
     }
@@ -137,6 +148,7 @@ impl Allocation {
         Allocation::from_gpus(v)
     }
 
+    /// The GPUs, sorted by node then index.
     pub fn gpus(&self) -> &[GpuId] {
         &self.0
     }
@@ -154,10 +166,12 @@ impl Allocation {
         self.0.iter().all(GpuId::is_bound)
     }
 
+    /// Whether the job holds no GPUs (is not running).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// Number of GPUs (node-level slots count one each).
     pub fn num_gpus(&self) -> u32 {
         self.0.len() as u32
     }
@@ -179,12 +193,13 @@ impl Allocation {
         self.0.iter().map(|g| g.node)
     }
 
+    /// Number of distinct nodes the GPUs are on.
     pub fn num_nodes(&self) -> u32 {
         self.node_runs().count() as u32
     }
 
     /// Same GPU count on every node. What a node-level planner can tell
-    /// apart; after binding, same nodes means the same GPUs ([`crate::bind`]
+    /// apart; after binding, same nodes means the same GPUs ([`crate::bind_plan`]
     /// keeps a job's own GPUs first).
     pub fn same_nodes(&self, other: &Allocation) -> bool {
         self.0.len() == other.0.len() && self.0.iter().zip(&other.0).all(|(a, b)| a.node == b.node)
@@ -212,6 +227,7 @@ impl Allocation {
 pub struct JobState {
     /// Scale-invariant progress (AdaScale iterations at the initial batch size).
     pub progress: f64,
+    /// Current training epoch; the profiles' gradient statistics depend on it.
     pub epoch: u32,
     /// GPU-seconds the job has held GPUs (including restart delays).
     pub attained_gpu_s: f64,
@@ -219,12 +235,15 @@ pub struct JobState {
     pub age_s: f64,
     /// Number of allocation changes (including the first start, as Pollux counts).
     pub restarts: u32,
+    /// GPUs the job holds now; empty when it is not running.
     pub allocation: Allocation,
     /// Most GPUs the job has ever run on (bounds Pollux's exploration).
     pub max_gpus_used: u32,
-    /// Current total batch size and the local (per-GPU) batch and accumulation.
+    /// Current total batch size: local batch × GPUs × (accumulation steps + 1).
     pub batch_size: u32,
+    /// Current per-GPU batch size.
     pub local_bsz: u32,
+    /// Current accumulation steps before each optimizer step (0: none).
     pub accum_steps: u32,
 }
 

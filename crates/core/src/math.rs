@@ -7,8 +7,11 @@
 
 /// The portable versions, as methods so call sites read like `f64`'s own.
 pub trait Libm {
+    /// Natural logarithm, the same bits on every target.
     fn libm_ln(self) -> f64;
+    /// e^x, the same bits on every target.
     fn libm_exp(self) -> f64;
+    /// x^y for x ≥ 0, the same bits on every target.
     fn libm_pow(self, y: f64) -> f64;
 }
 

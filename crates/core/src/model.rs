@@ -27,12 +27,19 @@ pub fn compute_share(step_s: f64, sync_s: f64) -> f64 {
 /// compute and sync: `(t_c^γ + t_s^γ)^(1/γ)`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PerfParams {
+    /// Compute seconds per accumulation step at local batch 0.
     pub alpha_c: f64,
+    /// Compute seconds per example of local batch.
     pub beta_c: f64,
+    /// Sync seconds across nodes with 2 GPUs.
     pub alpha_n: f64,
+    /// Extra cross-node sync seconds per GPU beyond 2.
     pub beta_n: f64,
+    /// Sync seconds on one node with 2 GPUs.
     pub alpha_r: f64,
+    /// Extra one-node sync seconds per GPU beyond 2.
     pub beta_r: f64,
+    /// Overlap of compute and sync, ≥ 1: 1 adds them, larger overlaps more.
     pub gamma: f64,
 }
 
@@ -40,7 +47,9 @@ pub struct PerfParams {
 /// The gradient noise scale is φ = M0·var/sqr.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GradParams {
+    /// |g|², the squared norm of the true gradient.
     pub sqr: f64,
+    /// tr(Σ), the gradient variance at batch M0.
     pub var: f64,
 }
 
@@ -53,14 +62,18 @@ pub struct BatchLimits {
     pub max_batch: u32,
     /// Per-GPU (atomic) batch bounds.
     pub min_local: u32,
+    /// Largest per-GPU batch (what fits in GPU memory).
     pub max_local: u32,
 }
 
 /// Everything a planner knows about one job's goodput.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GoodputModel {
+    /// Throughput: step times at each configuration.
     pub perf: PerfParams,
+    /// Statistical efficiency: the gradient noise scale.
     pub grad: GradParams,
+    /// The batch sizes the job may choose from.
     pub limits: BatchLimits,
     /// Whether gradient accumulation may be used to reach larger batches.
     pub accumulation: bool,
@@ -73,7 +86,9 @@ pub struct BatchChoice {
     pub goodput: f64,
     /// Total batch size M = gpus × local_bsz × (accum_steps + 1).
     pub batch_size: f64,
+    /// Per-GPU batch size.
     pub local_bsz: u32,
+    /// Accumulation steps before each optimizer step (0: none).
     pub accum_steps: u32,
     /// Seconds per optimizer step.
     pub step_time_s: f64,
@@ -167,6 +182,7 @@ impl GoodputModel {
         self.gain(batch) / scale
     }
 
+    /// Examples per second × statistical efficiency at this configuration.
     pub fn goodput(&self, nodes: u32, gpus: u32, local_bsz: f64, accum_steps: u32) -> f64 {
         let batch = gpus as f64 * local_bsz * (accum_steps + 1) as f64;
         self.throughput(nodes, gpus, local_bsz, accum_steps) * self.efficiency(batch)
@@ -205,7 +221,7 @@ impl GoodputModel {
     }
 
     /// The goodput-maximising batch for (nodes, GPUs), as Pollux's optimiser:
-    /// [`BATCH_CANDIDATES`] geometric candidates of the total batch in
+    /// `BATCH_CANDIDATES` (50) geometric candidates of the total batch in
     /// [max(M0, min_local·gpus), max_batch].
     pub fn optimize(&self, nodes: u32, gpus: u32) -> Option<BatchChoice> {
         if gpus == 0 || nodes == 0 {

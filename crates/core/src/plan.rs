@@ -12,9 +12,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::job::{Allocation, JobId};
 
-pub use crate::report::{JobGpus, JobVariability, PlanReport};
-pub use crate::validate::{validate, validate_under, Violation};
-
 /// How a plan was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -31,9 +28,11 @@ pub enum PlanStatus {
 /// The answer of one round: which GPUs each job gets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
+    /// Name of the planner that produced it (its registry name).
     pub planner: String,
-    /// Job → one node index per GPU. Jobs absent from the map get nothing.
+    /// Job → its GPUs. Jobs absent from the map get nothing.
     pub allocations: BTreeMap<JobId, Allocation>,
+    /// How the plan was obtained; `Fallback` means the planner itself failed.
     pub status: PlanStatus,
     /// Why the plan fell back, or why some jobs could not be served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,12 +40,15 @@ pub struct Plan {
     /// The planner's own bound on the objective, when it has one (MIP).
     #[serde(default)]
     pub bound: Option<f64>,
+    /// Relative gap between [`Plan::bound`] and the plan's objective, when bounded.
     #[serde(default)]
     pub gap: Option<f64>,
+    /// Wall-clock milliseconds the planner took.
     pub solve_ms: f64,
 }
 
 impl Plan {
+    /// An empty plan (every job gets nothing) from `planner`.
     pub fn new(planner: &str, status: PlanStatus) -> Self {
         Plan {
             planner: planner.to_string(),

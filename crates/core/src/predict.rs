@@ -1,7 +1,7 @@
 //! Utilization before a job runs: a regression from model features.
 //!
 //! Co-location needs each job's utilization (the compute share of its step,
-//! [`crate::model::compute_share`]) before the job has run, when
+//! [`crate::colocation::compute_share`]) before the job has run, when
 //! there is no goodput model and no measurement. Yeung et al. (HotCloud'20)
 //! predict it from the model's computation graph; here the graph is reduced
 //! to [`ModelFeatures`] (FLOPs per sample, parameters, layer counts), from
@@ -20,7 +20,7 @@
 //! ```
 //!
 //! The type term has a fixed coefficient of 1 (the training data are all
-//! T4, so nothing could fit it; [`crate::gpu_speed`] gives the multipliers).
+//! T4, so nothing could fit it; [`crate::type_speed`] gives the multipliers).
 //! The coefficients are fitted by argmin's L-BFGS (already in core for the
 //! goodput fit) on the squared log error itself, each model family
 //! weighted equally, so the fit minimises the RMSLE that is reported.
@@ -48,6 +48,7 @@ use crate::profile::AppProfile;
 /// Layer counts by kind, as an ONNX graph or a job spec gives them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayerCounts {
+    /// Conv and ConvTranspose.
     #[serde(default)]
     pub conv: u32,
     /// Gemm and MatMul (fully connected layers, projections).
@@ -83,6 +84,7 @@ pub struct ModelFeatures {
     pub flops_per_sample: f64,
     /// Trainable parameters (elements of the initializers).
     pub params: f64,
+    /// Layer counts by kind.
     #[serde(default)]
     pub layers: LayerCounts,
 }
@@ -90,8 +92,11 @@ pub struct ModelFeatures {
 /// Where a prediction is wanted: the configuration of one step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictAt {
+    /// Nodes the job runs on.
     pub nodes: u32,
+    /// GPUs in all.
     pub gpus: u32,
+    /// Per-GPU batch size.
     pub local_bsz: u32,
     /// Absent: the T4 of the training data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,6 +104,7 @@ pub struct PredictAt {
 }
 
 impl PredictAt {
+    /// A configuration on the T4 of the training data.
     pub fn new(nodes: u32, gpus: u32, local_bsz: u32) -> Self {
         PredictAt {
             nodes,
@@ -114,8 +120,11 @@ impl PredictAt {
 pub struct Sample {
     /// The model family (the unit left out in cross-validation).
     pub family: String,
+    /// The model's features.
     pub features: ModelFeatures,
+    /// The configuration it was measured at.
     pub at: PredictAt,
+    /// Measured compute share of a step, in [0, 1].
     pub utilization: f64,
 }
 
@@ -152,6 +161,7 @@ const LN_LAYERS_0: f64 = 3.0;
 /// A fitted predictor.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct UtilizationPredictor {
+    /// The coefficients the fit was allowed to move.
     pub form: Form,
     /// c0..c6 of the module documentation, then c7 = ln W0.
     pub coef: [f64; N],
@@ -414,7 +424,9 @@ pub fn rmsle(pairs: &[(f64, f64)]) -> f64 {
 /// One held-out family's scores.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FamilyScore {
+    /// The model family held out.
     pub family: String,
+    /// How many of the samples are the family's.
     pub points: usize,
     /// The predictor fitted to the other families.
     pub rmsle: f64,
@@ -422,19 +434,24 @@ pub struct FamilyScore {
     pub rmsle_mean: f64,
     /// Utilization 1 (what a planner assumes of a job with no model).
     pub rmsle_one: f64,
-    /// Measured and predicted mean utilization of the family.
+    /// Measured mean utilization of the family.
     pub mean_measured: f64,
+    /// Predicted mean utilization of the family.
     pub mean_predicted: f64,
 }
 
 /// Leave-one-model-out cross-validation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CrossValidation {
+    /// The coefficients each fold's fit was allowed to move.
     pub form: Form,
+    /// One score per held-out family.
     pub families: Vec<FamilyScore>,
     /// Over all points of all folds.
     pub rmsle: f64,
+    /// The constant-mean baseline, over all points of all folds.
     pub rmsle_mean: f64,
+    /// The utilization-1 baseline, over all points of all folds.
     pub rmsle_one: f64,
 }
 

@@ -26,11 +26,13 @@ use crate::model::{BatchLimits, GradParams};
 /// Per-application constants of the Pollux artifact.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AppConstants {
+    /// The application's batch-size limits.
     pub limits: BatchLimits,
     /// The job completes after this many (statistical) epochs.
     pub max_epochs: u32,
 }
 
+/// The applications of the Pollux artifact whose profiles ship with gpuplan.
 pub const POLLUX_APPS: [&str; 6] = ["bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"];
 
 /// Constants for a bundled application (M0, max batch, local batch range, epochs).
@@ -58,17 +60,24 @@ pub fn pollux_app_constants(app: &str) -> Option<AppConstants> {
 /// True seconds per optimizer step and of it spent in gradient sync.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepTime {
+    /// Seconds per optimizer step.
     pub step_s: f64,
+    /// Seconds of the step spent in gradient sync.
     pub sync_s: f64,
 }
 
 /// One measured configuration, for fitting and tests.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeasuredPoint {
+    /// Nodes it ran on.
     pub nodes: u32,
+    /// GPUs in all.
     pub gpus: u32,
+    /// Per-GPU batch size.
     pub local_bsz: u32,
+    /// Measured seconds per optimizer step.
     pub step_s: f64,
+    /// Measured seconds of the step spent in gradient sync.
     pub sync_s: f64,
 }
 
@@ -99,8 +108,11 @@ struct Validation {
 /// The measured behaviour of one application.
 #[derive(Debug, Clone)]
 pub struct AppProfile {
+    /// The application's name (a key of [`POLLUX_APPS`] for the bundled ones).
     pub name: String,
+    /// The application's batch-size limits.
     pub limits: BatchLimits,
+    /// The job completes after this many (statistical) epochs.
     pub max_epochs: u32,
     exact: HashMap<String, Curve>,
     plane: BTreeMap<(u32, u32), Curve>,

@@ -2,8 +2,7 @@
 //! summary with the objective ([`PlanReport`]) and each job's GPUs
 //! ([`JobGpus`]), one shape for every front end.
 //!
-//! Above the objective, which a report evaluates; `crate::plan` keeps the
-//! old paths.
+//! Above the objective, which a report evaluates.
 
 use serde::Serialize;
 
@@ -16,18 +15,25 @@ use crate::variability::PerfClass;
 /// shape, so every front end shows the same keys and the same objective.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanReport {
+    /// Name of the planner that produced the plan.
     pub planner: String,
+    /// How the plan was obtained ([`Plan::status`]).
     pub status: PlanStatus,
     /// Generalized mean of job speedups (higher is better), evaluated the same way for every planner.
     pub objective: f64,
+    /// The planner's bound on the objective, when it has one ([`Plan::bound`]).
     pub bound: Option<f64>,
+    /// Relative gap between bound and objective ([`Plan::gap`]).
     pub gap: Option<f64>,
+    /// Wall-clock milliseconds the planner took.
     pub solve_ms: f64,
+    /// Why the plan fell back or left jobs out ([`Plan::reason`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
 impl PlanReport {
+    /// The report of `plan` for `round`, with the objective evaluated here.
     pub fn new(round: &Round, plan: &Plan) -> Self {
         PlanReport {
             planner: plan.planner.clone(),

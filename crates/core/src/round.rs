@@ -31,11 +31,12 @@ pub enum Interference {
 #[serde(default, deny_unknown_fields)]
 pub struct PolicyParams {
     /// Power-mean exponent; `f64::NEG_INFINITY` = max-min, written `"-inf"`
-    /// in JSON (see [`p_json`]). Supported: [`P_MIN`]..=[`P_MAX`] or −∞.
+    /// in JSON (see `p_json`). Supported: [`P_MIN`]..=[`P_MAX`] or −∞.
     #[serde(with = "p_json")]
     pub p: f64,
     /// δ in the restart factor (age − δ·restarts)/(age + δ).
     pub restart_penalty_s: f64,
+    /// Whether several multi-node jobs may share a node.
     pub interference: Interference,
     /// Pollux's exploration cap: at most this × the most GPUs a job has used.
     pub exploration_factor: u32,
@@ -264,6 +265,7 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// Every placement; parsing and the front ends' lists iterate it.
     pub const ALL: [Placement; 6] = [
         Placement::Default,
         Placement::Packed,
@@ -393,11 +395,14 @@ impl ParamField {
 /// its own in front. Displays as a round file's path: `params.sharing: …`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParamError {
+    /// The setting that is out of range.
     pub field: ParamField,
+    /// What is wrong with it, without the field's name (`must be >= 1, got 0`).
     pub problem: String,
 }
 
 impl ParamError {
+    /// The error for `field`, worded by `problem`.
     pub fn new(field: ParamField, problem: impl Into<String>) -> Self {
         ParamError {
             field,
@@ -548,15 +553,25 @@ pub struct Oracle {
 /// One job as a planner sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundJob {
+    /// The job's index, unique within the round.
     pub id: JobId,
+    /// Display name; plan files key allocations by it.
     pub name: String,
+    /// Application name: the fallback for the job's memory, variability class and type speeds.
     pub app: String,
+    /// Submission time in seconds; queue-order planners (FIFO) sort by it.
     pub submit_s: f64,
+    /// GPUs the user asked for (fixed-size policies use exactly this).
     pub requested_gpus: u32,
+    /// Total batch size the user asked for.
     pub batch_size: u32,
+    /// Fewest GPUs the job may run on when it runs.
     pub min_gpus: u32,
+    /// Most GPUs the job may run on (0: it may not run).
     pub max_gpus: u32,
+    /// Whether planners may stop or move it once it runs; if not, it keeps its exact GPUs.
     pub preemptible: bool,
+    /// What has happened to the job so far: progress, age, restarts, current GPUs.
     pub state: JobState,
     /// Fitted goodput model; `None` until the job has run (speedup is then
     /// linear in GPUs, as Pollux assumes).
@@ -568,9 +583,10 @@ pub struct RoundJob {
     pub model_type: Option<GpuType>,
     /// Models fitted on the other types the job has run on. A type in
     /// neither place is predicted from `model` by the type-speed ratio
-    /// ([`crate::gpu_speed`]), as Sia bootstraps.
+    /// ([`crate::perf_on`]), as Sia bootstraps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub type_models: Vec<TypedModel>,
+    /// Ground truth for oracle policies (simulator only); real planners ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle: Option<Oracle>,
     /// Seconds this job loses per re-allocation, where it differs from the
@@ -579,7 +595,7 @@ pub struct RoundJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_penalty_s: Option<f64>,
     /// The job's variability class; absent: from its `app`
-    /// ([`crate::variability::class_of`]). Read only when the round has
+    /// ([`crate::class_of`]). Read only when the round has
     /// `variability`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<PerfClass>,
@@ -609,7 +625,9 @@ pub struct RoundJob {
 /// A job's model fitted on one GPU type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TypedModel {
+    /// The type the model was fitted on.
     pub gpu_type: GpuType,
+    /// The goodput model fitted there.
     pub model: GoodputModel,
 }
 
@@ -645,6 +663,7 @@ impl RoundJob {
         }
     }
 
+    /// The GPUs the job holds now (empty when it is not running).
     pub fn current(&self) -> &Allocation {
         &self.state.allocation
     }
@@ -687,19 +706,23 @@ impl RoundJob {
 }
 
 // The limits `Round::check` applies live with the cluster, so the per-GPU
-// table below the round can cap at them; their paths stay here.
-pub use crate::cluster::{MAX_GPUS_PER_NODE, MAX_GPUS_TOTAL};
+// table below the round can cap at them.
+use crate::cluster::{MAX_GPUS_PER_NODE, MAX_GPUS_TOTAL};
 
 /// The whole input of one planning round.
 ///
 /// Loading names the GPUs of allocations written at node level (files from
-/// before GPUs had identity), in job order: see [`crate::bind`].
+/// before GPUs had identity), in job order: see [`bind_round`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(from = "RoundRepr")]
 pub struct Round {
+    /// Time of the round in seconds on the driver's clock (reports read it; planners do not).
     pub now_s: f64,
+    /// The cluster the round plans over.
     pub cluster: Cluster,
+    /// The jobs to plan, running and queued.
     pub jobs: Vec<RoundJob>,
+    /// The policy settings every planner of the round reads.
     #[serde(default)]
     pub params: PolicyParams,
     /// Each GPU's slowdown per class and L, where the driver knows them (the
@@ -761,7 +784,7 @@ impl From<RoundRepr> for Round {
 }
 
 /// Name the unnamed GPUs of the round's current allocations, in job order
-/// ([`crate::bind`]). Here, not there, because loading a round binds, and
+/// (the binder's rules, as [`crate::bind_plan`]). Here, not there, because loading a round binds, and
 /// the binder's plan half sits above the round.
 pub fn bind_round(round: &mut Round) {
     if round.jobs.iter().all(|j| j.state.allocation.is_bound()) {

@@ -3,7 +3,7 @@
 //! pinned jobs and sharing, checked in one place.
 //!
 //! It reads the sharing rules ([`crate::colocation`]), which read plans,
-//! so it sits above the plan; `crate::plan` keeps its old paths.
+//! so it sits above the plan.
 
 use crate::job::JobId;
 use crate::plan::Plan;
@@ -13,63 +13,146 @@ use crate::NodeId;
 /// One broken rule in a plan.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Violation {
+    /// The plan gives GPUs to a job the round does not have.
     #[error("job {0:?} is not in the round")]
     UnknownJob(JobId),
+    /// An allocation names a node index past the cluster's last.
     #[error("job {job:?} uses node {node} which does not exist")]
-    UnknownNode { job: JobId, node: u32 },
-    #[error("node {node} holds {used} GPUs but has {capacity}")]
-    Capacity { node: u32, used: u32, capacity: u32 },
-    #[error("job {job:?} gets {gpus} GPUs, outside its limits [{min}, {max}]")]
-    GpuLimits {
+    UnknownNode {
+        /// The job given the node.
         job: JobId,
-        gpus: u32,
-        min: u32,
-        max: u32,
-    },
-    #[error("job {job:?} spans {nodes} nodes, more than the limit {max}")]
-    TooManyNodes { job: JobId, nodes: u32, max: u32 },
-    #[error("node {node} hosts {count} multi-node jobs; at most one is allowed")]
-    Interference { node: u32, count: u32 },
-    #[error("job {0:?} is not preemptible and was moved or stopped")]
-    PinnedMoved(JobId),
-    #[error("job {job:?} uses GPU {index} of node {node}, which has {capacity}")]
-    UnknownGpu {
-        job: JobId,
+        /// The node index it names.
         node: u32,
-        index: u32,
+    },
+    /// More GPUs handed out on a node than it has.
+    #[error("node {node} holds {used} GPUs but has {capacity}")]
+    Capacity {
+        /// The node's index.
+        node: u32,
+        /// GPUs the plan (and reserved GPUs) use there.
+        used: u32,
+        /// GPUs the node has.
         capacity: u32,
     },
-    #[error("GPU {index} of node {node} is given to jobs {first:?} and {second:?}")]
-    SharedGpu {
-        node: u32,
-        index: u32,
-        first: JobId,
-        second: JobId,
-    },
-    #[error("GPU {index} of node {node} holds {count} jobs; params.sharing allows {max}")]
-    OverShared {
-        node: u32,
-        index: u32,
-        count: u32,
+    /// A running job's GPU count outside its `[min_gpus, max_gpus]`.
+    #[error("job {job:?} gets {gpus} GPUs, outside its limits [{min}, {max}]")]
+    GpuLimits {
+        /// The job.
+        job: JobId,
+        /// GPUs the plan gives it.
+        gpus: u32,
+        /// Its `min_gpus`.
+        min: u32,
+        /// Its `max_gpus`.
         max: u32,
     },
+    /// A job spread over more nodes than `params.max_nodes_per_job`.
+    #[error("job {job:?} spans {nodes} nodes, more than the limit {max}")]
+    TooManyNodes {
+        /// The job.
+        job: JobId,
+        /// Nodes it spans in the plan.
+        nodes: u32,
+        /// The round's limit.
+        max: u32,
+    },
+    /// Several multi-node jobs on one node under `Interference::Avoid`.
+    #[error("node {node} hosts {count} multi-node jobs; at most one is allowed")]
+    Interference {
+        /// The node's index.
+        node: u32,
+        /// Multi-node jobs placed on it.
+        count: u32,
+    },
+    /// A non-preemptible running job that does not keep its exact GPUs.
+    #[error("job {0:?} is not preemptible and was moved or stopped")]
+    PinnedMoved(JobId),
+    /// A named GPU index past the node's GPU count.
+    #[error("job {job:?} uses GPU {index} of node {node}, which has {capacity}")]
+    UnknownGpu {
+        /// The job given the GPU.
+        job: JobId,
+        /// The node's index.
+        node: u32,
+        /// The GPU index it names.
+        index: u32,
+        /// GPUs the node has.
+        capacity: u32,
+    },
+    /// One GPU given to two jobs while sharing is off (`params.sharing` 1).
+    #[error("GPU {index} of node {node} is given to jobs {first:?} and {second:?}")]
+    SharedGpu {
+        /// The node's index.
+        node: u32,
+        /// The GPU's index on the node.
+        index: u32,
+        /// The first job holding it.
+        first: JobId,
+        /// The second job holding it.
+        second: JobId,
+    },
+    /// More jobs on one GPU than `params.sharing` allows.
+    #[error("GPU {index} of node {node} holds {count} jobs; params.sharing allows {max}")]
+    OverShared {
+        /// The node's index.
+        node: u32,
+        /// The GPU's index on the node.
+        index: u32,
+        /// Jobs placed on the GPU.
+        count: u32,
+        /// `params.sharing`.
+        max: u32,
+    },
+    /// Jobs sharing a GPU whose pair was never measured, under `sharing_pairs: measured`.
     #[error("GPU {index} of node {node} is shared by jobs {jobs:?} whose pair was not measured; params.sharing_pairs is measured")]
-    Unmeasured { node: u32, index: u32, jobs: Vec<JobId> },
+    Unmeasured {
+        /// The node's index.
+        node: u32,
+        /// The GPU's index on the node.
+        index: u32,
+        /// The jobs sharing it.
+        jobs: Vec<JobId>,
+    },
+    /// Jobs sharing a GPU whose memory needs exceed (or are unknown to) its type's memory.
     #[error("GPU {index} of node {node} ({gpu_type}) is shared by jobs {jobs:?} that do not fit in its memory (need {need})")]
     Memory {
+        /// The node's index.
         node: u32,
+        /// The GPU's index on the node.
         index: u32,
+        /// The node's GPU type, whose memory is the cap.
         gpu_type: String,
+        /// The jobs sharing it.
         jobs: Vec<JobId>,
         /// Each job's memory in GiB, "?" where unknown.
         need: String,
     },
+    /// A job given GPUs of more than one type.
     #[error("job {job:?} mixes GPU types ({types})")]
-    MixedTypes { job: JobId, types: String },
+    MixedTypes {
+        /// The job.
+        job: JobId,
+        /// The types it got, listed.
+        types: String,
+    },
+    /// Unequal GPU counts on a multi-node job's nodes, when the round asks for even nodes.
     #[error("job {job:?} holds {counts} GPUs on its nodes; the round asks for the same count on each (even_nodes)")]
-    UnevenNodes { job: JobId, counts: String },
+    UnevenNodes {
+        /// The job.
+        job: JobId,
+        /// Its GPU count per node, listed.
+        counts: String,
+    },
+    /// A job placed on a GPU that a job outside the round holds ([`Round::reserved`]).
     #[error("job {job:?} uses GPU {index} of node {node}, which a job outside the round holds (reserved)")]
-    Reserved { job: JobId, node: u32, index: u32 },
+    Reserved {
+        /// The job.
+        job: JobId,
+        /// The node's index.
+        node: u32,
+        /// The GPU's index on the node.
+        index: u32,
+    },
 }
 
 /// Check a plan against the round: per-node and per-GPU capacity (a named

@@ -41,13 +41,18 @@ pub fn class_of(app: &str) -> usize {
 /// A job's variability class, written `"A"`..`"D"` in round files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum PerfClass {
+    /// Most variable (ResNet-like).
     A,
+    /// Sequence models (BERT, GPT2).
     B,
+    /// VGG-like models.
     C,
+    /// Least variable (PageRank-like, memory-bound).
     D,
 }
 
 impl PerfClass {
+    /// Every class, in table order ([`CLASSES`]).
     pub const ALL: [PerfClass; 4] = [PerfClass::A, PerfClass::B, PerfClass::C, PerfClass::D];
 
     /// The class of an application name ([`class_of`]).
@@ -55,6 +60,7 @@ impl PerfClass {
         PerfClass::ALL[class_of(app)]
     }
 
+    /// Index into [`CLASSES`] and the per-class tables.
     pub fn index(self) -> usize {
         self as usize
     }

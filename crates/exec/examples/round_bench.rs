@@ -9,10 +9,10 @@
 use std::time::Instant;
 
 use gpuplan_core::JobId;
-use gpuplan_exec::clock::ManualClock;
-use gpuplan_exec::device::FakeDevices;
 use gpuplan_exec::engine::LocalEngine;
-use gpuplan_exec::{Config, Daemon, JobStatus, JobSubmission, Report, RoundDriver, SharedDaemon};
+use gpuplan_exec::{
+    Config, Daemon, FakeDevices, JobStatus, JobSubmission, ManualClock, Report, RoundDriver, SharedDaemon,
+};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

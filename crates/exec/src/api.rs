@@ -23,15 +23,17 @@ use gpuplan_core::JobId;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::daemon::{Config, Daemon, Report, SharedDaemon};
+use crate::daemon::{Config, Daemon, SharedDaemon};
 use crate::device::Fault;
 use crate::driver::RoundDriver;
+use crate::jobs::Report;
 use crate::spec::JobSubmission;
 use crate::ExecError;
 
 /// What `gpuplan serve` passes in.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
+    /// The daemon's own settings, passed on to [`Daemon::open`].
     pub daemon: Config,
     /// `nvml` or `fake:NxG`.
     pub devices: String,
@@ -41,6 +43,7 @@ pub struct ServeConfig {
     pub partition: Option<String>,
     /// Longest one Slurm command may take before it counts as failed.
     pub slurm_timeout: Duration,
+    /// Where the HTTP API listens (`--listen`).
     pub listen: SocketAddr,
     /// Admin token; `None` = read STATE/token, creating it (mode 0600) if absent.
     pub token: Option<String>,

@@ -19,6 +19,7 @@ pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Wall-clock time in seconds since the Unix epoch (journaled times are these).
 pub trait Clock: Send + Sync {
+    /// The time now, in seconds since the Unix epoch.
     fn now_unix_s(&self) -> f64;
 
     /// Resolves once the clock reads `unix_s` or later: the round loop
@@ -60,6 +61,7 @@ pub struct ManualClock {
 }
 
 impl ManualClock {
+    /// A clock that reads `start_unix_s` until advanced.
     pub fn new(start_unix_s: f64) -> Self {
         ManualClock {
             inner: Arc::new(Manual {

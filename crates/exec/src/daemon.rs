@@ -14,10 +14,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use gpuplan_core::fit::Observation;
-use gpuplan_core::{GoodputModel, GradParams, JobId, PolicyParams};
-use gpuplan_solve::agent::{Agent, FitMemo};
-use gpuplan_solve::{Decision, Limits, Planner, PlannerTraits};
+use gpuplan_core::{GoodputModel, GradParams, JobId, Observation, PolicyParams};
+use gpuplan_solve::{Agent, Decision, FitMemo, Limits, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, SystemClock};
@@ -27,30 +25,30 @@ use crate::journal::Journal;
 use crate::supervise::{Policy, Supervisor};
 use crate::ExecError;
 
-// The job table and the round driver lived here before the split; their
-// names stay reachable from here.
-pub use crate::jobs::{
-    batch_target, Attempt, AttemptWire, JobRecord, JobStatus, JobView, Lifecycle, ObsAgg, Phase, Report,
-    StopCause,
-};
-use crate::round::{Applied, PlanLine, Rounds};
-pub use crate::round::{Prepared, RoundStats};
-pub use crate::spec::JobSubmission;
+use crate::jobs::{JobRecord, JobStatus, JobView, Report};
+use crate::round::{Applied, PlanLine, Prepared, RoundStats, Rounds};
+use crate::spec::JobSubmission;
 
 /// Daemon settings (the `serve` flags).
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Where the journal, the admin token and the jobs' files live (`--state`).
     pub state_dir: PathBuf,
+    /// The planner's registry name; oracle planners are refused at open.
     pub planner: String,
+    /// Seconds between rounds.
     pub interval_s: f64,
     /// Seconds between SIGTERM and SIGKILL, unless the job sets `grace_s`.
     pub grace_s: f64,
     /// First restart delay after a crash; doubles with each further crash.
     pub backoff_s: f64,
+    /// Crashes before a job is marked failed, unless the job sets `max_crashes`.
     pub max_crashes: u32,
     /// Log lines kept with a failed job.
     pub log_lines: usize,
+    /// The planner's time limit and gap per round.
     pub limits: Limits,
+    /// The planner's parameters (sharing included); default the planner's own.
     pub params: PolicyParams,
     /// Base URL jobs report to, e.g. `http://127.0.0.1:7077`.
     pub report_base: String,
@@ -63,6 +61,7 @@ pub struct Config {
 }
 
 impl Config {
+    /// The `serve` defaults for `planner` (60 s rounds, 30 s grace, 3 crashes).
     pub fn new(state_dir: PathBuf, planner: &str) -> Self {
         Config {
             state_dir,
@@ -134,7 +133,9 @@ pub enum ConfigField {
 /// the field's key: `interval_s: must be > 0`, `params.sharing: …`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigError {
+    /// The setting at fault.
     pub field: ConfigField,
+    /// What is wrong with it, worded to follow its name.
     pub problem: String,
 }
 
@@ -193,7 +194,7 @@ pub fn utilization_samples(state_dir: &Path) -> Result<Vec<gpuplan_core::predict
 /// those that can (it would otherwise plan with no oracle, silently).
 pub fn live_planner(name: &str) -> Result<Box<dyn Planner>, ExecError> {
     let planner = gpuplan_solve::registry::create(name)?;
-    gpuplan_solve::pipeline::check_live(planner.as_ref())?;
+    gpuplan_solve::check_live(planner.as_ref())?;
     Ok(planner)
 }
 
@@ -234,10 +235,12 @@ pub struct Daemon {
 pub struct SharedDaemon(Arc<Mutex<Daemon>>);
 
 impl SharedDaemon {
+    /// Share `d`; clones lock the same daemon.
     pub fn new(d: Daemon) -> Self {
         SharedDaemon(Arc::new(Mutex::new(d)))
     }
 
+    /// The daemon, for one request or one step of a round; a poisoned lock is taken over.
     pub fn lock(&self) -> MutexGuard<'_, Daemon> {
         // A panic while holding the lock is a bug; keep serving what state there is.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
@@ -325,6 +328,7 @@ impl Daemon {
         Ok(())
     }
 
+    /// `STATE/token`: the admin token `serve` reads or creates.
     pub fn admin_token_path(&self) -> PathBuf {
         self.cfg.state_dir.join("token")
     }
@@ -350,6 +354,7 @@ impl Daemon {
         Ok(())
     }
 
+    /// Check and journal a new job; returns its id and the token its processes report with.
     pub fn submit(&mut self, spec: JobSubmission) -> Result<(JobId, String), ExecError> {
         spec.check("request").map_err(ExecError::Spec)?;
         let id = JobId(self.next_id);
@@ -449,10 +454,12 @@ impl Daemon {
         self.save(&[id])
     }
 
+    /// The token a job's own processes authenticate with.
     pub fn job_token(&self, id: JobId) -> Option<&str> {
         self.jobs.get(&id).map(|j| j.token.as_str())
     }
 
+    /// Cancel a job, stopping its attempt if one runs; a final job is refused.
     pub fn cancel(&mut self, id: JobId) -> Result<JobView, ExecError> {
         let now = self.clock.now_unix_s();
         let job = self.jobs.get_mut(&id).ok_or(ExecError::NoJob(id))?;
@@ -471,6 +478,7 @@ impl Daemon {
         Ok(self.view(id).expect("job exists"))
     }
 
+    /// Record a job's measurement (docs/job-protocol.md); bad numbers are refused.
     pub fn report(&mut self, id: JobId, r: Report) -> Result<(), ExecError> {
         let bad = |field: &'static str, value: f64| ExecError::BadReport { field, value };
         for (f, v) in [
@@ -553,10 +561,12 @@ impl Daemon {
         crate::jobs::colocation(self.jobs.values())
     }
 
+    /// Inject a fault into a GPU (fake devices only).
     pub fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
         self.rounds.inject(uuid, fault)
     }
 
+    /// The job as the API shows it; `None` for an unknown id.
     pub fn view(&self, id: JobId) -> Option<JobView> {
         let now = self.clock.now_unix_s();
         let j = self.jobs.get(&id)?;
@@ -589,6 +599,7 @@ impl Daemon {
         })
     }
 
+    /// Every job as the API shows it, by id.
     pub fn views(&self) -> Vec<JobView> {
         self.jobs.keys().filter_map(|id| self.view(*id)).collect()
     }
@@ -604,6 +615,7 @@ impl Daemon {
         self.rounds.gpus()
     }
 
+    /// The device backend's name (`nvml`, `fake`, `slurm`).
     pub fn backend(&self) -> &'static str {
         self.rounds.backend()
     }
@@ -613,6 +625,7 @@ impl Daemon {
         self.rounds.count()
     }
 
+    /// The latest finished round's stats; `None` before the first.
     pub fn last_round(&self) -> Option<&RoundStats> {
         self.rounds.last()
     }
@@ -622,6 +635,7 @@ impl Daemon {
         self.rounds.models()
     }
 
+    /// The settings the daemon was opened with.
     pub fn config(&self) -> &Config {
         &self.cfg
     }
@@ -818,6 +832,7 @@ mod tests {
     use super::*;
     use crate::device::FakeDevices;
     use crate::engine::LocalEngine;
+    use crate::jobs::{Attempt, Lifecycle, Phase, StopCause};
     use gpuplan_core::{Allocation, NodeId, PlanStatus};
     use gpuplan_solve::Decision;
 
@@ -1308,7 +1323,7 @@ mod tests {
         drop(d);
         let old =
             r#"{"nodes":1,"gpus":1,"local_bsz":8,"accum_time_s_sum":1.0,"step_time_s_sum":1.0,"count":1}"#;
-        let o: gpuplan_solve::agent::ObsAgg = serde_json::from_str(old).unwrap();
+        let o: gpuplan_solve::ObsAgg = serde_json::from_str(old).unwrap();
         assert_eq!(o.gpu_type, None, "an untyped journal line still loads");
         let _ = std::fs::remove_dir_all(&dir);
     }

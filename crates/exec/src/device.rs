@@ -11,8 +11,13 @@ use crate::ExecError;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum Health {
+    /// May be given to jobs.
     Ok,
-    Unhealthy { reason: String },
+    /// Kept from jobs (an NVML error, an injected fault).
+    Unhealthy {
+        /// Why, for the operator.
+        reason: String,
+    },
 }
 
 /// One GPU as the daemon sees it in one round.
@@ -22,13 +27,19 @@ pub struct Gpu {
     pub uuid: String,
     /// Host (node) name; GPUs with the same node form one planner node.
     pub node: String,
+    /// Device index on its node; the order of a node's GPUs in a round.
     pub index: u32,
+    /// Model name (e.g. `NVIDIA A100-SXM4-80GB`); a round takes it as the node's GPU type.
     pub name: String,
+    /// Device memory.
     pub memory_total_bytes: u64,
+    /// Device memory in use, by any process.
     pub memory_used_bytes: u64,
+    /// Busy time over the last sample period (NVML); `None` when not reported.
     pub utilization_pct: Option<u32>,
     /// PIDs of processes using the GPU (NVML compute processes).
     pub processes: Vec<u32>,
+    /// Whether jobs may be given it.
     pub health: Health,
     /// Interconnect to each other GPU of the node: (uuid, level), level one of
     /// `internal`, `single-switch`, `multi-switch`, `host-bridge`, `numa`, `system`.
@@ -52,6 +63,7 @@ pub enum Fault {
 pub trait Devices: Send {
     /// `nvml` or `fake`.
     fn backend(&self) -> &'static str;
+    /// Every GPU now, healthy or not.
     fn collect(&mut self) -> Result<Vec<Gpu>, ExecError>;
     /// Fault injection; only the fake backend supports it.
     fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
@@ -69,6 +81,7 @@ pub struct FakeDevices {
 }
 
 impl FakeDevices {
+    /// `nodes` nodes of `gpus_per_node` healthy 16 GB GPUs each.
     pub fn new(nodes: u32, gpus_per_node: u32) -> Self {
         Self::from_nodes((0..nodes).map(|_| (gpus_per_node, "Fake GPU 16GB")))
     }

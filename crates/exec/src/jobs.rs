@@ -7,13 +7,13 @@
 use std::collections::BTreeMap;
 
 use gpuplan_core::{BatchLimits, GoodputModel, JobId};
-use gpuplan_solve::agent::{Agent, BatchTarget, FitMemo};
-use gpuplan_solve::PlannerTraits;
+use gpuplan_solve::{Agent, BatchTarget, FitMemo, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Handle;
 use crate::spec::JobSubmission;
 
+/// A job's status as journaled; [`Phase`] adds its attempt's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum JobStatus {
@@ -21,12 +21,16 @@ pub enum JobStatus {
     Queued,
     /// Holds GPUs: running, starting, or being moved.
     Running,
+    /// Ended: its ranks exited 0 or it wrote its done-file.
     Completed,
+    /// Ended: it crashed more often than allowed, or could not be started.
     Failed,
+    /// Cancelled through the API.
     Cancelled,
 }
 
 impl JobStatus {
+    /// Whether the job has ended and is never planned again.
     pub fn is_final(self) -> bool {
         matches!(
             self,
@@ -160,38 +164,56 @@ impl From<Attempt> for AttemptWire {
     }
 }
 
-pub use gpuplan_solve::agent::ObsAgg;
-
 /// Everything the daemon knows about one job; the journal's unit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
+    /// The daemon-wide id, from 1.
     pub id: JobId,
+    /// What was submitted.
     pub spec: JobSubmission,
+    /// When it was submitted (the daemon's clock).
     pub submit_unix_s: f64,
+    /// Where it is, as journaled.
     pub status: JobStatus,
+    /// Why it failed or was re-planned, for the operator; `None` when nothing went wrong.
     #[serde(default)]
     pub reason: Option<String>,
     /// Lets the job's own processes report and read their state, nothing else.
     pub token: String,
     /// GPUs the last plan gave the job (UUIDs); empty = none.
     pub gpus: Vec<String>,
+    /// The attempt now on its GPUs, starting or stopping; `None` when nothing runs.
     pub attempt: Option<Attempt>,
+    /// Launches so far.
     pub attempts: u32,
+    /// Attempts that failed on their own (counted against `max_crashes`).
     pub crashes: u32,
+    /// No relaunch before this time, after a crash.
     pub backoff_until_unix_s: f64,
+    /// Re-allocations after its first (the planner's restart count).
     pub restarts: u32,
+    /// Most GPUs it has held at once.
     pub max_gpus_used: u32,
+    /// GPU-seconds it has run (Tiresias' attained service).
     pub attained_gpu_s: f64,
+    /// Total batch of the current allocation, as its attempt is told.
     pub batch_size: u32,
+    /// Per-GPU batch of the current allocation.
     pub local_bsz: u32,
+    /// Gradient accumulation steps per optimizer step.
     pub accum_steps: u32,
+    /// Progress last reported, in the job's own units.
     pub progress: f64,
+    /// Epoch last reported.
     pub epoch: u32,
+    /// Optimizer step last reported.
     pub step: u64,
     /// Measurements and the fit (journaled as `observations` and `grad`).
     #[serde(flatten)]
     pub agent: Agent,
+    /// Log lines kept when an attempt failed (`Config::log_lines`).
     pub last_log: Vec<String>,
+    /// When it completed, failed or was cancelled.
     pub finished_unix_s: Option<f64>,
     /// The job's id in the engine's queue (Slurm job id), while it has
     /// one; opaque to the daemon. Journaled as `slurm_job`, its name since
@@ -243,6 +265,7 @@ impl SharingRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
+    /// Optimizer step reached.
     #[serde(default)]
     pub step: Option<u64>,
     /// Seconds per optimizer step, synchronisation included.
@@ -250,16 +273,21 @@ pub struct Report {
     /// Seconds of one accumulation (compute-only) step; default `step_time_s`.
     #[serde(default)]
     pub accum_time_s: Option<f64>,
+    /// Per-GPU batch the step ran with.
     pub local_bsz: u32,
+    /// Accumulation steps it used; accepted, the daemon keeps the ones it chose.
     #[serde(default)]
     pub accum_steps: Option<u32>,
+    /// Squared gradient norm estimate, for the gradient noise scale.
     #[serde(default)]
     pub grad_sqr: Option<f64>,
+    /// Gradient variance estimate, for the gradient noise scale.
     #[serde(default)]
     pub grad_var: Option<f64>,
     /// Progress in the job's own units (e.g. examples processed at M0).
     #[serde(default)]
     pub progress: Option<f64>,
+    /// Epoch reached.
     #[serde(default)]
     pub epoch: Option<u32>,
 }
@@ -271,13 +299,21 @@ pub struct Report {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
+    /// Waiting for GPUs.
     Queued,
+    /// Waiting out its back-off after a crash.
     Backoff,
+    /// Given GPUs; its attempt is being launched.
     Starting,
+    /// Its attempt runs.
     Running,
+    /// Its attempt was told to stop (a move, a cancel, a crash of another rank).
     Stopping,
+    /// Ended successfully.
     Completed,
+    /// Ended in failure.
     Failed,
+    /// Cancelled, with nothing left running.
     Cancelled,
 }
 
@@ -447,23 +483,42 @@ pub(crate) fn colocation<'a>(
 /// A job as the API shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobView {
+    /// The job's id.
     pub id: JobId,
+    /// Its submitted name.
     pub name: String,
+    /// Its journaled status.
     pub status: JobStatus,
+    /// Status and attempt in one word.
     pub phase: Phase,
+    /// UUIDs of the GPUs the last plan gave it.
     pub gpus: Vec<String>,
+    /// Launches so far.
     pub attempts: u32,
+    /// Re-allocations after its first.
     pub restarts: u32,
+    /// Attempts that failed on their own.
     pub crashes: u32,
+    /// Optimizer step last reported.
     pub step: u64,
+    /// Progress last reported, in the job's own units.
     pub progress: f64,
+    /// Total batch of the current allocation.
     pub batch_size: u32,
+    /// Per-GPU batch of the current allocation.
     pub local_bsz: u32,
+    /// Gradient accumulation steps per optimizer step.
     pub accum_steps: u32,
+    /// GPU-seconds run so far.
     pub attained_gpu_s: f64,
+    /// Why it failed or was re-planned.
     pub reason: Option<String>,
+    /// Log lines kept when an attempt failed.
     pub last_log: Vec<String>,
+    /// When it was submitted.
     pub submit_unix_s: f64,
+    /// When it ended.
     pub finished_unix_s: Option<f64>,
+    /// Its fitted goodput model; `None` until its reports allow a fit.
     pub model: Option<GoodputModel>,
 }

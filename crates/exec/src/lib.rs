@@ -1,49 +1,52 @@
+#![warn(missing_docs)]
 //! gpuplan-exec: the daemon that applies each round's plan on a real cluster.
 //!
 //! It exists so that the planners built for simulation drive real jobs.
-//! Split by concern: the job table ([`jobs`]), a round's steps
-//! ([`round`]: devices ([`device::Devices`]: NVML or fake) → a
-//! [`gpuplan_core::Round`] → the shared pipeline → GPUs), the supervisor
-//! ([`supervise`]) over a job-level engine ([`engine::Engine`]: local
-//! processes; scripted for tests; Slurm jobs), the journal
-//! ([`journal::Journal`]) and the injected clock ([`clock`]), tied together
-//! by [`daemon::Daemon`]. The one round loop is
-//! [`driver::RoundDriver::run_rounds`], on the injected clock until an
-//! injected shutdown; [`api::serve`] runs it beside an HTTP JSON API, with
-//! Prometheus metrics read from the daemon's state ([`metrics`]).
-//! Native only.
+//! [`Daemon`] holds the job table, a round's steps (devices ([`Devices`]:
+//! NVML or [`FakeDevices`]) → a [`gpuplan_core::Round`] → the shared
+//! pipeline → GPUs), the supervisor over a job-level engine
+//! ([`engine::Engine`]: local processes; scripted for tests; Slurm jobs,
+//! picked by name from [`engine::REGISTRY`]), the journal and the injected
+//! [`Clock`]; [`Config`] is what it is started with. The one round loop is
+//! [`RoundDriver::run_rounds`], on the injected clock until an injected
+//! shutdown; [`serve`] runs it beside an HTTP JSON API, with Prometheus
+//! metrics read from the daemon's state. Native only.
 //!
 //! ```
-//! use gpuplan_exec::device::{Devices, FakeDevices};
+//! use gpuplan_exec::{Devices, FakeDevices};
 //! let mut d = FakeDevices::parse("2x4").unwrap();
 //! assert_eq!(d.collect().unwrap().len(), 8);
 //! ```
 
-pub mod api;
-pub mod clock;
-pub mod daemon;
-pub mod device;
-pub mod driver;
+mod api;
+mod clock;
+mod daemon;
+mod device;
+mod driver;
+// Kept a namespace: the engine registry (`engine::REGISTRY`, `engine::backends`) reads unclearly flat.
 pub mod engine;
-pub mod jobs;
-pub mod journal;
-pub mod metrics;
-pub mod nvml;
-pub mod round;
-pub mod spec;
-pub mod supervise;
+mod jobs;
+mod journal;
+mod metrics;
+mod nvml;
+mod round;
+mod spec;
+mod supervise;
 
 pub use api::{serve, serve_blocking, ServeConfig};
-pub use daemon::{Config, ConfigError, ConfigField, Daemon, SharedDaemon};
+pub use clock::{Clock, ManualClock, Sleep, SystemClock};
+pub use daemon::{utilization_samples, Config, ConfigError, ConfigField, Daemon, SharedDaemon};
+pub use device::{Devices, FakeDevices, Fault, Gpu, Health};
 pub use driver::RoundDriver;
-pub use jobs::{JobStatus, JobView, Phase, Report};
-pub use round::{RoundStats, RoundStatus};
+pub use jobs::{batch_target, JobRecord, JobStatus, JobView, Phase, Report};
+pub use round::{device_cluster, DeviceCluster, Prepared, RoundStats, RoundStatus};
 pub use spec::JobSubmission;
 
 /// The Slurm client the Slurm engine drives (`gpuplan sweep-slurm` runs
-/// its commands too); it lives with the engine.
+/// its commands too); it lives with the engine. Kept a namespace:
+/// `slurm::run_timed` says whose commands it runs, flat it would not.
 pub mod slurm {
-    pub use crate::engine::slurm::client::*;
+    pub use crate::engine::slurm::client::{run_timed, Slurm, SlurmJob, SlurmNode};
 }
 
 /// Everything that can go wrong in the executor. A request's mistakes are
@@ -57,34 +60,58 @@ pub enum ExecError {
     /// The device backend cannot be used (one sentence, shown at start).
     #[error("{0}")]
     Devices(String),
+    /// A submitted job's spec is invalid: every problem, one a line.
     #[error("invalid job spec:\n  {}", .0.join("\n  "))]
     Spec(Vec<String>),
     /// A report's field is negative or not finite.
     #[error("report:{field}: must be finite and >= 0, got {value}")]
-    BadReport { field: &'static str, value: f64 },
+    BadReport {
+        /// The report's field.
+        field: &'static str,
+        /// What it held.
+        value: f64,
+    },
     /// A report without a step time or a local batch.
     #[error("report: step_time_s and local_bsz must be > 0")]
     EmptyReport,
     /// Fault injection asked of a device backend that has none.
     #[error("fault injection needs the fake device backend, this daemon uses {backend}")]
-    NoFaultInjection { backend: &'static str },
+    NoFaultInjection {
+        /// The backend in use.
+        backend: &'static str,
+    },
     /// A fault for a GPU the fake backend does not have.
     #[error("no fake GPU with uuid {0}")]
     NoGpu(String),
+    /// No job has this id.
     #[error("no job {}", .0.0)]
     NoJob(gpuplan_core::JobId),
     /// Cancelling a job that is already completed, failed or cancelled.
     #[error("job {} is already {phase}", .job.0)]
-    AlreadyFinal { job: gpuplan_core::JobId, phase: Phase },
+    AlreadyFinal {
+        /// The job.
+        job: gpuplan_core::JobId,
+        /// The final phase it is in.
+        phase: Phase,
+    },
+    /// The journal cannot be read or written (a corrupt record names its line).
     #[error("journal: {0}")]
     Journal(String),
+    /// A file operation failed.
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        /// What was being done, naming the path.
+        context: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// A setting or `serve` flag is refused (the message names it).
     #[error("{0}")]
     Config(String),
     /// An engine's external command failed (names the command and its message).
     #[error("{0}")]
     Engine(String),
+    /// The planner cannot be created or failed.
     #[error(transparent)]
     Plan(#[from] gpuplan_solve::PlanError),
 }

@@ -321,10 +321,11 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::daemon::{Config, Report, SharedDaemon};
+    use crate::daemon::{Config, SharedDaemon};
     use crate::device::{FakeDevices, Fault};
     use crate::driver::RoundDriver;
     use crate::engine::FakeEngine;
+    use crate::jobs::Report;
     use crate::spec::JobSubmission;
 
     struct Rig {

@@ -18,8 +18,7 @@ use gpuplan_core::{
     Allocation, Cluster, GoodputModel, GpuId, GpuType, JobId, JobSpec, JobState, Node, NodeId, PlanStatus,
     PolicyParams, Round,
 };
-use gpuplan_solve::agent::{round_job, FitMemo, JobFacts};
-use gpuplan_solve::{Change, Decision, PlannerTraits};
+use gpuplan_solve::{round_job, Change, Decision, FitMemo, JobFacts, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Stopwatch;
@@ -31,16 +30,24 @@ use crate::ExecError;
 /// Timings and outcome of one round.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RoundStats {
+    /// Round number, from 1 since the daemon opened.
     pub round: u64,
+    /// Milliseconds to collect devices and build the planner's input.
     pub collect_ms: f64,
+    /// Milliseconds the planner took.
     pub plan_ms: f64,
+    /// Milliseconds to apply the plan (journal, stops, launches).
     pub apply_ms: f64,
+    /// Jobs the round planned for.
     pub active_jobs: usize,
+    /// GPUs the round could give out.
     pub healthy_gpus: usize,
+    /// Jobs whose GPUs the plan changed.
     pub changed_jobs: usize,
     /// The plan's status (`optimal`, `feasible`, `fallback`), `error` when
     /// the planner failed, `None` when there was nothing to plan.
     pub status: Option<RoundStatus>,
+    /// Why there was no plan (`no healthy GPUs`, the planner's error).
     pub note: Option<String>,
     /// The plan's objective (`gpuplan_core::objective::evaluate`, the number
     /// every planner is judged by); `None` without a plan. Defaulted so
@@ -57,9 +64,13 @@ pub struct RoundStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RoundStatus {
+    /// The planner proved its plan optimal.
     Optimal,
+    /// A valid plan, not proved optimal (time or gap limit).
     Feasible,
+    /// The planner fell back to its simple rule.
     Fallback,
+    /// The planner failed; allocations stay as they were.
     Error,
 }
 
@@ -96,6 +107,7 @@ impl From<PlanStatus> for RoundStatus {
 /// A prepared round: the planner input plus what `apply` needs to map the
 /// plan's GPUs back to devices.
 pub struct Prepared {
+    /// The planner's input.
     pub round: Round,
     node_gpus: Vec<Vec<String>>,
     targets: HashMap<JobId, Vec<String>>,
@@ -107,6 +119,7 @@ pub struct Prepared {
 /// cluster show` prints the same, so what an operator sees is what the
 /// planner gets.
 pub struct DeviceCluster {
+    /// The healthy GPUs as a round's cluster.
     pub cluster: Cluster,
     /// `node_gpus[i][k]`: the UUID of GPU k of round node i.
     pub node_gpus: Vec<Vec<String>>,
@@ -114,6 +127,7 @@ pub struct DeviceCluster {
     pub slot_of: HashMap<String, GpuId>,
 }
 
+/// Map devices to the round's cluster: healthy GPUs only, nodes by name, GPUs by index.
 pub fn device_cluster(gpus: &[Gpu]) -> DeviceCluster {
     let mut by_node: BTreeMap<&str, Vec<&Gpu>> = BTreeMap::new();
     for g in gpus.iter().filter(|g| g.health == Health::Ok) {

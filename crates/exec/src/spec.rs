@@ -11,10 +11,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobSubmission {
+    /// A name for people; need not be unique.
     pub name: String,
     /// Run by `sh -c`, once per GPU (rank).
     pub command: String,
+    /// Fewest GPUs it runs on.
     pub min_gpus: u32,
+    /// Most GPUs it may be given.
     pub max_gpus: u32,
     /// Initial total batch size (M0 of the goodput model).
     pub batch_size: u32,
@@ -30,6 +33,7 @@ pub struct JobSubmission {
     /// Per-GPU batch bounds; default 1 and `batch_size`.
     #[serde(default)]
     pub min_local_bsz: Option<u32>,
+    /// Largest per-GPU batch; default `batch_size`.
     #[serde(default)]
     pub max_local_bsz: Option<u32>,
     /// Seconds a restart costs the job (checkpoint + reload); recorded and
@@ -39,6 +43,7 @@ pub struct JobSubmission {
     /// Seconds between SIGTERM and SIGKILL on re-allocation; default the daemon's `--grace`.
     #[serde(default)]
     pub grace_s: Option<f64>,
+    /// Whether planners may stop or move it once it runs (default yes).
     #[serde(default = "yes")]
     pub preemptible: bool,
     /// Crashes before the job is marked failed; default the daemon's `--max-crashes`.

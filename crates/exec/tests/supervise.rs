@@ -3,10 +3,8 @@
 //! `supervise.rs`, because it drives the whole daemon, which sits above
 //! the supervisor.)
 use gpuplan_core::{Allocation, JobId, NodeId, Plan, PlanStatus};
-use gpuplan_exec::clock::ManualClock;
-use gpuplan_exec::device::FakeDevices;
 use gpuplan_exec::engine::{FakeEngine, Stop};
-use gpuplan_exec::{Config, Daemon, JobStatus, JobSubmission};
+use gpuplan_exec::{Config, Daemon, FakeDevices, JobStatus, JobSubmission, ManualClock};
 use gpuplan_solve::Decision;
 
 struct Rig {

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! Model features from an ONNX file, for predicting a job's GPU utilization
 //! before it runs (issue 15; the regression itself is
 //! `gpuplan_core::predict`, which needs no I/O and no protobuf).
@@ -6,8 +8,10 @@
 //! core must not carry, and only the binary needs it.
 //!
 //! Main items: [`features_from_onnx`] (bytes + a source name for errors),
-//! [`OnnxFeatures`] (the features and what could not be counted), and the
-//! hand-declared message subset in [`onnx`].
+//! [`OnnxFeatures`] (the features and what could not be counted),
+//! [`OnnxError`] (what a file lacks, naming it), and the hand-declared
+//! message subset rooted at [`ModelProto`], with [`encode`] to write one
+//! (tests build small graphs in code).
 //!
 //! ```
 //! // An empty file decodes to an empty ModelProto: an error naming the file and field.
@@ -15,6 +19,9 @@
 //! assert_eq!(err.to_string(), "model.onnx: graph: missing");
 //! ```
 
-pub mod onnx;
+mod onnx;
 
-pub use onnx::{features_from_onnx, OnnxError, OnnxFeatures};
+pub use onnx::{
+    encode, features_from_onnx, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OnnxError,
+    OnnxFeatures, TensorProto, TensorShapeProto, TensorTypeProto, TypeProto, ValueInfoProto,
+};

@@ -20,54 +20,76 @@ use std::collections::HashMap;
 use gpuplan_core::predict::{LayerCounts, ModelFeatures};
 use prost::Message;
 
+/// ONNX `ModelProto`: a file's top-level message.
 #[derive(Clone, PartialEq, Message)]
 pub struct ModelProto {
+    /// ONNX IR version the file was written for.
     #[prost(int64, tag = "1")]
     pub ir_version: i64,
+    /// The tool that wrote the file.
     #[prost(string, tag = "2")]
     pub producer_name: String,
+    /// The computation graph; a model without one has no features.
     #[prost(message, optional, tag = "7")]
     pub graph: Option<GraphProto>,
 }
 
+/// ONNX `GraphProto`: the layers, weights and typed values.
 #[derive(Clone, PartialEq, Message)]
 pub struct GraphProto {
+    /// The operators, in topological order.
     #[prost(message, repeated, tag = "1")]
     pub node: Vec<NodeProto>,
+    /// The graph's name.
     #[prost(string, tag = "2")]
     pub name: String,
+    /// The weights (and shape constants); parameters are counted here.
     #[prost(message, repeated, tag = "5")]
     pub initializer: Vec<TensorProto>,
+    /// Graph inputs; the first one's leading dimension is the batch.
     #[prost(message, repeated, tag = "11")]
     pub input: Vec<ValueInfoProto>,
+    /// Graph outputs.
     #[prost(message, repeated, tag = "12")]
     pub output: Vec<ValueInfoProto>,
+    /// Shapes of intermediate values, where shape inference wrote them.
     #[prost(message, repeated, tag = "13")]
     pub value_info: Vec<ValueInfoProto>,
 }
 
+/// ONNX `NodeProto`: one operator application.
 #[derive(Clone, PartialEq, Message)]
 pub struct NodeProto {
+    /// Names of the values it reads (data first, then weights).
     #[prost(string, repeated, tag = "1")]
     pub input: Vec<String>,
+    /// Names of the values it writes.
     #[prost(string, repeated, tag = "2")]
     pub output: Vec<String>,
+    /// The node's name, used in [`OnnxFeatures::uncounted`].
     #[prost(string, tag = "3")]
     pub name: String,
+    /// The operator (`Conv`, `Gemm`, `MatMul`, ...).
     #[prost(string, tag = "4")]
     pub op_type: String,
+    /// The operator's attributes (kernel shape, strides, `transB`, ...).
     #[prost(message, repeated, tag = "5")]
     pub attribute: Vec<AttributeProto>,
 }
 
+/// ONNX `AttributeProto`: one named operator attribute.
 #[derive(Clone, PartialEq, Message)]
 pub struct AttributeProto {
+    /// The attribute's name.
     #[prost(string, tag = "1")]
     pub name: String,
+    /// Value of a FLOAT attribute.
     #[prost(float, tag = "2")]
     pub f: f32,
+    /// Value of an INT attribute.
     #[prost(int64, tag = "3")]
     pub i: i64,
+    /// Value of an INTS attribute.
     #[prost(int64, repeated, tag = "8")]
     pub ints: Vec<i64>,
     /// AttributeType: 1 FLOAT, 2 INT, 7 INTS, ...
@@ -75,49 +97,65 @@ pub struct AttributeProto {
     pub r#type: i32,
 }
 
+/// ONNX `TensorProto`, without its data: an initializer's shape and name.
 #[derive(Clone, PartialEq, Message)]
 pub struct TensorProto {
+    /// The tensor's shape; its product is the parameter count.
     #[prost(int64, repeated, tag = "1")]
     pub dims: Vec<i64>,
+    /// ONNX element type (1 FLOAT, ...).
     #[prost(int32, tag = "2")]
     pub data_type: i32,
+    /// Name by which nodes refer to it.
     #[prost(string, tag = "8")]
     pub name: String,
 }
 
+/// ONNX `ValueInfoProto`: a named value and its type.
 #[derive(Clone, PartialEq, Message)]
 pub struct ValueInfoProto {
+    /// The value's name.
     #[prost(string, tag = "1")]
     pub name: String,
+    /// Its type; only tensor types are read.
     #[prost(message, optional, tag = "2")]
     pub r#type: Option<TypeProto>,
 }
 
+/// ONNX `TypeProto`, tensor case only.
 #[derive(Clone, PartialEq, Message)]
 pub struct TypeProto {
+    /// The tensor type; absent for other kinds.
     #[prost(message, optional, tag = "1")]
     pub tensor_type: Option<TensorTypeProto>,
 }
 
+/// ONNX `TypeProto.Tensor`: element type and shape.
 #[derive(Clone, PartialEq, Message)]
 pub struct TensorTypeProto {
+    /// ONNX element type (1 FLOAT, ...).
     #[prost(int32, tag = "1")]
     pub elem_type: i32,
+    /// The shape, where known.
     #[prost(message, optional, tag = "2")]
     pub shape: Option<TensorShapeProto>,
 }
 
+/// ONNX `TensorShapeProto`: a list of dimensions.
 #[derive(Clone, PartialEq, Message)]
 pub struct TensorShapeProto {
+    /// The dimensions, outermost first.
     #[prost(message, repeated, tag = "1")]
     pub dim: Vec<Dimension>,
 }
 
+/// ONNX `TensorShapeProto.Dimension`: a size, or a symbol.
 #[derive(Clone, PartialEq, Message)]
 pub struct Dimension {
     /// 0 with `dim_param` set: a symbolic dimension (a batch, usually).
     #[prost(int64, tag = "1")]
     pub dim_value: i64,
+    /// The symbol's name (`batch`, `N`) when the size is symbolic.
     #[prost(string, tag = "2")]
     pub dim_param: String,
 }
@@ -130,6 +168,7 @@ pub fn encode(m: &ModelProto) -> Vec<u8> {
 /// Features read from one ONNX file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OnnxFeatures {
+    /// The features, as the utilization predictor reads them.
     pub features: ModelFeatures,
     /// The batch the FLOPs were divided by.
     pub batch: u64,
@@ -140,12 +179,22 @@ pub struct OnnxFeatures {
 /// Why a file gave no features; each names the file and the field.
 #[derive(Debug, thiserror::Error)]
 pub enum OnnxError {
+    /// The bytes are not a protobuf `ModelProto`.
     #[error("{source_name}: not an ONNX ModelProto: {message}")]
-    Decode { source_name: String, message: String },
+    Decode {
+        /// The file, as the caller named it.
+        source_name: String,
+        /// The decoder's message.
+        message: String,
+    },
+    /// The model decodes but a field the features need is missing or unusable.
     #[error("{source_name}: {field}: {message}")]
     Field {
+        /// The file, as the caller named it.
         source_name: String,
+        /// The field, as a path (`graph`, `graph.node`).
         field: String,
+        /// What is wrong with it.
         message: String,
     },
 }

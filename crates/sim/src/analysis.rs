@@ -16,9 +16,13 @@ use crate::SimError;
 /// Mean and percentiles of one quantity over jobs (numpy's percentile).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
+    /// Arithmetic mean.
     pub mean: f64,
+    /// Median.
     pub p50: f64,
+    /// 99th percentile, interpolated.
     pub p99: f64,
+    /// Largest value.
     pub max: f64,
 }
 
@@ -41,18 +45,22 @@ impl Spread {
 /// JCT of the jobs of one application (the workload's `app` column).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppJct {
+    /// The application.
     pub app: String,
+    /// Its jobs in the workload.
     pub jobs: usize,
+    /// Their job completion times.
     pub jct_s: Spread,
 }
 
 /// One job's derived numbers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobAnalysis {
+    /// The job, as in [`crate::JobResult::id`].
     pub id: JobId,
     /// First time it held GPUs minus its submit time.
     pub queueing_delay_s: f64,
-    /// Its JCT simulated alone (see [`ISOLATED`]); `None` where not computed.
+    /// Its JCT simulated alone (see [`Fairness::isolated`]); `None` where not computed.
     pub isolated_jct_s: Option<f64>,
     /// Finish-time fairness ρ = JCT / isolated JCT.
     pub rho: Option<f64>,
@@ -62,7 +70,7 @@ pub struct JobAnalysis {
 /// (N contending jobs); that share is not a placement the engine can run, so
 /// we divide by what it can: the job alone on the cluster at the GPUs it
 /// asked for (fifo: no queue, no other job, same interval and restart delay).
-pub const ISOLATED: &str =
+pub(crate) const ISOLATED: &str =
     "JCT simulated alone on the same cluster at its requested GPUs (fifo, no other job); \
      Themis divides by a 1/N share instead, which the engine cannot place";
 
@@ -70,17 +78,24 @@ pub const ISOLATED: &str =
 /// than it would have alone at the size it asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fairness {
+    /// What ρ divides by, in words, so a reader of the JSON knows it is
+    /// not Themis' 1/N share.
     pub isolated: String,
+    /// ρ = JCT / isolated JCT over the jobs.
     pub rho: Spread,
     /// Jobs with ρ > 1.
     pub unfair_jobs: usize,
 }
 
+/// A run's derived metrics ([`analyse`]), with fairness once isolated
+/// JCTs are known ([`Analysis::with_fairness`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Analysis {
+    /// First time a job held GPUs minus its submit time, over the jobs.
     pub queueing_delay_s: Spread,
     /// By application name, sorted.
     pub per_app: Vec<AppJct>,
+    /// `None` until [`Analysis::with_fairness`] adds it.
     pub fairness: Option<Fairness>,
     /// In the order of the run's jobs.
     pub jobs: Vec<JobAnalysis>,
@@ -129,7 +144,7 @@ pub fn analyse(r: &SimResult) -> Analysis {
     }
 }
 
-/// Each job's JCT simulated alone (see [`ISOLATED`]), in the order of
+/// Each job's JCT simulated alone (see [`Fairness::isolated`]), in the order of
 /// `jobs`. `keep_going` is asked before each job; [`Control::Cancel`] stops
 /// with [`SimError::Cancelled`].
 pub fn isolated_jcts(
@@ -205,7 +220,7 @@ mod tests {
         .unwrap();
         // One node of 4 GPUs: a and b cannot run at once.
         let cfg = SimConfig {
-            cluster: gpuplan_core::Cluster::homogeneous(1, 4, gpuplan_core::cluster::DEFAULT_GPU_TYPE),
+            cluster: gpuplan_core::Cluster::homogeneous(1, 4, gpuplan_core::DEFAULT_GPU_TYPE),
             ..Default::default()
         };
         let mut planner = gpuplan_solve::registry::create("fifo").unwrap();

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use gpuplan_core::colocation::{Colocation, MeasuredPair, SlowdownCurve};
-use gpuplan_core::math::Libm;
+use gpuplan_core::Libm;
 
 use crate::SimError;
 
@@ -24,6 +24,7 @@ pub type GavelTable = BTreeMap<String, BTreeMap<(String, u32), GavelEntry>>;
 /// A job type at a scale: its solo throughput and what it does beside others.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GavelEntry {
+    /// Iterations/s alone on the GPU (Gavel's `"null"` entry).
     pub solo: f64,
     /// (other job, other's scale) → (own, other's) iterations/s together.
     pub pairs: BTreeMap<(String, u32), (f64, f64)>,
@@ -125,8 +126,11 @@ pub fn utilization_proxy(table: &BTreeMap<(String, u32), GavelEntry>) -> BTreeMa
 /// One measured single-GPU pair as the fit sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GavelPoint {
+    /// GPU type the pair ran on (one of [`GAVEL_GPUS`]).
     pub gpu: String,
+    /// The job type whose slowdown this point is.
     pub job: String,
+    /// The job type beside it.
     pub other: String,
     /// Summed utilization proxy of the two.
     pub sum_util: f64,
@@ -181,7 +185,9 @@ pub fn fit_gavel(points: &[GavelPoint]) -> Option<SlowdownCurve> {
 /// Held-out error of the curve, folds by model-family pair.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CrossValidation {
+    /// Held-out family pairs, one fold each.
     pub folds: usize,
+    /// Points predicted, over all folds.
     pub points: usize,
     /// Root mean squared log error of the held-out slowdowns.
     pub rmsle: f64,
@@ -300,7 +306,9 @@ pub const GAVEL_PATH: &str = "../shared/anchors/traces/gavel/simulation_throughp
 /// GPU and its memory per GPU (`None`: unknown, never shared).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KeyFacts {
+    /// Share of the GPU it keeps busy alone, in [0, 1].
     pub utilization: f64,
+    /// GPU memory it needs per GPU (GiB); `None`: unknown, so never shared.
     pub mem_gib: Option<f64>,
 }
 

@@ -5,8 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use gpuplan_core::profile::{pollux_app_constants, AppProfile, POLLUX_APPS};
-use gpuplan_core::CoreError;
+use gpuplan_core::{pollux_app_constants, AppProfile, CoreError, POLLUX_APPS};
 
 macro_rules! app_files {
     ($app:literal, [$($m:literal),*]) => {

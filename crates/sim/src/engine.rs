@@ -8,15 +8,14 @@
 //! This follows the Pollux artifact's simulator (see docs/fidelity.md).
 
 use gpuplan_core::colocation::{compute_share, shared_gpus, sharing_slowdowns, Colocation};
-use gpuplan_core::fit::Observation;
-use gpuplan_core::gpu_speed::{type_speed, TypeSpeed};
-use gpuplan_core::profile::AppProfile;
 use gpuplan_core::{
-    Allocation, Cluster, GpuId, GpuType, JobSpec, JobState, Oracle, Plan, PolicyParams, Round,
+    type_speed, Allocation, AppProfile, Cluster, GpuId, GpuType, JobSpec, JobState, Observation, Oracle,
+    Plan, PolicyParams, Round, TypeSpeed,
 };
-use gpuplan_solve::agent::{round_job, Agent, BatchTarget, FitMemo, JobFacts};
-use gpuplan_solve::pipeline::{batch_adapts, run_round, Change, Decision};
-use gpuplan_solve::{Limits, PlanError, Planner, PlannerTraits};
+use gpuplan_solve::{
+    batch_adapts, round_job, run_round, Agent, BatchTarget, Change, Decision, FitMemo, JobFacts, Limits,
+    PlanError, Planner, PlannerTraits,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -35,14 +34,22 @@ struct Usage {
 /// Simulation settings (the CLI's flags).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimConfig {
+    /// The simulated cluster: nodes, GPUs and their types.
     pub cluster: Cluster,
+    /// Seconds between scheduling rounds.
     pub interval_s: f64,
+    /// Seconds a job makes no progress after its allocation changes.
     pub restart_delay_s: f64,
     /// Slowdown of multi-node jobs on nodes shared by several of them (0 = none).
     pub interference_slowdown: f64,
+    /// The planners' knobs, passed to every round.
     pub params: PolicyParams,
+    /// Seeds the variability draw and, mixed with the round index, each
+    /// round's planner, so a run is reproducible.
     pub seed: u64,
+    /// Wall-clock limit of each round's solve ([`Limits::time_limit_s`]).
     pub time_limit_s: f64,
+    /// Relative MIP gap at which a round's solve may stop.
     pub gap: f64,
     /// Stop (with an error) if jobs are still running this much simulated
     /// time after the last arrival.
@@ -76,8 +83,10 @@ pub struct SimConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IdleRounds {
+    /// Jump to the next arrival (the default: same jobs, fewer rounds).
     #[default]
     Skip,
+    /// Simulate them, e.g. to compare per-round records with another tool.
     Run,
 }
 
@@ -89,13 +98,18 @@ pub enum Work {
     Profiled,
     /// Run `duration_s` on exactly its requested GPUs (a trace job with a
     /// duration and no model: fixed throughput, rigid size).
-    Rigid { duration_s: f64 },
+    Rigid {
+        /// Seconds of run time at the requested GPUs.
+        duration_s: f64,
+    },
 }
 
 /// One job of a workload: what a user submits plus its ground truth.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadJob {
+    /// What the planner sees: arrival, application, GPU and batch requests.
     pub spec: JobSpec,
+    /// What only the simulator knows: how much work it is.
     pub work: Work,
     /// The trace's model name (a Gavel job type), where a rigid job names
     /// one: what the co-location ground truth knows it by
@@ -107,7 +121,7 @@ pub struct WorkloadJob {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            cluster: Cluster::homogeneous(16, 4, gpuplan_core::cluster::DEFAULT_GPU_TYPE),
+            cluster: Cluster::homogeneous(16, 4, gpuplan_core::DEFAULT_GPU_TYPE),
             interval_s: 60.0,
             restart_delay_s: 30.0,
             interference_slowdown: 0.0,
@@ -127,7 +141,9 @@ impl Default for SimConfig {
 /// What the observer of a run may ask for after each round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
+    /// Go on to the next round.
     Continue,
+    /// Stop the run; it returns [`SimError::Cancelled`].
     Cancel,
 }
 
@@ -342,15 +358,12 @@ impl SimJob<'_> {
     }
 }
 
-pub use gpuplan_solve::agent::fixed_batch_split;
+use gpuplan_solve::fixed_batch_split;
 
-/// Which batch a job of a workload runs at under a planner: the one policy
-/// ([`BatchTarget::for_job`]); the artifact pins NCF to its tuned batch, and
-/// a rigid job has no batch to adapt. The daemon asks the same question.
 /// GPUs of the cluster's largest GPU type: a job never mixes types, so
 /// no job can hold more.
 pub fn largest_type_gpus(cluster: &Cluster) -> u32 {
-    gpuplan_solve::candidates::type_capacity(cluster)
+    gpuplan_solve::type_capacity(cluster)
         .iter()
         .map(|t| t.gpus)
         .max()
@@ -388,6 +401,9 @@ pub fn shrink_to_fit(cluster: &Cluster, jobs: &mut [WorkloadJob]) -> Vec<String>
     notes
 }
 
+/// Which batch a job of a workload runs at under a planner: the one policy
+/// ([`BatchTarget::for_job`]); the artifact pins NCF to its tuned batch, and
+/// a rigid job has no batch to adapt. The daemon asks the same question.
 pub fn batch_target(traits: &PlannerTraits, job: &WorkloadJob) -> BatchTarget {
     let allows = match job.work {
         Work::Profiled => job.spec.app != "ncf",

@@ -7,9 +7,9 @@
 //! curves are real ones. About half the cluster is already running jobs,
 //! so keep-or-move decisions matter as they do in a live round.
 
-use gpuplan_core::fit::{fit_perf_params, Observation};
 use gpuplan_core::{
-    Allocation, Cluster, GoodputModel, JobId, JobState, NodeId, PerfParams, PolicyParams, Round, RoundJob,
+    fit_perf_params, Allocation, Cluster, GoodputModel, JobId, JobState, NodeId, Observation, PerfParams,
+    PolicyParams, Round, RoundJob,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -39,13 +39,9 @@ pub fn fitted_params(profiles: &Profiles) -> Vec<(String, PerfParams)> {
 
 /// The cluster shape used for a GPU count: 4-GPU nodes up to 64 GPUs (the
 /// Pollux testbed), 8-GPU nodes beyond.
-pub fn cluster_for(gpus: u32) -> Cluster {
+pub(crate) fn cluster_for(gpus: u32) -> Cluster {
     let per = if gpus <= 64 { 4 } else { 8 };
-    Cluster::homogeneous(
-        gpus.div_ceil(per).max(1),
-        per,
-        gpuplan_core::cluster::DEFAULT_GPU_TYPE,
-    )
+    Cluster::homogeneous(gpus.div_ceil(per).max(1), per, gpuplan_core::DEFAULT_GPU_TYPE)
 }
 
 /// Pollux's workload mix (Table 1): share of jobs per application.
@@ -88,7 +84,7 @@ pub fn generate_round(
             .iter()
             .find(|(n, _)| n == app)
             .map(|(_, p)| *p)
-            .unwrap_or_else(gpuplan_core::fit::prior_perf_params);
+            .unwrap_or_else(gpuplan_core::prior_perf_params);
         let epoch = rng.gen_range(0..profile.max_epochs);
         let model = GoodputModel {
             perf,

@@ -1,35 +1,53 @@
+#![warn(missing_docs)]
 //! gpuplan-sim: the trace-driven round simulator every claim of gpuplan rests on.
 //!
 //! It exists to keep ground truth (the measured application profiles) in one
 //! place, away from planners: they see only what a real agent would measure.
-//! Main entry: [`simulate`]. Workloads: [`workload::parse_pollux_workload`].
+//!
+//! - Entry points: [`simulate_workload`] runs a [`WorkloadJob`] list (profiled
+//!   and rigid jobs) under one planner; [`simulate`] is the same for plain
+//!   Pollux job specs. Settings: [`SimConfig`], or [`SimScenario`] (what the
+//!   CLI and the browser edit) turned into one by [`SimScenario::config`].
+//! - Results: [`SimResult`] (per job, per round, per GPU) with its headline
+//!   [`Summary`]; [`analyse`] and [`isolated_jcts`] add queueing and
+//!   fairness ([`Analysis`]).
+//! - Inputs: the measured profiles ([`pollux_profiles`], [`Profiles`]),
+//!   Pollux workloads ([`parse_pollux_workload`], [`WORKLOADS`]), and traces
+//!   in seven formats ([`trace::load`] into a [`trace::Trace`], then
+//!   [`trace::workload::to_workload`]).
+//! - Ground truth beyond the profiles: per-GPU speed [`variability`] and
+//!   Gavel's measured [`colocation`] slowdowns.
 //!
 //! ```no_run
-//! use gpuplan_sim::{data, simulate, workload, Control, SimConfig};
-//! let profiles = data::pollux_profiles().unwrap();
-//! let (name, text) = data::WORKLOADS[5];
-//! let jobs = workload::parse_pollux_workload(name, text.as_bytes(), &profiles).unwrap();
+//! use gpuplan_sim::{parse_pollux_workload, pollux_profiles, simulate, Control, SimConfig, WORKLOADS};
+//! let profiles = pollux_profiles().unwrap();
+//! let (name, text) = WORKLOADS[5];
+//! let jobs = parse_pollux_workload(name, text.as_bytes(), &profiles).unwrap();
 //! let mut planner = gpuplan_solve::registry::create("fifo").unwrap();
 //! let r = simulate(&SimConfig::default(), &profiles, &jobs, planner.as_mut(), &mut |_, _| Control::Continue).unwrap();
 //! println!("average JCT {:.0} s", r.summary.avg_jct_s);
 //! ```
 
-pub mod analysis;
-pub mod colocation;
-pub mod data;
-pub mod engine;
-pub mod error;
-pub mod instances;
-pub mod metrics;
-pub mod scenario;
-pub mod trace;
-pub mod variability;
-pub mod workload;
+mod analysis;
+pub mod colocation; // kept: `family`, `ground_truth`, `measured_pairs`, `KeyFacts` are unclear without `colocation::`
+mod data;
+mod engine;
+mod error;
+mod instances;
+mod metrics;
+mod scenario;
+pub mod trace; // kept: its per-format modules each have `parse`, `FIELDS`, `write`; flat they would collide
+pub mod variability; // kept: `Draw`, `Measurements`, `BUNDLED` are unclear without `variability::`
+mod workload;
 
+pub use analysis::{analyse, isolated_jcts, Analysis, AppJct, Fairness, JobAnalysis, Spread};
+pub use data::{load_profiles_dir, pollux_profiles, utilization_samples, Profiles, WORKLOADS};
 pub use engine::{
     batch_target, largest_type_gpus, shrink_to_fit, simulate, simulate_workload, Control, IdleRounds,
     SimConfig, Work, WorkloadJob,
 };
 pub use error::SimError;
-pub use metrics::{SimResult, Summary};
+pub use instances::{fitted_params, generate_round, with_types};
+pub use metrics::{percentile, GpuUsage, JobResult, PlannerMs, RoundRecord, Segment, SimResult, Summary};
 pub use scenario::{ParamFlags, ScenarioError, ScenarioField, SimScenario};
+pub use workload::parse_pollux_workload;

@@ -4,35 +4,56 @@
 use gpuplan_core::{JobId, PlanStatus};
 use serde::{Deserialize, Serialize};
 
+/// How one job of the workload fared.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobResult {
+    /// The job's id in the workload.
     pub id: JobId,
+    /// The job's name in the workload file.
     pub name: String,
+    /// Its application (a profile name, or the trace's label for rigid jobs).
     pub app: String,
+    /// Simulated time it arrived.
     pub submit_s: f64,
+    /// Simulated time it finished (NaN if it never did).
     pub completion_s: f64,
+    /// Job completion time: `completion_s - submit_s`.
     pub jct_s: f64,
+    /// Allocation changes after its first start; each cost a restart delay.
     pub restarts: u32,
+    /// GPU-seconds it held, restart delays included.
     pub attained_gpu_s: f64,
+    /// Most GPUs it ever held at once.
     pub max_gpus_used: u32,
 }
 
+/// The state after one scheduling round, for time series and plots.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundRecord {
+    /// Simulated time of the round.
     pub time_s: f64,
+    /// Jobs arrived and not yet finished.
     pub active: usize,
+    /// Active jobs holding GPUs after the round.
     pub running: usize,
+    /// GPUs held after the round.
     pub gpus_allocated: u32,
+    /// Jobs whose allocation the round changed (first starts excluded).
     pub restarts: u32,
+    /// Wall-clock time the planner took on the round.
     pub planner_ms: f64,
+    /// Whether the plan was proven optimal, merely feasible, or a fallback.
     pub status: PlanStatus,
 }
 
 /// One job holding the same GPUs over [start_s, end_s): the Gantt chart's bars.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Segment {
+    /// The job holding the GPUs.
     pub job: JobId,
+    /// Simulated time the allocation began.
     pub start_s: f64,
+    /// Simulated time it changed or the job finished.
     pub end_s: f64,
     /// (node index, GPUs on it).
     pub nodes: Vec<(u32, u32)>,
@@ -44,31 +65,47 @@ pub struct Segment {
 /// the held time (a GPU is at most fully busy).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct GpuUsage {
+    /// Node index in the cluster.
     pub node: u32,
+    /// GPU index on that node.
     pub gpu: u32,
+    /// Seconds at least one job held it.
     pub held_s: f64,
+    /// Seconds two or more jobs held it.
     pub shared_s: f64,
+    /// Seconds of compute: holders' utilization × time, capped at `held_s`.
     pub busy_s: f64,
 }
 
+/// The planner's wall-clock time per round, in milliseconds (0 with no rounds).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PlannerMs {
+    /// Mean over the rounds.
     pub mean: f64,
+    /// 99th percentile over the rounds.
     pub p99: f64,
+    /// Slowest round.
     pub max: f64,
 }
 
 /// The summary printed by `gpuplan simulate --format json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// The planner's registry name.
     pub policy: String,
+    /// The workload's name (set by the caller; empty from [`SimResult::new`]).
     pub workload: String,
+    /// Jobs in the workload.
     pub jobs: usize,
+    /// Mean job completion time: the headline figure.
     pub avg_jct_s: f64,
+    /// Median job completion time.
     pub p50_jct_s: f64,
+    /// 99th-percentile job completion time (interpolated, as numpy).
     pub p99_jct_s: f64,
     /// The artifact's "99th percentile" column: the mean JCT of imagenet jobs.
     pub imagenet_mean_jct_s: Option<f64>,
+    /// First arrival to last completion.
     pub makespan_s: f64,
     /// Allocated GPU-time over capacity × makespan; a GPU that several
     /// jobs share counts once.
@@ -81,17 +118,26 @@ pub struct Summary {
     /// GPU-time held by two or more jobs over capacity × makespan.
     #[serde(default)]
     pub gpu_shared: f64,
+    /// Restarts summed over the jobs ([`JobResult::restarts`]).
     pub restarts: u64,
+    /// Scheduling rounds simulated (skipped idle rounds not counted).
     pub rounds: usize,
+    /// Planner time per round.
     pub planner_ms: PlannerMs,
+    /// Wall-clock seconds the whole run took.
     pub wall_s: f64,
 }
 
+/// Everything a run produced: the summary and the detail behind it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimResult {
+    /// The headline figures.
     pub summary: Summary,
+    /// One per job, in workload order.
     pub jobs: Vec<JobResult>,
+    /// One per simulated round, in time order.
     pub rounds: Vec<RoundRecord>,
+    /// Every allocation each job held, for the Gantt chart.
     pub segments: Vec<Segment>,
     /// Per GPU, in cluster order (empty in results written before it).
     #[serde(default)]
@@ -118,6 +164,9 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 impl SimResult {
+    /// Assemble a result and compute its [`Summary`] from the per-job
+    /// results and the planner's per-round times; per-GPU use comes after
+    /// ([`SimResult::with_gpu_usage`]).
     pub fn new(
         policy: &str,
         total_gpus: u32,

@@ -23,21 +23,35 @@ use crate::variability::{Draw, Measurements, Variability, DEFAULT_CROSS_NODE_FAC
 /// each its own objective wherever the user said nothing.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ParamFlags {
+    /// Power-mean exponent of the objective ([`PolicyParams::p`]).
     pub p: Option<f64>,
     /// Absent: the scenario's restart delay, as Pollux charges it.
     pub restart_penalty_s: Option<f64>,
+    /// Whether multi-node jobs may share nodes ([`PolicyParams::interference`]).
     pub interference: Option<Interference>,
+    /// Pollux's cap on growth over the most GPUs a job has used.
     pub exploration_factor: Option<u32>,
+    /// How fixed-size policies choose GPUs ([`PolicyParams::placement`]).
     pub placement: Option<Placement>,
+    /// Whether running jobs keep their GPUs under `placement`.
     pub sticky: Option<Sticky>,
+    /// Times its duration a restart is charged ([`PolicyParams::restart_weight`]).
     pub restart_weight: Option<f64>,
+    /// Sia's cost of a job left without GPUs ([`PolicyParams::left_out_cost`]).
     pub left_out_cost: Option<f64>,
+    /// Charge restarts only to running jobs past their penalty (Sia's rule).
     pub spare_waiting: Option<bool>,
+    /// Exponent of the least-attained-service priority (0: off).
     pub priority_exponent: Option<f64>,
+    /// Attained GPU-seconds at which the priority factor reaches 2^exponent.
     pub priority_scale_gpu_s: Option<f64>,
+    /// Most jobs one GPU may hold (k; 1: no sharing).
     pub sharing: Option<u32>,
+    /// Which pairs may share a GPU when `sharing` > 1.
     pub sharing_pairs: Option<SharingPairs>,
+    /// Plan as Pollux does, not knowing GPU types.
     pub type_blind: Option<bool>,
+    /// Plan without knowing per-GPU speed variability.
     pub variability_blind: Option<bool>,
 }
 
@@ -91,13 +105,21 @@ impl ParamFlags {
 /// simulate`'s flags.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimScenario {
+    /// As [`SimConfig::cluster`].
     pub cluster: Cluster,
+    /// As [`SimConfig::interval_s`]; must be > 0.
     pub interval_s: f64,
+    /// As [`SimConfig::restart_delay_s`]; must be >= 0.
     pub restart_delay_s: f64,
+    /// As [`SimConfig::interference_slowdown`]; must be in [0, 1).
     pub interference_slowdown: f64,
+    /// As [`SimConfig::time_limit_s`]; must be >= 0.
     pub time_limit_s: f64,
+    /// As [`SimConfig::max_sim_s`]; must be > 0.
     pub max_sim_s: f64,
+    /// As [`SimConfig::seed`].
     pub seed: u64,
+    /// As [`SimConfig::idle_rounds`].
     pub idle_rounds: IdleRounds,
     /// Per-GPU speeds are drawn from these when given.
     pub variability: Option<Measurements>,
@@ -110,6 +132,7 @@ pub struct SimScenario {
     pub colocation: Option<GavelTable>,
     /// The GPU model whose rows of `colocation` describe rigid jobs.
     pub colocation_gpu_type: String,
+    /// The policy parameters the user set, over each policy's defaults.
     pub params: ParamFlags,
 }
 
@@ -140,15 +163,23 @@ impl Default for SimScenario {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ScenarioField {
+    /// [`SimScenario::interval_s`].
     Interval,
+    /// [`SimScenario::restart_delay_s`].
     RestartDelay,
+    /// [`SimScenario::interference_slowdown`].
     InterferenceSlowdown,
+    /// [`SimScenario::time_limit_s`].
     TimeLimit,
+    /// [`SimScenario::max_sim_s`].
     MaxSim,
+    /// [`SimScenario::cross_node_factor`].
     CrossNodeFactor,
+    /// [`SimScenario::variability_draw`].
     VariabilityDraw,
     /// The policy's name.
     Policy,
+    /// A policy parameter, as the core's check names it.
     Param(ParamField),
 }
 
@@ -173,7 +204,9 @@ impl ScenarioField {
 /// puts its own (`--interval`, `interval`) in front.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioError {
+    /// The field at fault.
     pub field: ScenarioField,
+    /// What is wrong with it, e.g. "must be > 0, got -1".
     pub problem: String,
 }
 
@@ -283,7 +316,7 @@ impl SimScenario {
             field: ScenarioField::Policy,
             problem: e.to_string(),
         })?;
-        gpuplan_solve::pipeline::check_placement(planner.as_ref(), params).map_err(|e| ScenarioError {
+        gpuplan_solve::check_placement(planner.as_ref(), params).map_err(|e| ScenarioError {
             field: ScenarioField::Policy,
             problem: format!("{policy}: {} {}", e.field.key(), e.problem),
         })?;

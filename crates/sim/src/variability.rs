@@ -27,7 +27,7 @@ use crate::error::SimError;
 
 /// PAL's classes and the application → class map live in core, once,
 /// for the simulator and the planners alike.
-pub use gpuplan_core::variability::{class_of, CLASSES};
+pub use gpuplan_core::{class_of, CLASSES};
 
 /// The bundled measurement sets `--variability` names.
 pub const BUNDLED: [(&str, &str); 3] = [
@@ -98,7 +98,9 @@ type MeasuredNode = (String, Vec<(u32, f64)>);
 /// draws the same way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Variability {
+    /// The measured slowdowns drawn from.
     pub measurements: Measurements,
+    /// PAL's L: extra slowdown of a rigid job spanning nodes (>= 1).
     pub cross_node_factor: f64,
     /// Absent from configs written before it existed: whole nodes.
     #[serde(default)]
@@ -106,6 +108,7 @@ pub struct Variability {
 }
 
 impl Variability {
+    /// The cluster's GPU slowdowns for a run seeded `seed`, drawn as the `draw` field says.
     pub fn draw(&self, cluster: &Cluster, seed: u64) -> GpuSpeeds {
         match self.draw {
             Draw::Node => self.measurements.sample(cluster, seed, self.cross_node_factor),
@@ -119,7 +122,9 @@ impl Variability {
 /// Measured nodes per class: each a list of its GPUs' slowdowns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurements {
+    /// The bundled set's name or the file's path, for reports.
     pub name: String,
+    /// Per PAL class ([`CLASSES`]), the measured nodes' GPU slowdowns.
     pub classes: [Vec<Vec<f64>>; 4],
     /// Per class, every measured value PAL's draw picks from: each run of
     /// a bundled set (native builds), else every row of the file.

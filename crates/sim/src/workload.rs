@@ -12,7 +12,7 @@ use crate::data::Profiles;
 use crate::trace;
 
 /// Upper bound on one job's GPUs, as in the Pollux artifact (64).
-pub const MAX_GPUS_PER_JOB: u32 = 64;
+pub(crate) const MAX_GPUS_PER_JOB: u32 = 64;
 
 /// Parse a Pollux workload. `source` names the file in error messages.
 ///

@@ -11,10 +11,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use gpuplan_core::fit::{FitStarts, Observation};
 use gpuplan_core::{
-    BatchLimits, GoodputModel, GpuType, GradParams, JobSpec, JobState, Oracle, PerfParams, RoundJob,
-    TypedModel,
+    BatchLimits, FitStarts, GoodputModel, GpuType, GradParams, JobSpec, JobState, Observation, Oracle,
+    PerfParams, RoundJob, TypedModel,
 };
 use serde::{Deserialize, Serialize};
 
@@ -28,11 +27,17 @@ pub const NO_NOISE: GradParams = GradParams { sqr: 1.0, var: 0.0 };
 /// Serialised as the executor's journal has always written it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ObsAgg {
+    /// Nodes the job ran on.
     pub nodes: u32,
+    /// GPUs the job ran on, over all its nodes.
     pub gpus: u32,
+    /// Per-GPU batch size of the measured steps.
     pub local_bsz: u32,
+    /// Sum of the reports' gradient-accumulation times; the mean is this over `count`.
     pub accum_time_s_sum: f64,
+    /// Sum of the reports' step times; the mean is this over `count`.
     pub step_time_s_sum: f64,
+    /// Reports averaged in.
     pub count: u64,
     /// The GPU type measured on; absent (older journals, drivers that do
     /// not know types): one model for every type.
@@ -127,6 +132,8 @@ fn fit_both_starts(obs: &[Observation]) -> PerfParams {
 impl FitMemo {
     const CAPACITY: usize = 1 << 16;
 
+    /// The throughput model fitted to these measurements, from the memo
+    /// when the same measurements were fitted before (fits are slow).
     pub fn fit(&self, obs: &[Observation]) -> PerfParams {
         let key: Vec<[u64; 5]> = obs
             .iter()
@@ -160,8 +167,10 @@ impl FitMemo {
 /// flatten it in and old journals still load.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Agent {
+    /// Step times measured so far, one entry per configuration and type.
     #[serde(default)]
     pub observations: Vec<ObsAgg>,
+    /// The latest gradient statistics reported; `None` until the job reports some.
     #[serde(default)]
     pub grad: Option<GradParams>,
     /// Fits per measured type, the first-measured type first (the job's
@@ -171,10 +180,12 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// Whether any step time is known: without one there is no model to fit.
     pub fn has_measurements(&self) -> bool {
         !self.observations.is_empty()
     }
 
+    /// Whether this configuration has been measured (on any type).
     pub fn has_measured(&self, nodes: u32, gpus: u32, local_bsz: u32) -> bool {
         self.observations
             .iter()
@@ -327,7 +338,7 @@ impl Agent {
         let (t0, p0) = fits.first()?.clone();
         let perf = match fits.iter().find(|(t, _)| t.as_ref() == gpu_type) {
             Some((_, p)) if gpu_type.is_some() => *p,
-            _ => gpuplan_core::gpu_speed::perf_on(p0, app, t0.as_ref(), gpu_type),
+            _ => gpuplan_core::perf_on(p0, app, t0.as_ref(), gpu_type),
         };
         Some(self.goodput_model(perf, limits))
     }
@@ -409,6 +420,7 @@ pub struct JobFacts {
     /// The submission as the round is to see it (limits as the driver
     /// enforces them).
     pub spec: JobSpec,
+    /// Seconds a restart costs the job where the driver knows it; `None`: the round's default.
     pub restart_penalty_s: Option<f64>,
     /// Batch limits; `None` for a job with no batch to adapt (a rigid trace
     /// job), which never gets a model.

@@ -5,9 +5,8 @@
 //! planner, so they agree on what a choice is worth without importing each
 //! other.
 
-use gpuplan_core::math::Libm;
-use gpuplan_core::objective::{fair_share, left_out_value, prioritise, restart_factor, EPSILON};
-use gpuplan_core::{Cluster, Round, RoundJob};
+use gpuplan_core::objective::{left_out_value, prioritise, restart_factor, EPSILON};
+use gpuplan_core::{Cluster, Libm, Round, RoundJob};
 
 use crate::speedup::{max_gpus, SpeedupCache};
 
@@ -17,13 +16,20 @@ pub enum Choice {
     /// Keep exactly the current GPUs: full speedup, no restart.
     Keep,
     /// Any placement with this many nodes and GPUs: speedup × restart factor.
-    Config { nodes: u32, gpus: u32 },
+    Config {
+        /// Nodes spanned (2 stands for "two or more", see `node_counts`).
+        nodes: u32,
+        /// GPUs in all.
+        gpus: u32,
+    },
 }
 
 /// A candidate with its value (speedup × factor) for the objective.
 #[derive(Debug, Clone, Copy)]
 pub struct Candidate {
+    /// What the job would get.
     pub choice: Choice,
+    /// Its objective term: speedup, times the restart factor unless kept.
     pub value: f64,
     /// The GPU type (index into `Cluster::types()`) the value is for: a
     /// configuration is offered once per type that can hold it; `Keep` has
@@ -34,6 +40,7 @@ pub struct Candidate {
 /// Everything about one job's options this round.
 #[derive(Debug, Clone)]
 pub struct JobOptions {
+    /// Every way the job may run this round, each with its value.
     pub candidates: Vec<Candidate>,
     /// Value if the job gets nothing (0: a running job loses its speedup too).
     pub none_value: f64,
@@ -244,6 +251,7 @@ impl Sense {
 pub struct Pick {
     /// Index of the job in `Round::jobs`.
     pub job: usize,
+    /// The candidate chosen for it.
     pub choice: Choice,
     /// Index into `Cluster::types()` when the formulation chose the GPU type
     /// (`mip-aggregate`); `None` lets the packer take any one type.
@@ -307,28 +315,4 @@ pub fn bound_to_mean(sense: Sense, bound: f64, n: usize) -> Option<f64> {
         _ => sense.to_mean(bound, n),
     };
     b.is_finite().then_some(b)
-}
-
-/// The fair share, exposed so formulations and tests agree on it.
-pub fn fair(round: &Round) -> (u32, u32) {
-    fair_share(round)
-}
-
-/// Value of one job under an allocation, for incumbents and checks.
-pub fn value_of(
-    job: &RoundJob,
-    ty: usize,
-    nodes: u32,
-    gpus: u32,
-    keep: bool,
-    cache: &mut SpeedupCache,
-    round: &Round,
-) -> f64 {
-    let s = cache.get(job, ty, nodes, gpus);
-    let v = if keep {
-        s
-    } else {
-        s * restart_factor(job, &round.params)
-    };
-    prioritise(job, &round.params, v)
 }

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! gpuplan-solve: every round planner, behind one trait.
 //!
 //! It exists so that the simulator, the executor and the browser can swap
@@ -6,6 +7,23 @@
 //! Tiresias queues. Nothing here reads files, clocks (except to time a solve)
 //! or the environment.
 //!
+//! The main types:
+//! - [`Planner`]: the trait every policy implements, one round at a time;
+//!   [`PlannerTraits`] says what it needs (an oracle?) and promises.
+//! - [`registry`]: every planner by name ([`registry::create`],
+//!   [`registry::names`]), with its description and parameter defaults.
+//! - [`run_round`]: the one pipeline every driver calls — check the round,
+//!   plan, validate, diff — giving a [`Decision`] (the plan and each job's
+//!   [`Change`]).
+//! - [`Limits`]: a round's budget (time, gap, threads, seed).
+//! - [`PlanError`]: a malformed round, an unknown or oracle-only planner,
+//!   or an invalid plan; a solver failure is a fallback plan, not an error.
+//! - [`Agent`] and [`round_job`]: a job's measurements, fit and batch
+//!   choice, shared by the simulator and the executor.
+//!
+//! The rest of the root (candidates, packers, placements, the greedy and GA
+//! searches) is public for the integration tests and benches.
+//!
 //! ```
 //! use gpuplan_solve::registry;
 //! let p = registry::create("fifo").unwrap();
@@ -13,27 +31,45 @@
 //! assert!(registry::create("nope").err().unwrap().to_string().contains("tiresias-gittins"));
 //! ```
 
-pub mod agent;
-pub mod bins;
-pub mod candidates;
-pub mod fallback;
-pub mod mip;
-pub mod pairs;
-pub mod pipeline;
-pub mod placement;
-pub mod placements;
-pub mod planners;
-pub(crate) mod pools;
+mod agent;
+mod bins;
+mod candidates;
+mod fallback;
+mod mip;
+mod pairs;
+mod pipeline;
+mod placement;
+mod placements;
+mod planners;
+mod pools;
+// Kept public: callers write `registry::create`, `registry::names`; bare
+// `create`, `names`, `entries` at the root would not say what they list.
 pub mod registry;
 mod reserve;
 #[cfg(test)]
 mod sharing_tests;
-pub mod solver;
-pub mod speedup;
+mod solver;
+mod speedup;
 #[cfg(test)]
-pub(crate) mod testutil;
+mod testutil;
 
-pub use pipeline::{run_round, Change, Decision, JobChange};
+// The round pipeline every driver goes through.
+pub use pipeline::{
+    batch_adapts, check_live, check_placement, rules, run_round, Change, Decision, JobChange,
+};
+// A job's measurements, fit and batch choice, shared by simulator and executor.
+pub use agent::{fixed_batch_split, round_job, Agent, BatchTarget, FitMemo, JobFacts, ObsAgg};
+pub use candidates::{type_capacity, TypeCapacity};
+// Building blocks, public for the integration tests and benches.
+pub use bins::{Bins, DEFAULT_TOLERANCE};
+pub use candidates::{job_options, Candidate, Choice, JobOptions, Pick, Shapes};
+pub use mip::aggregate::{solve_aggregate_with, AggregateSolution, Pricing};
+pub use placement::{pack_grouped, Packing};
+pub use placements::{expected_slowdown, packed::Packed, pal::Pal, Ctx, FreeView, Place};
+pub use planners::greedy::{greedy_choices, plan_from_choices, Choices};
+pub use planners::pollux_ga::{GaConfig, PolluxGa};
+pub use solver::Solver;
+pub use speedup::{max_gpus, SpeedupCache};
 
 use gpuplan_core::{Plan, Round};
 
@@ -44,6 +80,7 @@ pub struct Limits {
     pub time_limit_s: f64,
     /// Relative MIP gap at which a solve may stop.
     pub gap: f64,
+    /// Solver threads (HiGHS); 1, the default, keeps solves reproducible.
     pub threads: u32,
     /// Seed for randomized planners.
     pub seed: u64,
@@ -68,15 +105,29 @@ pub enum PlanError {
     /// Every problem of the round, each naming its JSON path.
     #[error("malformed round: {}", .0.join("; "))]
     Malformed(Vec<String>),
+    /// No planner has this name; the message lists those that do.
     #[error("unknown planner '{name}'; valid planners: {}", .valid.join(", "))]
-    UnknownPlanner { name: String, valid: Vec<String> },
+    UnknownPlanner {
+        /// The name asked for.
+        name: String,
+        /// Every registered name ([`registry::names`]).
+        valid: Vec<String>,
+    },
+    /// A simulation-only planner was asked to run a live cluster.
     #[error("planner '{name}' reads the simulator's oracle (true job lengths) and cannot run on a live cluster; planners that can: {}", .live.join(", "))]
-    NeedsOracle { name: String, live: Vec<String> },
+    NeedsOracle {
+        /// The planner asked for.
+        name: String,
+        /// The planners that can run live ([`registry::live_names`]).
+        live: Vec<String>,
+    },
     /// The planner broke rules it claims to honour: the validator's
     /// findings, typed, so a caller can tell which rule.
     #[error("planner {planner} produced an invalid plan (a bug): {}", joined(.violations))]
     InvalidPlan {
+        /// The planner at fault.
         planner: String,
+        /// What the validator found, every rule broken.
         violations: Vec<gpuplan_core::Violation>,
     },
 }
@@ -97,6 +148,7 @@ pub enum BatchPolicy {
 /// What a planner needs from, and promises to, whoever runs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlannerTraits {
+    /// Whether jobs keep the user's batch size or get goodput-optimal ones.
     pub batch: BatchPolicy,
     /// Whether the planner reads `RoundJob::oracle` (simulation only).
     pub needs_oracle: bool,
@@ -109,6 +161,8 @@ pub struct PlannerTraits {
 pub trait Planner: Send {
     /// The kebab-case id used in the CLI, JSON, bench and UI.
     fn name(&self) -> &str;
+    /// What it needs and promises; the default is a published baseline's
+    /// (fixed batches, no oracle, interference not honoured).
     fn traits(&self) -> PlannerTraits {
         PlannerTraits {
             batch: BatchPolicy::Fixed,
@@ -117,10 +171,17 @@ pub trait Planner: Send {
         }
     }
     /// Whether its GPUs are chosen by the placement stage
-    /// (`params.placement`, [`placements`]): fixed-size policies that decide
+    /// (`params.placement`, [`Place`]): fixed-size policies that decide
     /// counts and then place. Others place jobs themselves and are refused
     /// a placement other than `default`.
     fn placement_stage(&self) -> bool {
+        false
+    }
+    /// Whether it may put several jobs on one GPU when the round allows
+    /// sharing (`params.sharing` > 1). The others give each GPU one job
+    /// whatever the round allows; the CLI and the explorer list the ones
+    /// that share from here.
+    fn shares_gpus(&self) -> bool {
         false
     }
     /// Plan one round. `Err` only for a malformed round.

@@ -46,7 +46,9 @@ impl Change {
 /// One job's change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobChange {
+    /// The job, by id.
     pub job: JobId,
+    /// What happens to it this round.
     pub change: Change,
 }
 
@@ -54,7 +56,9 @@ pub struct JobChange {
 /// for each job of the round, in round order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
+    /// The validated plan, every GPU named.
     pub plan: Plan,
+    /// Each job's change against its current allocation, in round order.
     pub diff: Vec<JobChange>,
 }
 
@@ -80,6 +84,7 @@ impl Decision {
         objective::evaluate(round, &self.plan)
     }
 
+    /// This job's change; `None` for a job not in the round.
     pub fn change(&self, job: JobId) -> Option<Change> {
         self.diff.iter().find(|c| c.job == job).map(|c| c.change)
     }
@@ -331,7 +336,7 @@ mod tests {
     /// and both start. The one evaluation agrees with the planner.
     #[test]
     fn a_left_out_cost_lets_one_job_wait_while_another_grows() {
-        use gpuplan_core::math::Libm;
+        use gpuplan_core::Libm;
         let jobs: Vec<gpuplan_core::RoundJob> = (0..2)
             .map(|id| {
                 let mut j = crate::testutil::job(id, 1, 0.0);

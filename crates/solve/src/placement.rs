@@ -120,7 +120,7 @@ mod tests {
 /// A pick may name its GPU type (`mip-aggregate` decides the type). A job's
 /// GPUs are always of one type: a multi-node job takes whole nodes of the
 /// first type (in `Cluster::types()` order) with enough of them.
-pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packed {
+pub fn pack(round: &gpuplan_core::Round, choices: &[Pick]) -> Packing {
     pack_grouped(round, choices, &[], &[])
 }
 
@@ -153,7 +153,7 @@ pub fn pack_grouped(
     choices: &[Pick],
     groups: &[GroupOpt],
     node_group: &[usize],
-) -> Packed {
+) -> Packing {
     let node_type = round.cluster.type_index();
     let n_types = round.cluster.types().len();
     let n_nodes = round.cluster.num_nodes();
@@ -161,7 +161,7 @@ pub fn pack_grouped(
     let g = round.cluster.max_gpus_per_node().max(1);
     let mut free = cap.clone();
     let mut multi = vec![false; n_nodes];
-    let mut out = Packed::default();
+    let mut out = Packing::default();
     let mut rest: Vec<Rest> = Vec::new();
     let avoid = round.params.interference == gpuplan_core::Interference::Avoid;
     // Pinned (non-preemptible) jobs first: they cannot go anywhere else.
@@ -357,7 +357,9 @@ type Rest = (Unit, u32, u32, Option<usize>, Option<usize>);
 
 /// Result of [`pack`]: allocations by job index, and what had to change.
 #[derive(Debug, Clone, Default)]
-pub struct Packed {
+pub struct Packing {
+    /// (index in `Round::jobs`, its GPUs) per job placed; jobs left out are absent.
     pub allocations: Vec<(usize, Allocation)>,
+    /// Each shrink or drop the packer had to make; empty when every choice fit.
     pub notes: Vec<String>,
 }

@@ -253,6 +253,15 @@ pub fn placement_names() -> Vec<&'static str> {
         .collect()
 }
 
+/// The planners that may put several jobs on one GPU under sharing.
+pub fn sharing_names() -> Vec<&'static str> {
+    ENTRIES
+        .iter()
+        .filter(|e| (e.create)().shares_gpus())
+        .map(|e| e.name)
+        .collect()
+}
+
 /// A fresh planner by id; unknown ids list the valid ones.
 pub fn create(name: &str) -> Result<Box<dyn Planner>, PlanError> {
     entry(name).map(|e| (e.create)())

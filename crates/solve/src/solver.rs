@@ -14,8 +14,10 @@ use crate::Limits;
 /// Which MIP solver runs a formulation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Solver {
+    /// HiGHS (the `highs` feature): fast, with a dual bound; not in wasm32.
     #[cfg(feature = "highs")]
     Highs,
+    /// microlp, pure Rust: always built, wasm32 included.
     Microlp,
 }
 
@@ -32,6 +34,7 @@ impl Solver {
         }
     }
 
+    /// Its lowercase name, as failure notes give it.
     pub fn name(self) -> &'static str {
         match self {
             #[cfg(feature = "highs")]

@@ -28,6 +28,7 @@ pub struct SpeedupCache {
 }
 
 impl SpeedupCache {
+    /// An empty table for configurations up to `max_nodes` nodes and `max_gpus` GPUs.
     pub fn new(round: &Round, max_nodes: u32, max_gpus: u32) -> Self {
         let types = round.cluster.types();
         let per_type = ((max_nodes + 1) * (max_gpus + 1)) as usize;

@@ -11,9 +11,7 @@ use gpuplan_core::{
     validate, Allocation, Cluster, GpuId, Interference, JobId, JobState, Node, NodeId, Oracle, PlanStatus,
     PolicyParams, Round, RoundJob,
 };
-use gpuplan_solve::pipeline::{rules, run_round};
-use gpuplan_solve::planners::pollux_ga::{GaConfig, PolluxGa};
-use gpuplan_solve::{registry, Limits, PlanError, Planner};
+use gpuplan_solve::{registry, rules, run_round, GaConfig, Limits, PlanError, Planner, PolluxGa};
 use proptest::prelude::*;
 
 mod common;

@@ -1,4 +1,4 @@
-//! The placement stage (`gpuplan_solve::placements`) through the round
+//! The placement stage (`gpuplan_solve::Place`) through the round
 //! pipeline, as every driver runs it. Here rather than beside the code:
 //! these tests go through the registry and pipeline, above the stage.
 
@@ -6,9 +6,10 @@ use gpuplan_core::{
     Allocation, GpuId, Interference, JobId, JobState, NodeId, Placement, Plan, PolicyParams, Round, RoundJob,
     RoundVariability, Sticky,
 };
-use gpuplan_solve::bins::{Bins, DEFAULT_TOLERANCE};
-use gpuplan_solve::placements::{expected_slowdown, packed, pal, Ctx, FreeView, Place};
-use gpuplan_solve::{registry, run_round, Limits};
+use gpuplan_solve::{
+    expected_slowdown, registry, run_round, Bins, Ctx, FreeView, Limits, Packed, Pal, Place,
+    DEFAULT_TOLERANCE,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -208,8 +209,8 @@ fn pal_is_never_worse_than_packed_under_its_cost() {
         }
         let k = rng.gen_range(1..=total);
         let j = job(0, k, 0.0, 0.0, &[]);
-        let pal = pal::Pal.choose(&ctx, &j, &view, k).unwrap();
-        let packed = packed::Packed.choose(&ctx, &j, &view, k).unwrap();
+        let pal = Pal.choose(&ctx, &j, &view, k).unwrap();
+        let packed = Packed.choose(&ctx, &j, &view, k).unwrap();
         assert_eq!(pal.len(), k as usize);
         let (a, b) = (
             expected_slowdown(&ctx, 0, &pal),

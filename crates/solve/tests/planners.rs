@@ -139,7 +139,7 @@ fn plan(name: &str, round: &Round, seed: u64) -> Plan {
 fn validates(name: &str, round: &Round, plan: &Plan) {
     let p = registry::create(name).unwrap();
     let check = Round {
-        params: gpuplan_solve::pipeline::rules(&p.traits(), &round.params),
+        params: gpuplan_solve::rules(&p.traits(), &round.params),
         ..round.clone()
     };
     if let Err(v) = validate(&check, plan) {
@@ -171,6 +171,31 @@ proptest! {
             let other = evaluate(&round, &plan(name, &round, 0));
             prop_assert!(best >= other - 1e-6 * other.abs().max(1.0), "{}: {} > mip-exact {}", name, other, best);
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, .. ProptestConfig::default() })]
+
+    /// A planner's `shares_gpus` is true to what it does: under sharing,
+    /// one that says it does not share never gives a GPU two jobs, and
+    /// the registry's list of sharers is what the CLI and explorer show.
+    #[test]
+    fn planners_that_do_not_share_never_do(
+        round in (1u32..3, 1u32..5).prop_flat_map(|(n, g)| check_round(n, g, 7)),
+    ) {
+        let round = shared(round, 0.2, 2, 2.0);
+        for name in registry::names() {
+            if registry::create(name).unwrap().shares_gpus() {
+                continue;
+            }
+            let a = plan(name, &round, 3);
+            let mut seen = std::collections::BTreeSet::new();
+            for g in a.allocations.values().flat_map(|a| a.gpus()) {
+                prop_assert!(seen.insert(*g), "{} shared {:?} though it says it does not", name, g);
+            }
+        }
+        prop_assert!(registry::sharing_names().contains(&"mip-exact"));
     }
 }
 
@@ -279,9 +304,7 @@ fn brute_force(round: &Round) -> f64 {
                     }
                 }
                 let a = Allocation::from_counts(&counts);
-                if a.num_gpus() <= gpuplan_solve::speedup::max_gpus(j, round)
-                    || a.same_gpus(&j.state.allocation)
-                {
+                if a.num_gpus() <= gpuplan_solve::max_gpus(j, round) || a.same_gpus(&j.state.allocation) {
                     v.push(a);
                 }
             }
@@ -630,13 +653,13 @@ fn exact_reports_bound_and_gap_at_the_optimum() {
 }
 
 /// The model objective (power mean of chosen values) of an aggregate solution.
-fn aggregate_value(round: &Round, choices: &[gpuplan_solve::candidates::Pick]) -> f64 {
+fn aggregate_value(round: &Round, choices: &[gpuplan_solve::Pick]) -> f64 {
     use gpuplan_core::objective::{fair_share, power_mean, restart_factor, speedup};
-    use gpuplan_solve::candidates::Choice;
+    use gpuplan_solve::Choice;
     let fair = fair_share(round);
     let mut v = vec![0.0; round.jobs.len()];
     let types = round.cluster.types();
-    for &gpuplan_solve::candidates::Pick {
+    for &gpuplan_solve::Pick {
         job: j,
         choice: c,
         gpu_type,
@@ -669,8 +692,8 @@ proptest! {
     /// so the priced model has the full model's optimum.
     #[test]
     fn aggregate_pricing_keeps_the_optimum(round in (1u32..6, 1u32..9).prop_flat_map(|(n, g)| check_round(n, g, 14))) {
-        use gpuplan_solve::mip::aggregate::{solve_aggregate_with, Pricing};
-        use gpuplan_solve::solver::Solver;
+        use gpuplan_solve::{solve_aggregate_with, Pricing};
+        use gpuplan_solve::Solver;
         let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0 };
         let priced = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Lagrangian).unwrap();
         let full = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Off).unwrap();
@@ -688,8 +711,8 @@ proptest! {
         types in prop::collection::vec(any::<bool>(), 6),
         gpus_b in 1u32..9,
     ) {
-        use gpuplan_solve::mip::aggregate::{solve_aggregate_with, Pricing};
-        use gpuplan_solve::solver::Solver;
+        use gpuplan_solve::{solve_aggregate_with, Pricing};
+        use gpuplan_solve::Solver;
         let mut round = with_named_types(round, &types, gpus_b, "a100");
         for j in round.jobs.iter_mut().filter(|j| j.model.is_some()) {
             j.model_type = Some("t4".into());
@@ -789,7 +812,7 @@ fn hand_solved_variable_cluster() {
 /// the job off the slow node when it sees it.
 #[test]
 fn greedy_and_pollux_ga_see_a_slow_node() {
-    use gpuplan_solve::planners::greedy::{greedy_choices, plan_from_choices};
+    use gpuplan_solve::{greedy_choices, plan_from_choices};
     let round = slow_node_round();
     let f = 1000.0 / 1030.0;
     let eps = gpuplan_core::objective::EPSILON;
@@ -898,10 +921,10 @@ proptest! {
         // Greedy's own value of its choices (each at its speed pool's
         // slowest node) is never above the true objective of the plan it
         // packs, when it packs as chosen.
-        let ch = gpuplan_solve::planners::greedy::greedy_choices(&round);
-        let packed = gpuplan_solve::placement::pack_grouped(&round, &ch.picks, &[], &ch.node_group);
+        let ch = gpuplan_solve::greedy_choices(&round);
+        let packed = gpuplan_solve::pack_grouped(&round, &ch.picks, &[], &ch.node_group);
         if packed.notes.is_empty() {
-            let own = gpuplan_solve::planners::greedy::plan_from_choices(
+            let own = gpuplan_solve::plan_from_choices(
                 "greedy", &round, &ch, gpuplan_core::PlanStatus::Feasible);
             let obj = evaluate(&round, &own);
             prop_assert!(ch.value <= obj + 1e-9 * obj.abs().max(1.0), "greedy {} above the true {}", ch.value, obj);
@@ -928,8 +951,8 @@ proptest! {
         speeds in prop::collection::vec(0.95f64..1.6, 1..9),
         classes in prop::collection::vec(0u8..4, 1..4),
     ) {
-        use gpuplan_solve::mip::aggregate::{solve_aggregate_with, Pricing};
-        use gpuplan_solve::solver::Solver;
+        use gpuplan_solve::{solve_aggregate_with, Pricing};
+        use gpuplan_solve::Solver;
         let plain = with_named_types(round, &types, gpus_b, "a100");
         let round = with_variability(plain.clone(), &speeds, &classes);
         for name in ["mip-aggregate", "pollux-mip-aggregate"] {
@@ -946,7 +969,7 @@ proptest! {
             prop_assert!(bound >= full.value - tol(full.value), "bound {} below optimum {}", bound, full.value);
         }
         for sol in [&full, &priced] {
-            let packed = gpuplan_solve::placement::pack_grouped(&round, &sol.choices, &sol.pairs, &sol.node_group);
+            let packed = gpuplan_solve::pack_grouped(&round, &sol.choices, &sol.pairs, &sol.node_group);
             if packed.notes.is_empty() {
                 let mut p = Plan::new("mip-aggregate", gpuplan_core::PlanStatus::Feasible);
                 for (i, a) in packed.allocations {
@@ -962,7 +985,7 @@ proptest! {
         // (pinned jobs fragmenting nodes) is valued above any real plan.
         let exact = plan("mip-exact", &round, 0);
         let pattern = !exact.reason.as_deref().unwrap_or("").contains("node-level model");
-        let packs = gpuplan_solve::placement::pack_grouped(&round, &full.choices, &full.pairs, &full.node_group)
+        let packs = gpuplan_solve::pack_grouped(&round, &full.choices, &full.pairs, &full.node_group)
             .notes
             .is_empty();
         if packs && pattern && exact.status == gpuplan_core::PlanStatus::Optimal {

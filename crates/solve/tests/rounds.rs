@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use gpuplan_core::{validate, Round};
-use gpuplan_solve::pipeline::{rules, run_round};
-use gpuplan_solve::{registry, Limits, PlanError};
+use gpuplan_solve::{registry, rules, run_round, Limits, PlanError};
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/rounds")

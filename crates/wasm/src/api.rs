@@ -7,12 +7,11 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use gpuplan_core::{Cluster, Interference, Placement, Plan, Round, Sticky};
-use gpuplan_sim::analysis::{self, Analysis};
-use gpuplan_sim::data::{self, Profiles};
-use gpuplan_sim::metrics::{JobResult, RoundRecord, Segment, Summary};
 use gpuplan_sim::trace::{self, workload::DurationJobs, Format, LoadOptions};
 use gpuplan_sim::{
-    simulate_workload, Control, ParamFlags, ScenarioError, ScenarioField, SimConfig, SimScenario, WorkloadJob,
+    analyse, isolated_jcts, pollux_profiles, simulate_workload, Analysis, Control, JobResult, ParamFlags,
+    Profiles, RoundRecord, ScenarioError, ScenarioField, Segment, SimConfig, SimScenario, Summary,
+    WorkloadJob,
 };
 use serde::{Deserialize, Serialize};
 
@@ -26,14 +25,19 @@ pub use inspect::{inspect, resolve, solve_round, InspectJob, InspectOut, SharedG
 /// Everything that can go wrong at the boundary; the message is what the page shows.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// A round or its parameters are invalid (core's check).
     #[error(transparent)]
     Core(#[from] gpuplan_core::CoreError),
+    /// The simulation failed: a workload that does not parse, a scenario the simulator refuses.
     #[error(transparent)]
     Sim(#[from] gpuplan_sim::SimError),
+    /// The planner cannot be created or failed.
     #[error(transparent)]
     Plan(#[from] gpuplan_solve::PlanError),
+    /// A scenario, cluster, options or run id the page sent is invalid.
     #[error("{0}")]
     Invalid(String),
+    /// The progress callback asked to stop.
     #[error("cancelled")]
     Cancelled,
 }
@@ -46,7 +50,9 @@ fn invalid(msg: impl Into<String>) -> ApiError {
 /// inspector, and wasm32 has at most 4 GiB: a cluster of 100000 nodes filled
 /// it after 30 s and crashed the engine. Bigger runs belong to the CLI.
 pub const MAX_NODES: u32 = 1024;
+/// The most GPUs, all nodes together.
 pub const MAX_GPUS: u32 = 8192;
+/// The most jobs in a workload.
 pub const MAX_JOBS: usize = 5000;
 
 /// A user's workload file, uploaded in the page.
@@ -54,6 +60,7 @@ pub const MAX_JOBS: usize = 5000;
 pub struct Upload {
     /// File name; parse errors name it as the CLI names its `--workload` path.
     pub name: String,
+    /// The file's contents; its format is detected from the first line.
     pub text: String,
 }
 
@@ -62,23 +69,32 @@ pub struct Upload {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Scenario {
+    /// The run's name in the page's legends; empty lets the page pick one.
     pub label: String,
     /// `16x4`, `16x4:t4`, or groups joined by `+`: `12x4:t4+4x8:a100`.
     pub cluster: String,
     /// A bundled workload id (see [`Catalog::workloads`]) or `upload`.
     pub workload: String,
+    /// The uploaded file, when `workload` is `upload`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upload: Option<Upload>,
     /// Arrival-rate multiplier: submit times are divided by it (1 = as in the file).
     pub load: f64,
+    /// The planner's registry name, as `--policy`.
     pub policy: String,
+    /// Power-mean exponent of goodput-based policies, as `--p` (Pollux: -1).
     pub p: f64,
+    /// Seconds a re-allocated job loses restarting, as `--restart-delay`.
     pub restart_delay_s: f64,
+    /// Seconds between rounds, as `--interval`.
     pub interval_s: f64,
     /// `avoid` or `allow`, as `--interference`.
     pub interference: String,
+    /// Slowdown of multi-node jobs on nodes shared by several of them (0 = none).
     pub interference_slowdown: f64,
+    /// The planner's time limit per round, as `--time-limit`.
     pub time_limit_s: f64,
+    /// Seed of the run's random choices (workload draws, variability, planners).
     pub seed: u64,
     /// Per-GPU speed variability, as `--variability`: `none` or a bundled
     /// set (`longhorn`, `frontera`, `ls6`); drawn per node by `seed`.
@@ -305,10 +321,14 @@ impl Scenario {
 /// Per-round facts beyond the simulator's record: the solver's own numbers.
 #[derive(Debug, Clone, Serialize)]
 pub struct RoundInfo {
+    /// The simulator's record of the round.
     #[serde(flatten)]
     pub record: RoundRecord,
+    /// The planner's own bound on the objective, when it has one (MIP).
     pub bound: Option<f64>,
+    /// The planner's relative gap, when it reports one.
     pub gap: Option<f64>,
+    /// Why the plan fell back, or why some jobs could not be served.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -318,12 +338,19 @@ pub struct RoundInfo {
 pub struct RunOut {
     /// Handle for [`inspect`]; rounds of the last few runs are kept.
     pub run_id: u32,
+    /// The scenario as run, defaults filled in.
     pub scenario: Scenario,
+    /// Average JCT, makespan and the other headline numbers.
     pub summary: Summary,
+    /// GPUs in the cluster.
     pub total_gpus: u32,
+    /// The cluster as run (variability drawn).
     pub cluster: Cluster,
+    /// Each job's result, as `gpuplan simulate` writes it.
     pub jobs: Vec<JobResult>,
+    /// Each round's record and solver numbers.
     pub rounds: Vec<RoundInfo>,
+    /// Who held which GPUs when, for the timeline.
     pub segments: Vec<Segment>,
     /// Queueing delay, JCT per application, finish-time fairness: the
     /// numbers `gpuplan simulate --analysis` prints.
@@ -395,10 +422,13 @@ pub fn work_rate(
 /// Progress after a round, as the progress callback receives it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Progress {
+    /// Rounds done.
     pub round: usize,
+    /// Simulated time reached.
     pub now_s: f64,
     /// Jobs finished; after the run, jobs simulated alone for fairness.
     pub done_jobs: usize,
+    /// Jobs in the workload.
     pub total_jobs: usize,
     /// After the run: each job is simulated alone (finish-time fairness).
     pub alone: bool,
@@ -420,7 +450,7 @@ fn with_profiles<T>(f: impl FnOnce(&Profiles) -> Result<T, ApiError>) -> Result<
     PROFILES.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
-            *slot = Some(data::pollux_profiles()?);
+            *slot = Some(pollux_profiles()?);
         }
         f(slot.as_ref().expect("filled above"))
     })
@@ -485,7 +515,7 @@ pub fn run_scenario(
             simulate_workload(&cfg, profiles, &jobs, planner.as_mut(), &mut observer).map_err(cancelled)?;
         r.summary.workload = workload_name;
         // Each job alone, for finish-time fairness; Cancel still works here.
-        let isolated = analysis::isolated_jcts(&cfg, profiles, &jobs, &mut |i| {
+        let isolated = isolated_jcts(&cfg, profiles, &jobs, &mut |i| {
             progress(Progress {
                 round: kept.len(),
                 now_s: r.rounds.last().map_or(0.0, |x| x.time_s),
@@ -495,7 +525,7 @@ pub fn run_scenario(
             })
         })
         .map_err(cancelled)?;
-        let analysis = analysis::analyse(&r).with_fairness(&r, &isolated);
+        let analysis = analyse(&r).with_fairness(&r, &isolated);
         let work_rate = work_rate(&kept, &jobs, profiles, &r.jobs);
         let rounds = r
             .rounds
@@ -564,12 +594,11 @@ mod tests {
         assert_eq!(ids.len(), 40);
         assert!(ids.contains(&"workloads/workload-6"));
         assert!(ids.contains(&"workloads-realistic/workload-8"));
-        let profiles = data::pollux_profiles().unwrap();
+        let profiles = pollux_profiles().unwrap();
         for w in c["workloads"].as_array().unwrap() {
             let id = w["id"].as_str().unwrap();
             let jobs =
-                gpuplan_sim::workload::parse_pollux_workload(id, bundled(id).unwrap().as_bytes(), &profiles)
-                    .unwrap();
+                gpuplan_sim::parse_pollux_workload(id, bundled(id).unwrap().as_bytes(), &profiles).unwrap();
             assert_eq!(w["jobs"], jobs.len(), "{id}");
         }
         assert!(c["policies"]
@@ -651,7 +680,7 @@ mod tests {
             Control::Continue
         })
         .unwrap();
-        let profiles = data::pollux_profiles().unwrap();
+        let profiles = pollux_profiles().unwrap();
         let (jobs, _) = s.jobs(&profiles).unwrap();
         let mut planner = registry::create("fifo").unwrap();
         let direct = simulate_workload(
@@ -756,7 +785,7 @@ mod tests {
 
     #[test]
     fn load_multiplier_compresses_arrivals_and_bad_values_are_errors() {
-        let profiles = data::pollux_profiles().unwrap();
+        let profiles = pollux_profiles().unwrap();
         let base = Scenario::default();
         let twice = Scenario {
             load: 2.0,
@@ -878,7 +907,7 @@ mod tests {
         assert_eq!(cfg.params.placement, Placement::Pal);
         assert_eq!(cfg.params.sticky, Sticky::Keep);
         let out = run_scenario(&s, &mut quiet).unwrap();
-        let profiles = data::pollux_profiles().unwrap();
+        let profiles = pollux_profiles().unwrap();
         let (jobs, _) = s.jobs(&profiles).unwrap();
         let direct = simulate_workload(
             &cfg,
@@ -965,6 +994,9 @@ mod tests {
             .unwrap()
             .iter()
             .any(|p| p == "tiresias"));
+        // The sharing help names the planners that say they share.
+        let sharers = c["sharing_policies"].as_array().unwrap();
+        assert!(sharers.iter().any(|p| p == "pollux-mip") && !sharers.iter().any(|p| p == "fifo"));
     }
 
     #[test]

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! gpuplan-wasm: the simulator and planners of gpuplan, compiled to
 //! WebAssembly for the browser scenario explorer (`web/`).
 //!
@@ -5,7 +6,11 @@
 //! CLI runs: same planners, same arithmetic, microlp instead of HiGHS (which
 //! is C++ and does not build for wasm32), no rayon. Everything crosses the
 //! boundary as JSON strings (serde), so the API is tested natively in
-//! [`api`] and this file only adapts it to wasm-bindgen.
+//! [`api`] and this file only adapts it to wasm-bindgen. The exports
+//! `web/src/*.js` calls: [`catalog`] and [`warm_up`] at start,
+//! [`run_scenario`] for a run (an [`api::Scenario`] in, an [`api::RunOut`]
+//! back), [`inspect_round`] and [`resolve_round`] for one of its rounds,
+//! and [`solve_round`] for a round file.
 //!
 //! ```
 //! use gpuplan_sim::Control;
@@ -19,6 +24,7 @@
 //! assert!(run.contains("\"avg_jct_s\""));
 //! ```
 
+// Kept a namespace: its `catalog`, `warm_up`, `run_scenario`, `solve_round` would collide with the exports.
 pub mod api;
 
 use gpuplan_sim::Control;

@@ -25,8 +25,11 @@ use crate::math::Libm;
 /// must not outweigh twenty at 1.5×.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SlowdownCurve {
+    /// Summed utilization below which the slowdown stays at `base`.
     pub knee: f64,
+    /// Slowdown of any shared pair, however light: the cost of sharing itself.
     pub base: f64,
+    /// Growth of ln(slowdown) per unit of summed utilization past the knee.
     pub slope: f64,
 }
 
@@ -99,15 +102,20 @@ impl SlowdownCurve {
 /// "ResNet-18 (batch size 32)") as the driver maps its jobs to them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredPair {
+    /// Model key of the first job.
     pub a: String,
+    /// Model key of the second job.
     pub b: String,
+    /// Slowdown of `a` beside `b` (≥ 1).
     pub slowdown_a: f64,
+    /// Slowdown of `b` beside `a` (≥ 1).
     pub slowdown_b: f64,
 }
 
 /// The interference model: the curve, overridden by measured pairs.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Colocation {
+    /// The slowdown of pairs that were not measured.
     pub curve: SlowdownCurve,
     /// Sorted by (a, b) with a ≤ b, for a binary search.
     measured: Vec<MeasuredPair>,
@@ -137,6 +145,7 @@ impl Colocation {
         Colocation { curve, measured }
     }
 
+    /// The measured pairs, each with `a ≤ b`, sorted.
     pub fn measured(&self) -> &[MeasuredPair] {
         &self.measured
     }
@@ -197,8 +206,11 @@ pub fn measured_slowdown(solo_step_s: f64, shared_step_s: f64) -> Option<f64> {
 /// measured pairs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observed {
+    /// Model key of the measured job.
     pub key: String,
+    /// Model key of the job it shared a GPU with.
     pub partner: String,
+    /// The measured slowdown ([`measured_slowdown`]).
     pub slowdown: f64,
 }
 

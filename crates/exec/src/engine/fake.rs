@@ -19,14 +19,20 @@ use crate::ExecError;
 /// marks the job done as it starts), `fail-start` (the engine refuses it).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FakeScript {
+    /// Seconds until the attempt exits; `None`: never.
     pub run_s: Option<f64>,
+    /// Its exit code.
     pub exit: i32,
+    /// A graceful stop does nothing; only a kill ends it.
     pub ignore_term: bool,
+    /// It marks the job done as it starts.
     pub done: bool,
+    /// The engine refuses to start it.
     pub fail_start: bool,
 }
 
 impl FakeScript {
+    /// Read a command's words; words it does not know are ignored.
     pub fn parse(command: &str) -> FakeScript {
         let mut s = FakeScript::default();
         for w in command.split_whitespace() {
@@ -71,6 +77,7 @@ pub struct FakeEngine {
 }
 
 impl FakeEngine {
+    /// An engine with nothing started, on the test's clock.
     pub fn new(clock: ManualClock) -> Self {
         FakeEngine {
             inner: Arc::default(),

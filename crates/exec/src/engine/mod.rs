@@ -40,9 +40,11 @@ pub use slurm::SlurmEngine;
 /// One attempt to start: what to run and where; the engine decides how.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptSpec {
+    /// The job this is an attempt of.
     pub job: JobId,
     /// Attempt number (1 for the first launch).
     pub attempt: u32,
+    /// Run by `sh -c` once per rank.
     pub command: String,
     /// The job's GPUs grouped by node, in rank order: one rank per GPU.
     pub nodes: Vec<(String, Vec<String>)>,
@@ -55,6 +57,7 @@ pub struct AttemptSpec {
 }
 
 impl AttemptSpec {
+    /// How many ranks: one per GPU.
     pub fn ranks(&self) -> u32 {
         self.nodes.iter().map(|(_, g)| g.len() as u32).sum()
     }
@@ -63,6 +66,7 @@ impl AttemptSpec {
 /// One rank of an attempt as the journal records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RankProc {
+    /// Rank number, 0 first.
     pub rank: u32,
     /// The engine's id for the rank (local: the process group of its
     /// wrapper; 0 = not found).
@@ -120,8 +124,10 @@ impl EngineState {
     }
 }
 
+/// One rank's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankStatus {
+    /// Still running.
     Running,
     /// Exit code of the user command; `None` if killed by a signal.
     Exited(Option<i32>),
@@ -136,7 +142,9 @@ pub enum Stop {
     Now,
 }
 
+/// How attempts run (local processes, Slurm jobs); the supervisor decides when.
 pub trait Engine: Send {
+    /// The engine's registry name.
     fn name(&self) -> &'static str;
     /// Where attempt `attempt` of `job` lives, before it starts: the
     /// supervisor journals it with the intent to launch (write-ahead), and
@@ -147,6 +155,7 @@ pub trait Engine: Send {
     fn start(&mut self, spec: &AttemptSpec, h: &mut Handle) -> Result<(), ExecError>;
     /// Each rank's state, in rank order.
     fn status(&mut self, h: &Handle) -> Vec<RankStatus>;
+    /// Stop every rank, gracefully or now; idempotent, never waits.
     fn stop(&mut self, h: &Handle, how: Stop);
     /// After a daemon restart: find an attempt of `ranks` ranks again and
     /// refresh `h.ranks`. True when every rank was found (running or
@@ -202,14 +211,17 @@ pub struct EngineArgs<'a> {
     pub partition: Option<&'a str>,
     /// `--slurm-timeout`: the longest one Slurm command may take.
     pub slurm_timeout: std::time::Duration,
+    /// The daemon's state directory: jobs' files live under it.
     pub state_dir: &'a Path,
     /// The daemon's jobs per GPU (1 = none).
     pub sharing: u32,
+    /// The daemon's clock, for engines that cache what they read.
     pub clock: std::sync::Arc<dyn crate::clock::Clock>,
 }
 
 /// One engine `serve --engine` accepts.
 pub struct EngineEntry {
+    /// What `--engine` takes.
     pub name: &'static str,
     /// One line for `--help` and error messages.
     pub description: &'static str,
@@ -236,7 +248,7 @@ pub fn names() -> Vec<&'static str> {
 /// two jobs on one device, but 22.05 refuses to switch a job between
 /// `gres/gpu` and `gres/shard` once either is set, and this engine keeps one
 /// held Slurm job per gpuplan job across attempts (docs/slurm.md, "Sharing").
-pub const SLURM_SHARING: &str = "--sharing with --engine slurm is not supported: a job the plan \
+pub(crate) const SLURM_SHARING: &str = "--sharing with --engine slurm is not supported: a job the plan \
      puts on a GPU another job holds would wait in Slurm behind it. Slurm's gres/shard could run \
      both (slurm.conf GresTypes=gpu,shard), but Slurm 22.05 cannot switch a held job between \
      gres/gpu and gres/shard (`scontrol update ... TresPerNode=gres:shard:1`: Invalid generic \
@@ -261,12 +273,12 @@ pub fn backends(engine: &str, args: &EngineArgs) -> Result<Backends, ExecError> 
 /// Where a job's files live under the daemon's state directory, whichever
 /// engine runs it: `STATE/jobs/ID/` with its attempts and its checkpoint
 /// directory, so the job protocol reads the same under every engine.
-pub fn job_dir(state_dir: &Path, job: JobId) -> PathBuf {
+pub(crate) fn job_dir(state_dir: &Path, job: JobId) -> PathBuf {
     state_dir.join("jobs").join(job.0.to_string())
 }
 
 /// The job's checkpoint directory (`GPUPLAN_CHECKPOINT_DIR`), kept across attempts.
-pub fn checkpoint_dir(state_dir: &Path, job: JobId) -> PathBuf {
+pub(crate) fn checkpoint_dir(state_dir: &Path, job: JobId) -> PathBuf {
     job_dir(state_dir, job).join("checkpoint")
 }
 
@@ -274,7 +286,7 @@ pub fn checkpoint_dir(state_dir: &Path, job: JobId) -> PathBuf {
 /// lands while a job exits can turn its 0 into 143 (Python, for one,
 /// restores the default SIGTERM action while it shuts down), and a job
 /// relaunched after finishing would finish twice.
-pub fn done_file(state_dir: &Path, job: JobId) -> PathBuf {
+pub(crate) fn done_file(state_dir: &Path, job: JobId) -> PathBuf {
     checkpoint_dir(state_dir, job).join("gpuplan-done")
 }
 
@@ -287,7 +299,7 @@ pub(crate) fn mkdir(d: &Path) -> Result<(), ExecError> {
 }
 
 /// Last `n` lines of a file (reads at most its last 64 KiB).
-pub fn tail(path: &Path, n: usize) -> Vec<String> {
+pub(crate) fn tail(path: &Path, n: usize) -> Vec<String> {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(path) else {
         return Vec::new();

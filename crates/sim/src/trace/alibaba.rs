@@ -11,6 +11,7 @@ use super::cluster_file::{collect, finish, MAX_GPUS_PER_NODE};
 use super::util::{read_tsv, utf8, Row};
 use super::Rows;
 
+/// The columns, in order (the upstream file names them elsewhere).
 pub const FIELDS: [&str; 5] = ["machine", "gpu_type", "cap_cpu", "cap_mem", "cap_gpu"];
 
 /// The cluster and the number of CPU-only machines left out.

@@ -12,6 +12,7 @@ pub const MAX_GPUS_PER_NODE: u64 = 64;
 /// Most nodes one file may describe.
 pub const MAX_NODES: u64 = 100_000;
 
+/// The cluster a file describes; every bad row is reported, none skipped.
 pub fn parse(source: &str, bytes: &[u8]) -> Result<Cluster, CoreError> {
     let mut rows = Rows::default();
     let csv = read_csv(source, bytes, &["name", "gpus", "gpu_type"], &mut rows)?;

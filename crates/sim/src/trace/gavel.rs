@@ -15,6 +15,7 @@ use gpuplan_core::{CoreError, ParseError};
 use super::util::{push, read_tsv, utf8};
 use super::{Rows, TraceJob};
 
+/// The legacy 7-field layout of the `msr/` traces.
 pub const LEGACY_FIELDS: [&str; 7] = [
     "job_type",
     "command",
@@ -25,6 +26,7 @@ pub const LEGACY_FIELDS: [&str; 7] = [
     "scale_factor",
 ];
 
+/// The current 10-field layout.
 pub const FIELDS: [&str; 10] = [
     "job_type",
     "command",
@@ -92,6 +94,7 @@ impl Throughputs {
         Ok(Throughputs(out))
     }
 
+    /// Isolated iterations/s of `job_type` on `gpus` GPUs of `gpu_type`, if measured.
     pub fn get(&self, gpu_type: &str, job_type: &str, gpus: u32) -> Option<f64> {
         self.0.get(gpu_type)?.get(&(job_type.to_string(), gpus)).copied()
     }
@@ -104,6 +107,7 @@ fn parse_key(key: &str) -> Option<(String, u32)> {
     Some((name.to_string(), sf.trim().parse().ok()?))
 }
 
+/// A Gavel trace's rows, each job's duration from its throughput on `gpu_type`.
 pub fn parse(source: &str, bytes: &[u8], tputs: &Throughputs, gpu_type: &str) -> Result<Rows, CoreError> {
     let table = tputs.0.get(gpu_type).ok_or_else(|| {
         CoreError::Invalid(format!(

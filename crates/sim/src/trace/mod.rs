@@ -14,11 +14,11 @@ pub mod alibaba;
 pub mod cluster_file;
 pub mod gavel;
 pub mod native;
-pub mod pal;
-pub mod philly;
-pub mod pollux;
-pub mod shockwave;
-pub mod tiresias;
+mod pal;
+mod philly;
+mod pollux;
+mod shockwave;
+mod tiresias;
 mod util;
 pub mod workload;
 
@@ -32,6 +32,7 @@ pub use util::parse_datetime_s;
 /// One job of a trace, in the native format's terms.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceJob {
+    /// Unique within the trace: it keys the job in outputs.
     pub name: String,
     /// Seconds from the start of the trace.
     pub submit_s: f64,
@@ -78,6 +79,7 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, in the order error messages list them.
     pub const ALL: [Format; 7] = [
         Format::Gpuplan,
         Format::Pollux,
@@ -88,6 +90,7 @@ impl Format {
         Format::Pal,
     ];
 
+    /// The CLI's `--format` value (as serialized).
     pub fn name(self) -> &'static str {
         match self {
             Format::Gpuplan => "gpuplan",
@@ -100,6 +103,7 @@ impl Format {
         }
     }
 
+    /// The format named `s`; the error lists the valid names.
     pub fn from_name(s: &str) -> Result<Format, CoreError> {
         Format::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
             CoreError::Invalid(format!(
@@ -123,6 +127,7 @@ pub enum BadRows {
 /// Options of [`load`].
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions<'a> {
+    /// Fail on a bad row (the default) or skip it.
     pub bad_rows: BadRows,
     /// Gavel's `simulation_throughputs.json`, needed for Gavel traces.
     pub gavel_throughputs: Option<&'a gavel::Throughputs>,
@@ -133,6 +138,7 @@ pub struct LoadOptions<'a> {
 /// A loaded trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
+    /// The format it was read as.
     pub format: Format,
     /// Sorted by submission time (stable: ties keep file order).
     pub jobs: Vec<TraceJob>,
@@ -226,7 +232,9 @@ pub fn load_auto(
 /// What every per-format parser returns: good rows plus every row error.
 #[derive(Debug, Default)]
 pub struct Rows {
+    /// The rows that passed, in file order.
     pub jobs: Vec<TraceJob>,
+    /// Every problem found, each naming file, line and field.
     pub errors: Vec<ParseError>,
     /// Rows that had at least one error.
     pub bad_rows: usize,
@@ -253,10 +261,15 @@ fn finish(format: Format, rows: Rows, bad: BadRows) -> Result<Trace, CoreError> 
 /// `gpuplan trace inspect`: the shape of a trace at a glance.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TraceStats {
+    /// The format it was read as.
     pub format: Format,
+    /// Jobs kept.
     pub jobs: usize,
+    /// Earliest submission (0 for an empty trace).
     pub first_submit_s: f64,
+    /// Latest submission (0 for an empty trace).
     pub last_submit_s: f64,
+    /// Latest minus earliest submission.
     pub span_s: f64,
     /// GPUs per job → number of jobs.
     pub gpu_histogram: BTreeMap<u32, usize>,
@@ -268,10 +281,13 @@ pub struct TraceStats {
     pub total_gpu_s: f64,
     /// Average GPUs busy if every job ran as the trace says: total_gpu_s / span_s.
     pub mean_gpus_demanded: f64,
+    /// The largest job's GPUs (0 for an empty trace).
     pub max_gpus_per_job: u32,
+    /// Rows dropped under [`BadRows::Skip`].
     pub skipped_rows: usize,
 }
 
+/// The [`TraceStats`] of a loaded trace.
 pub fn stats(trace: &Trace) -> TraceStats {
     let first = trace.jobs.first().map_or(0.0, |j| j.submit_s);
     let last = trace.jobs.last().map_or(0.0, |j| j.submit_s);

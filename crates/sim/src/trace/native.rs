@@ -4,12 +4,12 @@
 //! Every other format converts to this one, so it says everything the
 //! simulator needs and nothing format-specific.
 
-use gpuplan_core::profile::POLLUX_APPS;
-use gpuplan_core::CoreError;
+use gpuplan_core::{CoreError, POLLUX_APPS};
 
 use super::util::{push, read_csv, MAX_GPUS};
 use super::{Rows, TraceJob};
 
+/// Every column, in the order [`write()`] puts them.
 pub const COLUMNS: [&str; 8] = [
     "name",
     "submit_s",
@@ -24,6 +24,7 @@ pub const COLUMNS: [&str; 8] = [
 /// Columns that must be present; the rest may be left out.
 const REQUIRED: [&str; 3] = ["name", "submit_s", "gpus"];
 
+/// A native workload's rows; columns may come in any order.
 pub fn parse(source: &str, bytes: &[u8]) -> Result<Rows, CoreError> {
     let mut rows = Rows::default();
     let csv = read_csv(source, bytes, &REQUIRED, &mut rows)?;

@@ -2,8 +2,7 @@
 //!
 //! Jobs name a bundled application and keep the user's GPUs and batch size.
 
-use gpuplan_core::profile::POLLUX_APPS;
-use gpuplan_core::CoreError;
+use gpuplan_core::{CoreError, POLLUX_APPS};
 
 use super::util::{push, read_csv};
 use super::{Rows, TraceJob};

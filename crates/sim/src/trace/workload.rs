@@ -29,6 +29,7 @@ pub enum DurationJobs {
 }
 
 impl DurationJobs {
+    /// The CLI's value for it (as serialized).
     pub fn name(self) -> &'static str {
         match self {
             DurationJobs::Rigid => "rigid",

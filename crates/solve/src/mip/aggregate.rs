@@ -11,10 +11,10 @@
 //! places it as one unit.
 //!
 //! With per-GPU variability each type's nodes are split into at most
-//! [`MAX_GROUPS_PER_TYPE`] speed groups ([`Pools`]): a choice is made in
-//! one group (valued at its slowest node for the job's class) or, for a
-//! multi-node choice, over the whole type (valued at the type's slowest),
-//! and the packer keeps it there.
+//! [`MAX_GROUPS_PER_TYPE`](crate::pools::MAX_GROUPS_PER_TYPE) speed groups
+//! ([`Pools`]): a choice is made in one group (valued at its slowest node
+//! for the job's class) or, for a multi-node choice, over the whole type
+//! (valued at the type's slowest), and the packer keeps it there.
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
@@ -26,7 +26,6 @@ use crate::fallback::{fallback, set_gap_cached};
 use crate::pairs::{group_options, kept_groups, overlapping_now, GroupOpt, Sharer};
 use crate::placement::pack_grouped;
 use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
-pub use crate::pools::MAX_GROUPS_PER_TYPE;
 use crate::pools::{in_pools, Cands, Pools, Speeds};
 use crate::solver::{solve, Model, Solver};
 use crate::speedup::evaluate_cached;
@@ -1138,6 +1137,10 @@ impl Planner for MipAggregate {
 
     fn traits(&self) -> PlannerTraits {
         MIP_TRAITS
+    }
+
+    fn shares_gpus(&self) -> bool {
+        true
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {

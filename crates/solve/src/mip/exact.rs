@@ -1291,6 +1291,10 @@ impl Planner for MipExact {
         MIP_TRAITS
     }
 
+    fn shares_gpus(&self) -> bool {
+        true
+    }
+
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         Ok(finish(self.name, round, solve_exact(round, self.solver, limits)))
     }
@@ -1316,6 +1320,10 @@ impl Planner for PolluxMip {
 
     fn traits(&self) -> PlannerTraits {
         MIP_TRAITS
+    }
+
+    fn shares_gpus(&self) -> bool {
+        true
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {

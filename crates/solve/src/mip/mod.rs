@@ -8,20 +8,14 @@
 //! their own (see docs/architecture.md, "solve's layers"):
 //! [`crate::candidates`] (choices and their values), [`crate::solver`] (the
 //! HiGHS/microlp binding) and [`crate::fallback`] (validation, gap, greedy
-//! fallback). Their items are re-exported here so the old paths
-//! (`mip::Solver`, `mip::Choice`, ...) keep working.
+//! fallback).
 
-pub mod aggregate;
-pub mod exact;
-pub mod node;
-pub mod sia;
+pub(crate) mod aggregate;
+pub(crate) mod exact;
+pub(crate) mod node;
+pub(crate) mod sia;
 
-pub use crate::candidates::{
-    bound_to_mean, charge, fair, job_options, node_counts, value_of, Candidate, Choice, JobOptions, Pick,
-    Sense, Shapes,
-};
-pub use crate::fallback::{fallback, finish, set_gap, set_gap_cached, SolvedPlan};
-pub use crate::solver::{solve, Model, Solved, Solver};
+pub(crate) use crate::fallback::set_gap_cached;
 
 use crate::{BatchPolicy, PlannerTraits};
 

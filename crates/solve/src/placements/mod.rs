@@ -43,10 +43,12 @@ pub struct Ctx<'a> {
 /// (ascending). Nodes without a free GPU are left out.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FreeView {
+    /// Per node with a free GPU, the free GPU indices on it.
     pub nodes: Vec<(NodeId, Vec<u32>)>,
 }
 
 impl FreeView {
+    /// Free GPUs in all.
     pub fn total(&self) -> u32 {
         self.nodes.iter().map(|(_, g)| g.len() as u32).sum()
     }

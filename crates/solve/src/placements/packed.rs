@@ -14,6 +14,7 @@ use gpuplan_core::{GpuId, RoundJob};
 use super::{pick_on_node, Ctx, FreeView, Place};
 use crate::placement::FreeGpus;
 
+/// The `packed` placement: a job on the fewest nodes.
 pub struct Packed;
 
 impl Place for Packed {

@@ -23,6 +23,7 @@ use gpuplan_core::{GpuId, NodeId, RoundJob};
 
 use super::{expected_slowdown, nodes_of, packed::Packed, pick_on_node, Ctx, FreeView, Place};
 
+/// The `pal` placement: the GPUs with the least expected slowdown, by PAL's cost.
 pub struct Pal;
 
 impl Place for Pal {

@@ -177,8 +177,11 @@ fn best_move(
 /// hold against the true objective of the packed plan.
 #[derive(Debug, Clone)]
 pub struct Choices {
+    /// One per job that gets GPUs.
     pub picks: Vec<Pick>,
+    /// Per node, its speed group (what a [`Pick::group`] indexes).
     pub node_group: Vec<usize>,
+    /// Greedy's own objective value of the picks.
     pub value: f64,
 }
 

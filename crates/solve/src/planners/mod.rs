@@ -202,16 +202,6 @@ fn place_one_type(
     Some(a)
 }
 
-/// Current allocation of a job in the round, for readability at call sites.
-pub fn current(round: &Round, id: JobId) -> Allocation {
-    round
-        .jobs
-        .iter()
-        .find(|j| j.id == id)
-        .map(|j| j.current().clone())
-        .unwrap_or_default()
-}
-
 /// Hand-built rounds for planner unit tests.
 #[cfg(test)]
 pub(crate) mod testutil {

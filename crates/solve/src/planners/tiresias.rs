@@ -94,6 +94,7 @@ pub struct Tiresias {
 }
 
 impl Tiresias {
+    #[cfg(test)]
     pub fn new(config: TiresiasConfig) -> Self {
         Tiresias {
             config,

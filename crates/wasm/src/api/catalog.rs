@@ -3,8 +3,8 @@
 //! registry.
 
 use gpuplan_core::Placement;
-use gpuplan_sim::data;
 use gpuplan_sim::trace::Format;
+use gpuplan_sim::WORKLOADS;
 use gpuplan_solve::{registry, BatchPolicy};
 use serde::Serialize;
 
@@ -64,6 +64,7 @@ pub(super) const UPLOAD_FORMATS: [Format; 6] = [
 /// One accepted upload format, as the page lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct FormatInfo {
+    /// The format's name, as the CLI's `--format`.
     pub name: &'static str,
     /// What the file looks like (its header, or the field count).
     pub looks_like: &'static str,
@@ -86,7 +87,9 @@ fn looks_like(f: Format) -> &'static str {
 pub struct WorkloadInfo {
     /// `workloads/workload-6`: the trace path without `.csv`.
     pub id: String,
+    /// What the page's menu shows (its set and file).
     pub label: String,
+    /// How many jobs it has.
     pub jobs: usize,
 }
 
@@ -94,10 +97,13 @@ pub struct WorkloadInfo {
 /// from the registry, so the page holds no list or help text of its own.
 #[derive(Debug, Serialize)]
 pub struct Catalog {
+    /// The bundled workloads, in menu order.
     pub workloads: Vec<WorkloadInfo>,
+    /// Every planner the browser can run, in registry order.
     pub policies: Vec<&'static str>,
     /// Each policy's description and parameter defaults, in `policies`' order.
     pub policy_info: Vec<PolicyInfo>,
+    /// The scenario the editor starts from.
     pub defaults: Scenario,
     /// Formats an upload may be in (detected from the first line, as the CLI does).
     pub formats: Vec<FormatInfo>,
@@ -108,6 +114,8 @@ pub struct Catalog {
     /// The policies that place through the stage; the others refuse any
     /// placement but `default`, as the CLI does.
     pub placement_policies: Vec<&'static str>,
+    /// The policies that may put several jobs on one GPU (`sharing` > 1).
+    pub sharing_policies: Vec<&'static str>,
     /// The policies a load sweep compares unless the user picks others.
     pub sweep_policies: Vec<&'static str>,
     /// The planner the round inspector re-solves with unless the user picks another.
@@ -117,6 +125,7 @@ pub struct Catalog {
 /// One registered planner as the page explains it (`registry::Entry`).
 #[derive(Debug, Serialize)]
 pub struct PolicyInfo {
+    /// Its registry name.
     pub name: &'static str,
     /// One line: the policy's help.
     pub description: &'static str,
@@ -130,8 +139,11 @@ pub struct PolicyInfo {
 /// [`MAX_NODES`], [`MAX_GPUS`], [`MAX_JOBS`], by name.
 #[derive(Debug, Serialize)]
 pub struct BrowserLimits {
+    /// [`MAX_NODES`].
     pub nodes: u32,
+    /// [`MAX_GPUS`].
     pub gpus: u32,
+    /// [`MAX_JOBS`].
     pub jobs: usize,
 }
 
@@ -145,7 +157,7 @@ const RESOLVE_PLANNER: &str = "pollux-mip";
 
 /// Text of a bundled workload by id.
 pub(super) fn bundled(id: &str) -> Option<&'static str> {
-    if let Some((_, text)) = data::WORKLOADS
+    if let Some((_, text)) = WORKLOADS
         .iter()
         .find(|(path, _)| path.strip_suffix(".csv") == Some(id))
     {
@@ -158,7 +170,7 @@ pub(super) fn bundled(id: &str) -> Option<&'static str> {
 }
 
 pub(super) fn all_workloads() -> Vec<(String, String, &'static str)> {
-    let mut out: Vec<(String, String, &'static str)> = data::WORKLOADS
+    let mut out: Vec<(String, String, &'static str)> = WORKLOADS
         .iter()
         .map(|(path, text)| {
             let id = path.trim_end_matches(".csv").to_string();
@@ -226,6 +238,11 @@ pub(super) fn catalog_of(entries: &[registry::Entry]) -> Catalog {
         placement_policies: planners
             .iter()
             .filter(|(_, p)| p.placement_stage())
+            .map(|(e, _)| e.name)
+            .collect(),
+        sharing_policies: planners
+            .iter()
+            .filter(|(_, p)| p.shares_gpus())
             .map(|(e, _)| e.name)
             .collect(),
         sweep_policies: SWEEP_POLICIES.to_vec(),

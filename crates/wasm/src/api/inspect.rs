@@ -2,7 +2,7 @@
 //! same round (or an uploaded one) solved again by another planner.
 
 use gpuplan_core::{objective, JobGpus, Plan, PlanReport, Round};
-use gpuplan_solve::{registry, run_round, speedup, Limits};
+use gpuplan_solve::{max_gpus, registry, run_round, Limits};
 use serde::{Deserialize, Serialize};
 
 use super::{invalid, to_json, ApiError, KEPT_RUNS, RUNS};
@@ -10,30 +10,46 @@ use super::{invalid, to_json, ApiError, KEPT_RUNS, RUNS};
 /// One GPU count of a job's speedup table (most compact placement).
 #[derive(Debug, Serialize)]
 pub struct SpeedupRow {
+    /// GPU count.
     pub gpus: u32,
+    /// Nodes the most compact placement of them spans.
     pub nodes: u32,
+    /// Speedup over the fair share at that count.
     pub speedup: f64,
 }
 
 /// One job in the round inspector.
 #[derive(Debug, Serialize)]
 pub struct InspectJob {
+    /// The job's name.
     pub name: String,
+    /// Its application (the profile its speed comes from).
     pub app: String,
+    /// Seconds since it was submitted.
     pub age_s: f64,
+    /// GPU-seconds it has run.
     pub attained_gpu_s: f64,
+    /// Re-allocations so far.
     pub restarts: u32,
+    /// Training epoch reached.
     pub epoch: u32,
+    /// Whether it has a fitted goodput model (else the planner guesses).
     pub has_model: bool,
+    /// GPUs it held before this round.
     pub before_gpus: u32,
+    /// Nodes those GPUs spanned.
     pub before_nodes: u32,
+    /// GPUs the plan gives it.
     pub chosen_gpus: u32,
+    /// Nodes those GPUs span.
     pub chosen_nodes: u32,
     /// (node index, GPUs) of the chosen allocation.
     pub chosen: Vec<(u32, u32)>,
+    /// Its speedup on the chosen GPUs.
     pub chosen_speedup: f64,
     /// The job's contribution to the objective (speedup × restart factor if moved).
     pub value: f64,
+    /// Its speedup table, 1 GPU up to the most it may get.
     pub speedups: Vec<SpeedupRow>,
     /// The chosen GPUs' type and, with variability, the slowest of them for
     /// the job's class and its expected factor; absent for a job without GPUs.
@@ -44,14 +60,20 @@ pub struct InspectJob {
 /// A round as the inspector shows it.
 #[derive(Debug, Serialize)]
 pub struct InspectOut {
+    /// The round's index in the run, from 0.
     pub index: usize,
+    /// Rounds in the run.
     pub rounds: usize,
+    /// Simulated time of the round.
     pub now_s: f64,
+    /// The plan's objective, bound, gap and stats, as `gpuplan plan` reports them.
     #[serde(flatten)]
     pub report: PlanReport,
+    /// The objective's power-mean exponent.
     pub p: f64,
     /// Pollux's fair share (nodes, GPUs) that speedups are relative to.
     pub fair_share: (u32, u32),
+    /// Every job of the round, in its order.
     pub jobs: Vec<InspectJob>,
     /// Who shares with whom: each GPU the plan gives two or more jobs,
     /// with their names (empty without sharing).
@@ -61,9 +83,13 @@ pub struct InspectOut {
 /// One shared GPU in the inspector.
 #[derive(Debug, Serialize)]
 pub struct SharedGpu {
+    /// Node index in the round.
     pub node: u32,
+    /// The node's name.
     pub node_name: String,
+    /// GPU index on the node.
     pub gpu: u32,
+    /// Names of the jobs on it.
     pub jobs: Vec<String>,
 }
 
@@ -97,7 +123,7 @@ pub(super) fn inspect_round(index: usize, total: usize, round: &Round, plan: &Pl
             let alloc = plan.get(j.id);
             // Speedups on the chosen GPUs' type (else the type the job was measured on).
             let ty = round.cluster.type_of(&alloc).or(j.model_type.as_ref());
-            let most = speedup::max_gpus(j, round).max(alloc.num_gpus());
+            let most = max_gpus(j, round).max(alloc.num_gpus());
             let speedups = (1..=most)
                 .map(|g| {
                     let nodes = g.div_ceil(per_node);
@@ -150,9 +176,13 @@ pub fn inspect(run_id: u32, index: usize) -> Result<String, ApiError> {
 #[derive(Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SolveOpts {
+    /// The planner's registry name, as `--planner`.
     pub planner: String,
+    /// Time limit, as `--time-limit`.
     pub time_limit_s: f64,
+    /// Relative MIP gap to stop at, as `--gap`.
     pub gap: f64,
+    /// Seed of randomised planners, as `--seed`.
     pub seed: u64,
 }
 

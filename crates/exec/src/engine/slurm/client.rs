@@ -32,6 +32,7 @@ pub struct Slurm {
 /// A node of the partition, from `sinfo --json`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SlurmNode {
+    /// Node name, as jobs are placed on it.
     pub name: String,
     /// `idle`, `mixed`, `allocated`, `down`, `drained`, ...
     #[serde(default)]
@@ -42,8 +43,10 @@ pub struct SlurmNode {
     /// e.g. `gpu:a100:4` or `gpu:4(S:0-1)`.
     #[serde(default)]
     pub gres: String,
+    /// Why the node is down or drained, as the admin wrote it.
     #[serde(default)]
     pub reason: String,
+    /// The partitions it belongs to.
     #[serde(default)]
     pub partitions: Vec<String>,
 }
@@ -110,26 +113,36 @@ struct NodesReply {
 /// A job, from `squeue --json`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SlurmJob {
+    /// Slurm's job id.
     pub job_id: u64,
+    /// Job name (`--job-name`).
     #[serde(default)]
     pub name: String,
     /// `PENDING`, `RUNNING`, `COMPLETING`, `COMPLETED`, `FAILED`, ...
     #[serde(default)]
     pub job_state: String,
+    /// Why it waits or ended (`Held`, `Resources`, ...).
     #[serde(default)]
     pub state_reason: String,
+    /// `--comment`; `gpuplan` marks a user's job for gpuplan to run.
     #[serde(default)]
     pub comment: String,
+    /// The partition it is queued in.
     #[serde(default)]
     pub partition: String,
+    /// Its allocated nodes, as a Slurm host list; empty while pending.
     #[serde(default)]
     pub nodes: String,
+    /// The batch script's exit code, once ended.
     #[serde(default)]
     pub exit_code: Option<i64>,
+    /// Times Slurm requeued it.
     #[serde(default)]
     pub restart_cnt: u32,
+    /// Path of the batch script's output file.
     #[serde(default)]
     pub standard_output: String,
+    /// The submitting user's uid.
     #[serde(default)]
     pub user_id: Option<u32>,
     /// The array job this record belongs to (`gpuplan sweep --slurm`); 0 or
@@ -237,6 +250,7 @@ pub fn run_timed(program: &str, args: &[String], timeout: Duration) -> Result<St
 }
 
 impl Slurm {
+    /// Slurm from `PATH`, 20 s per command, planning `partition`.
     pub fn new(partition: &str) -> Self {
         Slurm {
             partition: partition.to_string(),
@@ -328,11 +342,13 @@ impl Slurm {
         self.run("scontrol", &args).map(drop)
     }
 
+    /// `scontrol release ID`: let a held job start.
     pub fn release(&self, id: u64) -> Result<(), ExecError> {
         self.run("scontrol", &["release".into(), id.to_string()])
             .map(drop)
     }
 
+    /// `scontrol hold ID`: keep a pending job from starting.
     pub fn hold(&self, id: u64) -> Result<(), ExecError> {
         self.run("scontrol", &["hold".into(), id.to_string()]).map(drop)
     }
@@ -353,6 +369,7 @@ impl Slurm {
         .map(drop)
     }
 
+    /// `scancel ID`.
     pub fn cancel(&self, id: u64) -> Result<(), ExecError> {
         self.run("scancel", &[id.to_string()]).map(drop)
     }

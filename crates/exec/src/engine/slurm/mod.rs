@@ -69,6 +69,7 @@ use crate::ExecError;
 /// asks per job.
 const STATUS_TTL_S: f64 = 0.5;
 
+/// Runs each gpuplan job as one held Slurm batch job, placed where the plan says.
 pub struct SlurmEngine {
     slurm: Slurm,
     state_dir: PathBuf,
@@ -155,6 +156,7 @@ pub fn spec_from_script(job: &SlurmJob, script: &str) -> Result<JobSubmission, S
 }
 
 impl SlurmEngine {
+    /// An engine over `slurm`, keeping its files under `state_dir`.
     pub fn new(slurm: Slurm, state_dir: &Path, clock: Arc<dyn Clock>) -> Self {
         SlurmEngine {
             slurm,

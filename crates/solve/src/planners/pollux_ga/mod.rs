@@ -22,7 +22,7 @@ mod seen;
 use std::collections::HashMap;
 
 use gpuplan_core::objective::restart_factor;
-use gpuplan_core::{Allocation, JobId, NodeId, Plan, PlanStatus, Round, RoundVariability};
+use gpuplan_core::{Allocation, JobId, Libm, NodeId, Plan, PlanStatus, Round, RoundVariability};
 use rand::distributions::Bernoulli;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -31,12 +31,13 @@ use self::rng::{skip_shuffle, zone, NodeOrders};
 use self::search::{evolve, evolve_pipelined, pipelined, Brood, Population};
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
-use gpuplan_core::math::Libm;
 
 /// GA size and rates; defaults are the published ones.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GaConfig {
+    /// Allocation matrices kept per generation.
     pub population: usize,
+    /// Generations evolved per round.
     pub generations: usize,
     /// Probability that a job's row is reset to its current allocation.
     pub p_reset: f64,
@@ -55,8 +56,11 @@ impl Default for GaConfig {
     }
 }
 
+/// The `pollux-ga` planner: Pollux's genetic search over allocation
+/// matrices, seeded each round with the last round's population.
 #[derive(Debug, Default)]
 pub struct PolluxGa {
+    /// Its GA size and rates.
     pub config: GaConfig,
     /// Last round's final population, by job id and node count.
     last: Option<(Vec<JobId>, usize, Vec<Vec<u32>>)>,
@@ -68,6 +72,7 @@ pub struct PolluxGa {
 }
 
 impl PolluxGa {
+    /// A planner with no population yet (its first round starts from scratch).
     pub fn new(config: GaConfig) -> Self {
         PolluxGa {
             config,

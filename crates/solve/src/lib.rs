@@ -44,6 +44,7 @@ mod planners;
 mod pools;
 // Kept public: callers write `registry::create`, `registry::names`; bare
 // `create`, `names`, `entries` at the root would not say what they list.
+mod bound;
 pub mod registry;
 mod reserve;
 #[cfg(test)]

@@ -112,6 +112,66 @@ pub fn batch_adapts(traits: &PlannerTraits, job_allows: bool) -> bool {
     traits.batch == BatchPolicy::Adaptive && job_allows
 }
 
+/// Stop the preemptible jobs of a GPU whose jobs may no longer share it
+/// (over `params.sharing`, over its memory, or an unmeasured pair under
+/// `measured`), later jobs of the round first, until the rest may. Planners
+/// that keep running jobs where they are keep pairs too, and a pair that
+/// fitted when it started need not fit now (a job's memory figure grew).
+/// A stage of its own so that every planner gets it once; a valid plan is
+/// left as it is. Pinned jobs are never stopped: the round check refuses
+/// pinned sharers that may not share.
+pub fn unshare(round: &Round, plan: &mut Plan) {
+    use gpuplan_core::colocation::{may_group, round_model};
+    let mut holders: std::collections::BTreeMap<gpuplan_core::GpuId, Vec<usize>> =
+        std::collections::BTreeMap::new();
+    for (i, j) in round.jobs.iter().enumerate() {
+        for g in plan.gpus_of(j.id).gpus().iter().filter(|g| g.is_bound()) {
+            holders.entry(*g).or_default().push(i);
+        }
+    }
+    if holders.values().all(|h| h.len() < 2) {
+        return;
+    }
+    let model = round_model(round);
+    let k = round.params.sharing.max(1) as usize;
+    let mut stopped: Vec<usize> = Vec::new();
+    for (g, held) in &holders {
+        let Some(node) = round.cluster.nodes.get(g.node.0 as usize) else {
+            continue;
+        };
+        let mut on: Vec<usize> = held.iter().copied().filter(|i| !stopped.contains(i)).collect();
+        let ok = |on: &[usize]| {
+            on.len() <= 1
+                || (on.len() <= k && {
+                    let jobs: Vec<&gpuplan_core::RoundJob> = on.iter().map(|&i| &round.jobs[i]).collect();
+                    may_group(round, &model, node.gpu_type.as_str(), &jobs)
+                })
+        };
+        while !ok(&on) {
+            let Some(pos) = on.iter().rposition(|&i| round.jobs[i].preemptible) else {
+                break;
+            };
+            stopped.push(on.remove(pos));
+        }
+    }
+    if stopped.is_empty() {
+        return;
+    }
+    stopped.sort_unstable();
+    for &i in &stopped {
+        plan.allocations.remove(&round.jobs[i].id);
+    }
+    let names: Vec<&str> = stopped.iter().map(|&i| round.jobs[i].name.as_str()).collect();
+    let note = format!(
+        "stopped {}: their GPU's jobs may no longer share it",
+        names.join(", ")
+    );
+    plan.reason = Some(match plan.reason.take() {
+        Some(r) => format!("{r}; {note}"),
+        None => note,
+    });
+}
+
 /// Under `even_nodes`, cut each multi-node allocation the planner made
 /// uneven to its smallest per-node count (4+2 → 2+2), or to nothing where
 /// that falls below the job's minimum. A stage of its own rather than a
@@ -217,7 +277,8 @@ pub fn check_placement(planner: &dyn Planner, params: &PolicyParams) -> Result<(
 /// or the plan broke a rule the planner claims to honour (a planner bug,
 /// never applied); a solver failure is a valid fallback plan instead.
 pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> Result<Decision, PlanError> {
-    let mut round: Cow<Round> = if round.jobs.iter().all(|j| j.state.allocation.is_bound()) {
+    // The round as given (GPUs named): the bound rule judges plans on it.
+    let given: Cow<Round> = if round.jobs.iter().all(|j| j.state.allocation.is_bound()) {
         Cow::Borrowed(round)
     } else {
         let mut r = round.clone();
@@ -226,8 +287,10 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     };
     // Checked as given, before blinding: a placement that needs per-GPU
     // speeds needs them in the round, whether or not the planner sees them.
-    round.check().map_err(PlanError::Malformed)?;
-    check_placement(planner, &round.params).map_err(|e| PlanError::Malformed(vec![e.to_string()]))?;
+    given.check().map_err(PlanError::Malformed)?;
+    check_placement(planner, &given.params).map_err(|e| PlanError::Malformed(vec![e.to_string()]))?;
+    // The round as the planner sees it.
+    let mut round: Cow<Round> = Cow::Borrowed(&given);
     if round.params.type_blind == Sight::Hidden {
         blind(round.to_mut());
     }
@@ -244,6 +307,9 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
         Some(h) if h.round.cluster.nodes.is_empty() => {
             let mut plan = Plan::new(planner.name(), gpuplan_core::PlanStatus::Optimal);
             plan.reason = Some("every GPU is reserved by jobs outside the round".into());
+            // The one plan there is: its objective is the bound.
+            plan.bound = Some(gpuplan_core::objective::evaluate(&round, &plan));
+            plan.gap = Some(0.0);
             plan
         }
         Some(h) => {
@@ -253,6 +319,7 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
             plan
         }
     };
+    unshare(&round, &mut plan);
     if round.params.even_nodes == NodeCounts::Even {
         even_out(&round, &mut plan);
     }
@@ -262,6 +329,7 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
             violations: v,
         });
     }
+    crate::bound::enforce(planner, &given, &mut plan);
     Ok(Decision::new(&round, plan))
 }
 
@@ -441,6 +509,41 @@ mod tests {
             "{e}"
         );
         assert!(check_live(registry::create("tiresias").unwrap().as_ref()).is_ok());
+    }
+
+    /// A kept pair whose memory no longer fits (issue 31, item 4): every
+    /// planner's plan comes out valid, the later preemptible job stopped
+    /// where the planner kept both, with the reason.
+    #[test]
+    fn kept_sharers_that_no_longer_fit_are_split() {
+        let g0 = Allocation::from_gpus(vec![GpuId::new(NodeId(0), 0)]);
+        let mut r = round(
+            "1x4",
+            0.0,
+            vec![job(0, 1, 0.0, 0.0, &[]), job(1, 1, 0.0, 0.0, &[])],
+        );
+        r.params.sharing = 2;
+        for j in &mut r.jobs {
+            j.state.allocation = g0.clone();
+            j.max_gpus = 1;
+            j.mem_gib = Some(12.0);
+        }
+        r.check().unwrap();
+        for name in registry::names()
+            .into_iter()
+            .filter(|n| !registry::create(n).unwrap().traits().needs_oracle)
+        {
+            let d = run_round(registry::create(name).unwrap().as_mut(), &r, &Limits::default())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            gpuplan_core::validate(&r, &d.plan).unwrap();
+        }
+        let mut keep = Plan::new("hand", gpuplan_core::PlanStatus::Feasible);
+        keep.allocations.insert(JobId(0), g0.clone());
+        keep.allocations.insert(JobId(1), g0.clone());
+        unshare(&r, &mut keep);
+        assert_eq!(keep.gpus_of(JobId(0)), &g0);
+        assert!(keep.gpus_of(JobId(1)).is_empty());
+        assert!(keep.reason.unwrap().contains("stopped j1"));
     }
 
     /// Three 6-GPU jobs on 3×4: a baseline planner may put two multi-node

@@ -28,11 +28,24 @@ pub fn bind_plan(round: &Round, plan: &mut Plan) {
     let mut current: std::collections::HashMap<JobId, &Allocation> =
         std::collections::HashMap::with_capacity(round.jobs.len());
     current.extend(round.jobs.iter().map(|j| (j.id, &j.state.allocation)));
-    let mut allocs: Vec<(&mut Allocation, Option<&Allocation>)> = plan
+    let pinned: std::collections::HashSet<JobId> = round
+        .jobs
+        .iter()
+        .filter(|j| !j.preemptible)
+        .map(|j| j.id)
+        .collect();
+    let mut allocs: Vec<(bool, &mut Allocation, Option<&Allocation>)> = plan
         .allocations
         .iter_mut()
-        .map(|(id, a)| (a, current.get(id).copied()))
+        .map(|(id, a)| (pinned.contains(id), a, current.get(id).copied()))
         .collect();
+    // Pinned jobs name their own GPUs first: under sharing a GPU can be
+    // the own GPU of a pinned job and of a preemptible partner, and only
+    // the pinned one must keep it. Without pinned jobs the order is the
+    // plan's, as before.
+    allocs.sort_by_key(|a| !a.0);
+    let mut allocs: Vec<(&mut Allocation, Option<&Allocation>)> =
+        allocs.into_iter().map(|(_, a, c)| (a, c)).collect();
     bind_all(&round.cluster, &round.reserved, &mut allocs);
 }
 

@@ -1213,22 +1213,49 @@ fn lp_greedy_start(ctx: &mut Ctx, solver: Solver, limits: &Limits, t0: web_time:
     ))
 }
 
+/// The node-level model in place of the pattern model, with `why` noted.
+/// It plans no sharing, so on a round that allows sharing its optimum is
+/// not the round's: no bound, at best `feasible`, and the note says so.
+fn node_level(
+    round: &Round,
+    solver: Solver,
+    limits: &Limits,
+    why: Option<&str>,
+) -> Result<SolvedPlan, String> {
+    let mut solved = super::node::solve_node(round, solver, limits)?;
+    if let Some(why) = why {
+        solved.notes.push(why.into());
+    }
+    if round.params.sharing > 1 {
+        solved.plan.bound = None;
+        if solved.plan.status == PlanStatus::Optimal {
+            solved.plan.status = PlanStatus::Feasible;
+        }
+        solved.notes.push(format!(
+            "the node-level model plans no sharing, so params.sharing {} was not used and no bound is reported",
+            round.params.sharing
+        ));
+    }
+    Ok(solved)
+}
+
 /// Build, warm-start, solve and decode the pattern model. `Err` is the reason for a fallback.
 pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
     if round.params.interference == Interference::Allow {
         // Without the rule a node may hold pieces of several multi-node jobs,
         // and slot counts no longer guarantee that one job's pieces land on
         // distinct nodes; the node-level model stays exact there.
-        return super::node::solve_node(round, solver, limits);
+        return node_level(round, solver, limits, None);
     }
     let t0 = web_time::Instant::now();
     let mut ctx = Ctx::new(round);
     let Some(mut built) = ctx.build() else {
-        let mut solved = super::node::solve_node(round, solver, limits)?;
-        solved
-            .notes
-            .push("pattern model too large for these node sizes; node-level model solved instead".into());
-        return Ok(solved);
+        return node_level(
+            round,
+            solver,
+            limits,
+            Some("pattern model too large for these node sizes; node-level model solved instead"),
+        );
     };
     // Warm start: the better of the greedy plan and "keep everything running"
     // (last round's plan as applied) that the model can represent. Both reuse

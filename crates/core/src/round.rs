@@ -945,7 +945,6 @@ impl Round {
             }
         }
         self.check_pinned(&mut errs);
-        self.check_pinned_sharers(&mut errs);
         self.check_reserved(&mut errs);
         for (i, (u, n)) in used.iter().zip(&self.cluster.nodes).enumerate() {
             // A reserved GPU takes all its slots: no job of the round joins it.
@@ -1004,73 +1003,6 @@ impl Round {
     /// planner's to check against the other jobs it keeps).
     pub fn keepable(&self, job: &RoundJob) -> bool {
         !job.current().is_empty() && self.keep_problem(job).is_none()
-    }
-
-    /// Pinned jobs that share a GPU must stay together, so the round must
-    /// let them: each one's memory known, together within the GPU's, and
-    /// under `sharing_pairs = measured` every pair measured. Otherwise no
-    /// plan is valid, and that is the input's fault, reported by field.
-    fn check_pinned_sharers(&self, errs: &mut Vec<String>) {
-        use crate::colocation::{fits_memory, gpu_memory_gib, job_memory_gib, measured_enough, round_model};
-        if self.params.sharing < 2 {
-            return;
-        }
-        let mut by_gpu: std::collections::BTreeMap<GpuId, Vec<usize>> = std::collections::BTreeMap::new();
-        for (i, j) in self.jobs.iter().enumerate() {
-            if j.preemptible {
-                continue;
-            }
-            for g in j.current().gpus().iter().filter(|g| g.is_bound()) {
-                by_gpu.entry(*g).or_default().push(i);
-            }
-        }
-        let model = round_model(self);
-        for (g, held) in by_gpu.iter().filter(|(_, h)| h.len() > 1) {
-            let Some(node) = self.cluster.nodes.get(g.node.0 as usize) else {
-                continue;
-            };
-            let last = held[held.len() - 1];
-            let at = format!("{}.state.allocation", JobPath(last, &self.jobs[last].name));
-            let names: Vec<&str> = held.iter().map(|&i| self.jobs[i].name.as_str()).collect();
-            let gpu = format!(
-                "GPU {} of node {} ({})",
-                g.index,
-                g.node.0,
-                node.gpu_type.as_str()
-            );
-            let mems: Vec<Option<f64>> = held.iter().map(|&i| job_memory_gib(&self.jobs[i])).collect();
-            let unknown: Vec<&str> = held
-                .iter()
-                .zip(&mems)
-                .filter(|(_, m)| m.is_none())
-                .map(|(&i, _)| self.jobs[i].name.as_str())
-                .collect();
-            if !unknown.is_empty() {
-                errs.push(format!(
-                    "{at}: pinned jobs {} share {gpu}, but the memory of {} is unknown (give mem_gib)",
-                    names.join(", "),
-                    unknown.join(", ")
-                ));
-            } else if !fits_memory(node.gpu_type.as_str(), &mems) {
-                let need: f64 = mems.iter().flatten().sum();
-                let cap = gpu_memory_gib(node.gpu_type.as_str())
-                    .map_or("an unknown amount".to_string(), |c| format!("{c} GiB"));
-                errs.push(format!(
-                    "{at}: pinned jobs {} share {gpu} and need {need} GiB together; it holds {cap}",
-                    names.join(", ")
-                ));
-            }
-            for (k, &a) in held.iter().enumerate() {
-                for &b in &held[k + 1..] {
-                    if !measured_enough(self, &model, &self.jobs[a], &self.jobs[b]) {
-                        errs.push(format!(
-                            "{at}: pinned jobs {} and {} share {gpu}, a pair never measured, against params.sharing_pairs \"measured\"",
-                            self.jobs[a].name, self.jobs[b].name
-                        ));
-                    }
-                }
-            }
-        }
     }
 
     /// Each reserved GPU is a named GPU of the cluster, listed once, that no

@@ -690,6 +690,15 @@ mod tests {
     /// no valid plan, and its check says which field.
     #[test]
     fn pinned_sharers_that_may_not_share_are_refused_by_field() {
+        let check = |r: &Round| {
+            let mut errs = r.check().err().unwrap_or_default();
+            crate::colocation::check_pinned_sharers(r, &mut errs);
+            if errs.is_empty() {
+                Ok(())
+            } else {
+                Err(errs)
+            }
+        };
         let pinned = |id, mem| RoundJob {
             mem_gib: mem,
             app: "mystery".into(),
@@ -697,16 +706,16 @@ mod tests {
         };
         let mut r = test_round(vec![pinned(0, Some(8.0)), pinned(1, Some(8.0))]);
         r.params.sharing = 2;
-        r.check().unwrap();
+        check(&r).unwrap();
         r.jobs[1].mem_gib = Some(12.0);
-        let e = r.check().unwrap_err().join("\n");
+        let e = check(&r).unwrap_err().join("\n");
         assert!(e.contains("jobs[1] (j1).state.allocation: pinned jobs j0, j1 share GPU 0 of node 0 (t4) and need 20 GiB together; it holds 16 GiB"), "{e}");
         r.jobs[1].mem_gib = None;
-        let e = r.check().unwrap_err().join("\n");
+        let e = check(&r).unwrap_err().join("\n");
         assert!(e.contains("the memory of j1 is unknown (give mem_gib)"), "{e}");
         r.jobs[1].mem_gib = Some(8.0);
         r.params.sharing_pairs = crate::SharingPairs::Measured;
-        let e = r.check().unwrap_err().join("\n");
+        let e = check(&r).unwrap_err().join("\n");
         assert!(
             e.contains("pinned jobs j0 and j1 share GPU 0 of node 0 (t4), a pair never measured"),
             "{e}"
@@ -715,7 +724,7 @@ mod tests {
         r.params.sharing_pairs = crate::SharingPairs::All;
         r.jobs[1].preemptible = true;
         r.jobs[1].mem_gib = Some(12.0);
-        r.check().unwrap();
+        check(&r).unwrap();
     }
 
     #[test]

@@ -287,7 +287,11 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     };
     // Checked as given, before blinding: a placement that needs per-GPU
     // speeds needs them in the round, whether or not the planner sees them.
-    given.check().map_err(PlanError::Malformed)?;
+    let mut errs = given.check().err().unwrap_or_default();
+    gpuplan_core::colocation::check_pinned_sharers(&given, &mut errs);
+    if !errs.is_empty() {
+        return Err(PlanError::Malformed(errs));
+    }
     check_placement(planner, &given.params).map_err(|e| PlanError::Malformed(vec![e.to_string()]))?;
     // The round as the planner sees it.
     let mut round: Cow<Round> = Cow::Borrowed(&given);
@@ -562,5 +566,91 @@ mod tests {
         assert_eq!(d.plan.allocations.len(), 2);
         assert!(d.plan.allocations.values().all(Allocation::is_bound));
         assert!(d.diff.iter().all(|c| c.change == Change::Start));
+    }
+
+    /// The bound rule (`crate::bound`), through the pipeline.
+    mod bound_rule {
+        use super::super::*;
+        use crate::testutil::{job, model, round};
+        use crate::{registry, Limits, PlanError};
+        use gpuplan_core::Interference;
+        use gpuplan_core::{Plan, PlanStatus, Round};
+
+        /// Greedy's plan, claimed optimal under a bound of `bound`.
+        struct Claims {
+            bound: Option<f64>,
+        }
+
+        impl Planner for Claims {
+            fn name(&self) -> &str {
+                "claims"
+            }
+
+            fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
+                let mut p = registry::create("greedy")?.plan(round, limits)?;
+                p.planner = "claims".into();
+                p.status = PlanStatus::Optimal;
+                p.bound = self.bound;
+                Ok(p)
+            }
+        }
+
+        fn two_jobs() -> Round {
+            let jobs = (0..2)
+                .map(|id| {
+                    let mut j = job(id, 2, 0.0);
+                    j.model = Some(model());
+                    j
+                })
+                .collect();
+            round("2x4", jobs, Interference::Avoid)
+        }
+
+        /// A bound below the plan's own true objective, or none at all beside
+        /// `optimal`, is not reported: `feasible`, with the reason.
+        #[test]
+        fn false_or_missing_bounds_lose_optimal() {
+            let r = two_jobs();
+            let d = run_round(&mut Claims { bound: Some(1e-9) }, &r, &Limits::default()).unwrap();
+            assert_eq!(
+                (d.plan.status, d.plan.bound, d.plan.gap),
+                (PlanStatus::Feasible, None, None)
+            );
+            let why = d.plan.reason.unwrap();
+            assert!(
+                why.contains("no proven bound: its bound 0.000000 is below the plan's true objective"),
+                "{why}"
+            );
+            let d = run_round(&mut Claims { bound: None }, &r, &Limits::default()).unwrap();
+            assert_eq!(d.plan.status, PlanStatus::Feasible);
+            assert!(d
+                .plan
+                .reason
+                .unwrap()
+                .contains("no bound on the round's objective"));
+            // A true bound stays, with its optimal.
+            let d = run_round(&mut Claims { bound: Some(1e9) }, &r, &Limits::default()).unwrap();
+            assert_eq!((d.plan.status, d.plan.bound), (PlanStatus::Optimal, Some(1e9)));
+        }
+
+        /// A model that leaves out what the round has bounds nothing: a
+        /// planner that never shares on a sharing round, a blind model, binned
+        /// per-GPU speeds. mip-exact keeps its bound where its model is exact.
+        #[test]
+        fn models_that_leave_out_a_feature_report_no_bound() {
+            let mut r = two_jobs();
+            let lim = Limits::default();
+            let d = run_round(registry::create("mip-exact").unwrap().as_mut(), &r, &lim).unwrap();
+            assert_eq!(d.plan.status, PlanStatus::Optimal);
+            assert!(d.plan.bound.unwrap() >= d.objective(&r) - 1e-9);
+            r.params.sharing = 2;
+            let d = run_round(&mut Claims { bound: Some(1e9) }, &r, &lim).unwrap();
+            assert!(d.plan.reason.unwrap().contains("it plans without sharing"));
+            r.params.sharing = 1;
+            r.params.type_blind = gpuplan_core::Sight::Hidden;
+            let d = run_round(registry::create("mip-exact").unwrap().as_mut(), &r, &lim).unwrap();
+            assert_eq!((d.plan.status, d.plan.bound), (PlanStatus::Feasible, None));
+            assert!(d.plan.reason.unwrap().contains("type-blind"));
+        }
     }
 }

@@ -78,6 +78,74 @@ pub fn may_group(round: &Round, model: &Colocation, gpu_type: &str, jobs: &[&Rou
             .all(|(i, a)| jobs[i + 1..].iter().all(|b| measured_enough(round, model, a, b)))
 }
 
+/// Pinned jobs that share a GPU must stay together, so the round must
+/// let them: each one's memory known, together within the GPU's, and
+/// under `sharing_pairs = measured` every pair measured. Otherwise no
+/// plan is valid, and that is the input's fault, reported by field. Part
+/// of the round's check (the pipeline runs both); here, not in `round.rs`,
+/// because it reads the sharing rules, which read rounds.
+pub fn check_pinned_sharers(round: &Round, errs: &mut Vec<String>) {
+    if round.params.sharing < 2 {
+        return;
+    }
+    let mut by_gpu: std::collections::BTreeMap<crate::GpuId, Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, j) in round.jobs.iter().enumerate() {
+        if j.preemptible {
+            continue;
+        }
+        for g in j.current().gpus().iter().filter(|g| g.is_bound()) {
+            by_gpu.entry(*g).or_default().push(i);
+        }
+    }
+    let model = round_model(round);
+    for (g, held) in by_gpu.iter().filter(|(_, h)| h.len() > 1) {
+        let Some(node) = round.cluster.nodes.get(g.node.0 as usize) else {
+            continue;
+        };
+        let last = held[held.len() - 1];
+        let at = format!("jobs[{last}] ({}).state.allocation", round.jobs[last].name);
+        let names: Vec<&str> = held.iter().map(|&i| round.jobs[i].name.as_str()).collect();
+        let gpu = format!(
+            "GPU {} of node {} ({})",
+            g.index,
+            g.node.0,
+            node.gpu_type.as_str()
+        );
+        let mems: Vec<Option<f64>> = held.iter().map(|&i| job_memory_gib(&round.jobs[i])).collect();
+        let unknown: Vec<&str> = held
+            .iter()
+            .zip(&mems)
+            .filter(|(_, m)| m.is_none())
+            .map(|(&i, _)| round.jobs[i].name.as_str())
+            .collect();
+        if !unknown.is_empty() {
+            errs.push(format!(
+                "{at}: pinned jobs {} share {gpu}, but the memory of {} is unknown (give mem_gib)",
+                names.join(", "),
+                unknown.join(", ")
+            ));
+        } else if !fits_memory(node.gpu_type.as_str(), &mems) {
+            let need: f64 = mems.iter().flatten().sum();
+            let cap = gpu_memory_gib(node.gpu_type.as_str())
+                .map_or("an unknown amount".to_string(), |c| format!("{c} GiB"));
+            errs.push(format!(
+                "{at}: pinned jobs {} share {gpu} and need {need} GiB together; it holds {cap}",
+                names.join(", ")
+            ));
+        }
+        for (k, &a) in held.iter().enumerate() {
+            for &b in &held[k + 1..] {
+                if !measured_enough(round, &model, &round.jobs[a], &round.jobs[b]) {
+                    errs.push(format!(
+                        "{at}: pinned jobs {} and {} share {gpu}, a pair never measured, against params.sharing_pairs \"measured\"",
+                        round.jobs[a].name, round.jobs[b].name
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// Under `sharing_pairs = measured`: whether the pair was measured (always
 /// true under `all`).
 pub fn measured_enough(round: &Round, model: &Colocation, a: &RoundJob, b: &RoundJob) -> bool {

@@ -63,7 +63,7 @@ pub use profile::{pollux_app_constants, AppConstants, AppProfile, MeasuredPoint,
 pub use report::{JobGpus, JobVariability, PlanReport};
 pub use round::{
     check_p, Interference, NodeCounts, Oracle, ParamError, ParamField, Placement, PolicyParams, Priority,
-    RestartCharge, Round, RoundJob, SharingPairs, Sight, Sticky, TypedModel, P_MAX, P_MIN,
+    RestartCharge, Round, RoundJob, SharingPairs, Sight, Sticky, TypedModel, MAX_SHARING, P_MAX, P_MIN,
 };
 pub use validate::{validate, validate_under, Violation};
 pub use variability::{class_of, PerfClass, RoundVariability, CLASSES};

@@ -319,6 +319,12 @@ pub enum Sticky {
     Keep,
 }
 
+/// Most jobs one GPU may hold (`params.sharing`). The sharing planners
+/// enumerate groups of up to k jobs per GPU, so their models grow as
+/// jobs^k (k = 3 already strains the exact model's time limit), and the
+/// slowdowns behind sharing were measured for pairs (Gavel).
+pub const MAX_SHARING: u32 = 8;
+
 /// Most negative finite p supported: below it the MIP terms (v+ε)^p exceed
 /// what the solvers handle (at p = −8 HiGHS already fails on real rounds).
 pub const P_MIN: f64 = -5.0;
@@ -433,6 +439,15 @@ impl PolicyParams {
         }
         if self.sharing == 0 {
             bad(F::Sharing, "must be >= 1 (1 = a GPU per job)".into());
+        } else if self.sharing > MAX_SHARING {
+            bad(
+                F::Sharing,
+                format!(
+                    "must be at most {MAX_SHARING} jobs per GPU (the sharing planners' groups grow as \
+                     jobs^k; co-location slowdowns were measured for pairs), got {}",
+                    self.sharing
+                ),
+            );
         }
         if self.max_nodes_per_job == 0 {
             bad(F::MaxNodesPerJob, "must be >= 1".into());
@@ -1127,6 +1142,25 @@ mod tests {
 
     /// The four behaviour switches are enums in code and `true`/`false` in
     /// files, as they always were: read from either, written on only.
+    /// `sharing` is capped, with the cap and the reason in the message.
+    #[test]
+    fn sharing_is_capped() {
+        let mut p = PolicyParams {
+            sharing: MAX_SHARING,
+            ..PolicyParams::default()
+        };
+        p.check(false).unwrap();
+        p.sharing = 1_000_000;
+        let e = p.check(false).unwrap_err();
+        assert_eq!(e[0].field, ParamField::Sharing);
+        assert!(
+            e[0].to_string()
+                .starts_with("params.sharing: must be at most 8 jobs per GPU"),
+            "{}",
+            e[0]
+        );
+    }
+
     #[test]
     fn behaviour_switches_read_and_write_as_booleans() {
         let on: PolicyParams = serde_json::from_str(

@@ -122,6 +122,12 @@ pub fn batch_adapts(traits: &PlannerTraits, job_allows: bool) -> bool {
 /// pinned sharers that may not share.
 pub fn unshare(round: &Round, plan: &mut Plan) {
     use gpuplan_core::colocation::{may_group, round_model};
+    // Without sharing no kept group exists (the round check refuses one),
+    // so a shared GPU is a planner's bug for the validator to report; and
+    // the simulator's rounds skip the per-GPU table.
+    if round.params.sharing < 2 {
+        return;
+    }
     let mut holders: std::collections::BTreeMap<gpuplan_core::GpuId, Vec<usize>> =
         std::collections::BTreeMap::new();
     for (i, j) in round.jobs.iter().enumerate() {

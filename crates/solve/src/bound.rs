@@ -14,7 +14,7 @@
 
 use gpuplan_core::{objective, Plan, PlanStatus, Round, Sight};
 
-use crate::Planner;
+use crate::{Limits, Planner};
 
 /// Why `planner`'s bound on `given` (the round as the driver gave it, not
 /// as the planner saw it) cannot be reported, if it cannot: the first
@@ -46,13 +46,45 @@ fn unproven(planner: &dyn Planner, given: &Round, plan: &Plan) -> Option<String>
     (bound < obj - tol).then(|| format!("its bound {bound:.6} is below the plan's true objective {obj:.6}"))
 }
 
+/// The gap on the generalized mean that a solver's relative gap `gap` on
+/// its sum of terms allows (docs/formulation.md): (1 + gap)^(1/|p|) − 1 for
+/// p ≠ 0; for p = 0 the sum is of logarithms, so the gap scales with the
+/// mean's own logarithm; for p = −∞ the gap is on the minimum itself.
+fn mean_gap(p: f64, gap: f64, objective: f64) -> f64 {
+    use gpuplan_core::Libm;
+    let gap = gap.max(0.0);
+    if p == 0.0 {
+        (gap * objective.abs().max(1e-12).libm_ln().abs().max(1.0)).libm_exp() - 1.0
+    } else if p.is_finite() {
+        (1.0 + gap).libm_pow(1.0 / p.abs()) - 1.0
+    } else {
+        gap
+    }
+}
+
 /// Apply the rule to a validated plan: drop a bound that is not proven for
-/// the round, and with it `optimal`.
-pub(crate) fn enforce(planner: &dyn Planner, given: &Round, plan: &mut Plan) {
+/// the round, and with it `optimal`; keep `optimal` only within the gap of
+/// the bound, measured on the plan's true objective.
+pub(crate) fn enforce(planner: &dyn Planner, given: &Round, limits: &Limits, plan: &mut Plan) {
     if plan.bound.is_none() && plan.status != PlanStatus::Optimal {
         return;
     }
     let Some(why) = unproven(planner, given, plan) else {
+        if let (Some(bound), PlanStatus::Optimal) = (plan.bound, plan.status) {
+            let obj = objective::evaluate(given, plan);
+            let gap = (bound - obj) / obj.abs().max(1e-12);
+            let allowed = mean_gap(given.params.p, limits.gap, obj) + 1e-6;
+            if gap > allowed {
+                plan.status = PlanStatus::Feasible;
+                add_note(
+                    plan,
+                    format!(
+                        "not optimal: {:.4}% below its bound, more than the gap allows",
+                        100.0 * gap
+                    ),
+                );
+            }
+        }
         return;
     };
     plan.bound = None;
@@ -60,7 +92,10 @@ pub(crate) fn enforce(planner: &dyn Planner, given: &Round, plan: &mut Plan) {
     if plan.status == PlanStatus::Optimal {
         plan.status = PlanStatus::Feasible;
     }
-    let note = format!("no proven bound: {why}");
+    add_note(plan, format!("no proven bound: {why}"));
+}
+
+fn add_note(plan: &mut Plan, note: String) {
     plan.reason = Some(match plan.reason.take() {
         Some(r) => format!("{r}; {note}"),
         None => note,

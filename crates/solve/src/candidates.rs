@@ -6,7 +6,7 @@
 //! other.
 
 use gpuplan_core::objective::{left_out_value, prioritise, restart_factor, EPSILON};
-use gpuplan_core::{Cluster, Libm, Round, RoundJob};
+use gpuplan_core::{Allocation, Cluster, Libm, Round, RoundJob};
 
 use crate::speedup::{max_gpus, SpeedupCache};
 
@@ -315,4 +315,29 @@ pub fn bound_to_mean(sense: Sense, bound: f64, n: usize) -> Option<f64> {
         _ => sense.to_mean(bound, n),
     };
     b.is_finite().then_some(b)
+}
+
+/// What each job's "keep" takes from its nodes: its current GPUs, less
+/// those an earlier pinned job holds. Pinned jobs may share a GPU (the
+/// round check let them), and a GPU is taken once; every other kept pair
+/// is a group option of its own, so only pinned jobs are trimmed.
+pub fn kept_charge(round: &Round) -> Vec<Allocation> {
+    let mut held = std::collections::HashSet::new();
+    round
+        .jobs
+        .iter()
+        .map(|j| {
+            let cur = j.current();
+            if j.preemptible || cur.is_empty() || round.params.sharing < 2 {
+                return cur.clone();
+            }
+            Allocation::from_gpus(
+                cur.gpus()
+                    .iter()
+                    .copied()
+                    .filter(|g| !g.is_bound() || held.insert(*g))
+                    .collect(),
+            )
+        })
+        .collect()
 }

@@ -225,7 +225,9 @@ pub fn group_options(
             }
         }
     }
+    let before = out.len();
     let mut out = prune(round, sharers, out);
+    note_pruned(notes, before, out.len());
     let larger = larger_groups(round, kind_type, sharers, &out, notes);
     out.extend(larger);
     out
@@ -309,13 +311,75 @@ fn larger_groups(
                 });
             }
         }
+        let before = grown.len();
         last = prune(round, sharers, grown);
+        note_pruned(notes, before, last.len());
         out.extend(last.iter().cloned());
         if last.is_empty() {
             break;
         }
     }
     out
+}
+
+/// Say that pruning dropped group options: the model then leaves out
+/// plans of the round, so its bound is not the round's ([`model_is_partial`]).
+fn note_pruned(notes: &mut Vec<String>, before: usize, after: usize) {
+    if after < before {
+        notes.push(format!(
+            "sharing: {} of {before} group options pruned (each job keeps its best {PARTNERS} partners)",
+            before - after
+        ));
+    }
+}
+
+/// Why a sharing model built from these options leaves out plans of the
+/// round, if it does: options dropped or pruned (a `sharing:` note), or a
+/// running job that another job could join on its own GPUs, which no group
+/// option offers (a joiner is valued as moving, the job that stays is not
+/// charged a restart). Its bound is then not the round's.
+pub fn model_is_partial(
+    round: &Round,
+    node_kind: &[usize],
+    sharers: &[Sharer],
+    notes: &[String],
+) -> Option<String> {
+    if round.params.sharing < 2 {
+        return None;
+    }
+    if let Some(n) = notes.iter().find(|n| n.starts_with("sharing:")) {
+        return Some(n.clone());
+    }
+    for (a, s) in sharers.iter().enumerate() {
+        if s.keep.is_none() {
+            continue;
+        }
+        let cur = round.jobs[a].current();
+        let per = cur.per_node();
+        let [(node, g)] = per[..] else { continue };
+        let Some(&ty) = node_kind.get(node.0 as usize) else {
+            continue;
+        };
+        // Those on its GPUs now stay together as a kept group; a full
+        // GPU takes no one else.
+        let holders: Vec<usize> = (0..round.jobs.len())
+            .filter(|&b| round.jobs[b].current().same_gpus(cur))
+            .collect();
+        if holders.len() as u32 >= round.params.sharing {
+            continue;
+        }
+        if sharers
+            .iter()
+            .enumerate()
+            .any(|(b, t)| !holders.contains(&b) && t.single(ty, g).is_some())
+        {
+            return Some(format!(
+                "another job could join {} on its GPUs, which the group options do not offer",
+                round.jobs[a].name
+            ));
+        }
+    }
+    None
 }
 
 /// Keep a group only if it is among the best [`PARTNERS`] groups of its

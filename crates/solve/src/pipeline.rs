@@ -339,7 +339,7 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
             violations: v,
         });
     }
-    crate::bound::enforce(planner, &given, &mut plan);
+    crate::bound::enforce(planner, &given, limits, &mut plan);
     Ok(Decision::new(&round, plan))
 }
 
@@ -634,9 +634,18 @@ mod tests {
                 .reason
                 .unwrap()
                 .contains("no bound on the round's objective"));
-            // A true bound stays, with its optimal.
+            // A true bound stays, but optimal only within the gap of it.
             let d = run_round(&mut Claims { bound: Some(1e9) }, &r, &Limits::default()).unwrap();
-            assert_eq!((d.plan.status, d.plan.bound), (PlanStatus::Optimal, Some(1e9)));
+            assert_eq!((d.plan.status, d.plan.bound), (PlanStatus::Feasible, Some(1e9)));
+            assert!(d
+                .plan
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("more than the gap allows"));
+            let obj = d.objective(&r);
+            let d = run_round(&mut Claims { bound: Some(obj) }, &r, &Limits::default()).unwrap();
+            assert_eq!((d.plan.status, d.plan.bound), (PlanStatus::Optimal, Some(obj)));
         }
 
         /// A model that leaves out what the round has bounds nothing: a

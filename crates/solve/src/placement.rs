@@ -3,7 +3,7 @@
 
 use gpuplan_core::{Allocation, Cluster, NodeId};
 
-use crate::candidates::{charge, Choice, Pick};
+use crate::candidates::{charge, kept_charge, Choice, Pick};
 use crate::pairs::{name_group_gpus, named_gpus, GroupOpt};
 
 /// Free GPUs per node, tracked while a plan is built.
@@ -165,6 +165,7 @@ pub fn pack_grouped(
     let mut rest: Vec<Rest> = Vec::new();
     let avoid = round.params.interference == gpuplan_core::Interference::Avoid;
     // Pinned (non-preemptible) jobs first: they cannot go anywhere else.
+    let kept = kept_charge(round);
     let mut ordered: Vec<Pick> = choices.to_vec();
     ordered.sort_by_key(|p| (round.jobs[p.job].preemptible, p.job));
     for &Pick {
@@ -177,7 +178,7 @@ pub fn pack_grouped(
         let j = &round.jobs[i];
         match c {
             Choice::Keep => {
-                let per = j.current().per_node();
+                let per = kept[i].per_node();
                 let fits = per
                     .iter()
                     .all(|&(n, k)| (n.0 as usize) < n_nodes && free[n.0 as usize] >= k);

@@ -40,6 +40,21 @@ fn rigid_on(cluster: &str, gpus: u32, apps: &[&str], util: f64) -> Round {
     r
 }
 
+/// `mip-exact`'s bound on a kept group that no one can join is its model's,
+/// equal to the plan's objective; `mip-aggregate`'s is the count
+/// relaxation's, which values sharers solo, so it is only above it.
+fn tight(name: &str, bound: f64, eval: f64) {
+    let tol = 1e-6 * eval.abs().max(1.0);
+    if name.contains("aggregate") {
+        assert!(bound >= eval - tol, "{name}: bound {bound} vs objective {eval}");
+    } else {
+        assert!(
+            (bound - eval).abs() <= tol,
+            "{name}: bound {bound} vs objective {eval}"
+        );
+    }
+}
+
 /// The planners that share: the exact formulation (through `pollux-mip`,
 /// exact at these sizes) and the aggregate one.
 const SHARING: [&str; 2] = ["pollux-mip", "mip-aggregate"];
@@ -169,13 +184,7 @@ fn kept_pair(name: &str) {
     let d2 = run_round(p.as_mut(), &r2, &limits).unwrap();
     assert_eq!(d2.change(JobId(0)), Some(Change::Keep), "{:?}", d2.plan);
     assert_eq!(d2.change(JobId(1)), Some(Change::Keep), "{:?}", d2.plan);
-    let close = |d: &crate::pipeline::Decision, r: &Round| {
-        let (bound, eval) = (d.plan.bound.unwrap(), d.objective(r));
-        assert!(
-            (bound - eval).abs() <= 1e-6 * eval.abs().max(1.0),
-            "bound {bound} vs objective {eval}"
-        );
-    };
+    let close = |d: &crate::pipeline::Decision, r: &Round| tight(name, d.plan.bound.unwrap(), d.objective(r));
     close(&d2, &r2);
     // j1 now needs 14 GiB: 4 + 14 > 16, the pair cannot stay; j0 keeps.
     let mut r3 = next(&r2, &d2.plan);
@@ -279,11 +288,7 @@ fn a_shared_triple_keeps_its_gpu_and_spans_gpus_as_one_unit() {
         for j in 0..3 {
             assert_eq!(d2.change(JobId(j)), Some(Change::Keep), "{name}: {:?}", d2.plan);
         }
-        let (bound, eval) = (d2.plan.bound.unwrap(), d2.objective(&r2));
-        assert!(
-            (bound - eval).abs() <= 1e-6 * eval.abs().max(1.0),
-            "{name}: bound {bound} vs objective {eval}"
-        );
+        tight(name, d2.plan.bound.unwrap(), d2.objective(&r2));
     }
     let mut r = rigid_on("1x2", 2, &["cifar10", "ncf", "cifar10", "ncf"], 0.1);
     r.params.sharing = 3;

@@ -9,7 +9,7 @@
 
 use gpuplan_core::{
     validate, Allocation, Cluster, GpuId, Interference, JobId, JobState, Node, NodeId, Oracle, PlanStatus,
-    PolicyParams, Round, RoundJob,
+    PolicyParams, Round, RoundJob, RoundVariability, Sight,
 };
 use gpuplan_solve::{registry, rules, run_round, GaConfig, Limits, PlanError, Planner, PolluxGa};
 use proptest::prelude::*;
@@ -25,18 +25,23 @@ fn cluster() -> impl Strategy<Value = Cluster> {
     prop_oneof![
         3 => (1u32..=4, prop::sample::select(vec![1u32, 2, 3, 4, 8])).prop_map(|(n, g)| Cluster::homogeneous(n, g, "t4")),
         1 => (1u32..=64, 1u32..=8).prop_map(|(n, g)| Cluster::homogeneous(n, g, "t4")),
-        3 => prop::collection::vec((1u32..=8, 0usize..3), 1..=6).prop_map(|nodes| Cluster {
-            nodes: nodes
-                .into_iter()
-                .enumerate()
-                .map(|(i, (g, t))| Node {
-                    name: format!("n{i}"),
-                    gpus: g,
-                    gpu_type: TYPES[t].into(),
-                })
-                .collect(),
-        }),
+        3 => prop::collection::vec((1u32..=8, 0usize..3), 1..=6).prop_map(mixed),
     ]
+}
+
+/// Nodes of (GPUs, type index into [`TYPES`]).
+fn mixed(nodes: Vec<(u32, usize)>) -> Cluster {
+    Cluster {
+        nodes: nodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, (g, t))| Node {
+                name: format!("n{i}"),
+                gpus: g,
+                gpu_type: TYPES[t].into(),
+            })
+            .collect(),
+    }
 }
 
 /// One job's raw draws: (model params or none, min, max, requested,
@@ -251,6 +256,126 @@ fn names_a_path(msg: &str) -> bool {
     msg.contains("jobs[") || msg.contains("params.") || msg.contains("cluster.")
 }
 
+/// The features a bound must survive, drawn on top of a tidy round:
+/// (per-GPU slowdowns or none, cross-node factor, sharing k, type-blind,
+/// variability-blind, pin a sharer, per-job memory and utilization).
+type Features = (
+    Option<Vec<f64>>,
+    f64,
+    u32,
+    bool,
+    bool,
+    bool,
+    Vec<(Option<f64>, f64)>,
+);
+
+fn features() -> impl Strategy<Value = Features> {
+    (
+        prop::option::of(prop::collection::vec(1.0f64..1.5, 16)),
+        prop::sample::select(vec![1.0f64, 1.3]),
+        prop::sample::select(vec![1u32, 2, 2, 3, 3]),
+        prop::bool::weighted(0.15),
+        prop::bool::weighted(0.15),
+        prop::bool::weighted(0.4),
+        prop::collection::vec(
+            (
+                prop::sample::select(vec![None, Some(2.0f64), Some(5.0), Some(9.0), Some(30.0)]),
+                0.05f64..0.95,
+            ),
+            5,
+        ),
+    )
+}
+
+/// A small round (at most 3 nodes of 1-4 GPUs of mixed types, at most 5
+/// jobs) with GPU types, per-GPU variability, sharing (k = 2, 3), blind
+/// flags and pinned sharers: small, so every planner is exact-sized.
+fn rich_round() -> impl Strategy<Value = Round> {
+    (
+        prop::collection::vec((1u32..=4, 0usize..3), 1..=3),
+        prop::collection::vec(job(), 1..=5),
+        prop::sample::select(vec![-1.0f64, -0.5, 0.0, 0.5, 1.0, 2.0]),
+        any::<bool>(),
+        prop::sample::select(vec![1u32, 2, 16]),
+        1u32..=3,
+        features(),
+    )
+        .prop_map(|(nodes, jobs, p, avoid, max_nodes, explore, f)| {
+            let round = build(mixed(nodes), jobs, p, avoid, max_nodes, explore, true);
+            enrich(round, f)
+        })
+}
+
+fn enrich(
+    mut round: Round,
+    (speeds, cross, sharing, type_blind, var_blind, pin, per_job): Features,
+) -> Round {
+    if let Some(s) = speeds {
+        let mut k = 0;
+        let per_node = round
+            .cluster
+            .nodes
+            .iter()
+            .map(|n| {
+                (0..n.gpus)
+                    .map(|_| {
+                        let x = [s[k % 16], s[(k + 5) % 16], s[(k + 9) % 16], s[(k + 13) % 16]];
+                        k += 1;
+                        x
+                    })
+                    .collect()
+            })
+            .collect();
+        round.variability = Some(RoundVariability {
+            per_node,
+            cross_node_factor: cross,
+        });
+    }
+    round.params.sharing = sharing;
+    round.params.type_blind = if type_blind { Sight::Hidden } else { Sight::Seen };
+    round.params.variability_blind = if var_blind { Sight::Hidden } else { Sight::Seen };
+    for (j, (mem, util)) in round.jobs.iter_mut().zip(per_job) {
+        j.mem_gib = mem;
+        j.utilization = Some(util);
+    }
+    // A pinned sharer: the next job pinned on the first GPU of a running one.
+    if pin && sharing > 1 && round.jobs.len() > 1 {
+        if let Some(a) = round
+            .jobs
+            .iter()
+            .position(|j| j.current().is_bound() && j.current().num_gpus() > 0)
+        {
+            let g = round.jobs[a].current().gpus()[0];
+            let b = (a + 1) % round.jobs.len();
+            let j = &mut round.jobs[b];
+            j.state.allocation = Allocation::from_gpus(vec![g]);
+            j.state.attained_gpu_s = j.state.age_s;
+            j.min_gpus = 1;
+            j.max_gpus = j.max_gpus.max(1);
+            j.preemptible = false;
+        }
+    }
+    round
+}
+
+/// Whether a plan keeps the round's own rules: the validator's on the
+/// round as given (baselines are held to theirs only, without the
+/// interference rule), and the exploration cap `exploration_factor`
+/// states, which goodput planners take and fixed-size ones do not. A
+/// bound covers the plans that keep them (docs/formulation.md).
+fn obeys_the_round(round: &Round, plan: &gpuplan_core::Plan) -> bool {
+    if validate(round, plan).is_err() {
+        return false;
+    }
+    round.jobs.iter().all(|j| {
+        let a = plan.gpus_of(j.id);
+        let cap = (round.params.exploration_factor * j.state.max_gpus_used)
+            .max(1)
+            .max(j.min_gpus);
+        a.num_gpus() <= cap || a == j.current()
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(150), ..ProptestConfig::default() })]
 
@@ -295,6 +420,43 @@ proptest! {
         for w in found.windows(2) {
             let ((a, x), (b, y)) = (w[0], w[1]);
             prop_assert!((x - y).abs() <= 1e-3 * x.abs().max(y.abs()).max(1e-9), "{a} {x} vs {b} {y}");
+        }
+    }
+
+    /// The bound rule (docs/formulation.md): a reported bound is at least
+    /// the true objective of every valid plan of the round, whoever made it.
+    #[test]
+    fn every_bound_is_above_every_plan(round in rich_round()) {
+        let mut objectives = Vec::new();
+        let mut bounds = Vec::new();
+        for mut p in planners() {
+            match run_round(p.as_mut(), &round, &limits()) {
+                Ok(d) => {
+                    let held = Round { params: rules(&p.traits(), &round.params), ..round.clone() };
+                    prop_assert!(validate(&held, &d.plan).is_ok(), "{}: {:?}", p.name(), validate(&held, &d.plan));
+                    if obeys_the_round(&round, &d.plan) {
+                        objectives.push((p.name().to_string(), d.objective(&round), serde_json::to_string(&d.plan).unwrap()));
+                    }
+                    if let Some(b) = d.plan.bound {
+                        bounds.push((p.name().to_string(), b));
+                    }
+                    if d.plan.status == PlanStatus::Optimal {
+                        prop_assert!(d.plan.bound.is_some(), "{}: optimal without a bound", p.name());
+                    }
+                }
+                Err(PlanError::Malformed(m)) => {
+                    let m = m.join("; ");
+                    prop_assert!(names_a_path(&m), "no path in: {}", m);
+                    return Ok(());
+                }
+                Err(e) => prop_assert!(false, "{}: {}; round {}", p.name(), e, serde_json::to_string(&round).unwrap()),
+            }
+        }
+        for (bn, b) in &bounds {
+            for (on, o, plan) in &objectives {
+                let tol = 1e-3 * b.abs().max(o.abs()).max(1e-9);
+                prop_assert!(*b >= o - tol, "{}'s bound {} is below {}'s plan {} ({}); round {}", bn, b, on, o, plan, serde_json::to_string(&round).unwrap());
+            }
         }
     }
 }

@@ -785,14 +785,17 @@ fn hand_solved_variable_cluster() {
         validates(name, &round, &p);
         assert_eq!(p.get(JobId(0)).per_node(), vec![(NodeId(1), 4)], "{name}");
         assert!((evaluate(&round, &p) - (0.5 * f + eps)).abs() < 1e-9, "{name}");
-        // The model's own optimum is the same by-hand value ...
+        // The model's own optimum is the same by-hand value (the aggregate
+        // planners report the count relaxation's bound instead) ...
         let own = model_plan(name, &round);
-        assert_eq!(own.status, gpuplan_core::PlanStatus::Optimal, "{name}");
-        assert!(
-            (own.bound.unwrap() - (0.5 * f + eps)).abs() < 1e-6,
-            "{name}: {:?}",
-            own.bound
-        );
+        if !name.contains("aggregate") {
+            assert_eq!(own.status, gpuplan_core::PlanStatus::Optimal, "{name}");
+            assert!(
+                (own.bound.unwrap() - (0.5 * f + eps)).abs() < 1e-6,
+                "{name}: {:?}",
+                own.bound
+            );
+        }
         // ... but a binned model proves nothing in general, so the
         // pipeline reports no bound under variability (docs/formulation.md).
         assert_eq!(
@@ -877,12 +880,15 @@ fn a_mixed_node_is_valued_at_its_slowest_gpu() {
         assert!((evaluate(&round, &p) - (0.25 * f + eps)).abs() < 1e-9, "{name}");
         // The model's own bound (the planner alone) is the binned value,
         // below the plan's true objective: so the pipeline reports none.
+        // (mip-aggregate reports the count relaxation's bound instead.)
         let own = model_plan(name, &round);
-        assert!(
-            (own.bound.unwrap() - (0.25 * f / 1.5 + eps)).abs() < 1e-6,
-            "{name}: {:?}",
-            own.bound
-        );
+        if name == "mip-exact" {
+            assert!(
+                (own.bound.unwrap() - (0.25 * f / 1.5 + eps)).abs() < 1e-6,
+                "{name}: {:?}",
+                own.bound
+            );
+        }
         assert_eq!(
             (p.bound, p.status),
             (None, gpuplan_core::PlanStatus::Feasible),

@@ -18,9 +18,10 @@
 
 use gpuplan_core::{Plan, PlanStatus, Round};
 
+use super::dual::count_bound;
 use super::MIP_TRAITS;
 use crate::candidates::{
-    bound_to_mean, charge, job_options, type_capacity, Choice, Pick, Sense, Shapes, TypeCapacity,
+    bound_to_mean, charge, job_options, kept_charge, type_capacity, Choice, Pick, Sense, Shapes, TypeCapacity,
 };
 use crate::fallback::{fallback, set_gap_cached};
 use crate::pairs::{group_options, kept_groups, overlapping_now, GroupOpt, Sharer};
@@ -278,6 +279,7 @@ fn build(
         m.initial.push((v, if on { 1.0 } else { 0.0 }));
     }
     let mut z: Vec<Vec<(good_lp::Variable, usize)>> = Vec::with_capacity(slots.len());
+    let kept = kept_charge(round);
     // Rows per pool (the GPU types without variability); a whole-type
     // choice's nodes add to `spread`, split over the type's pools below.
     let node_type = &pools.of_node;
@@ -289,7 +291,6 @@ fn build(
     let mut node_fixed = vec![false; n_nodes];
     let mut objective = good_lp::Expression::from(0.0);
     for (j, slot) in slots.iter().enumerate() {
-        let job = &round.jobs[j];
         let c = &cands[j];
         // Resources of one option: GPUs per type, whole nodes, kept nodes.
         let mut value = good_lp::Expression::from(0.0);
@@ -301,7 +302,7 @@ fn build(
                 m.offset += term;
                 match pick.map(|i| c[i]) {
                     Some((Choice::Keep, ..)) => {
-                        for (n, k) in job.current().per_node() {
+                        for (n, k) in kept[j].per_node() {
                             if (n.0 as usize) < n_nodes {
                                 node_fixed[n.0 as usize] = true;
                                 gpu_sum[node_type[n.0 as usize]] += k as f64;
@@ -336,7 +337,7 @@ fn build(
                     m.initial.push((v, if on { 1.0 } else { 0.0 }));
                     match (c[i].0, c[i].1, c[i].3) {
                         (Choice::Keep, ..) => {
-                            for (n, k) in job.current().per_node() {
+                            for (n, k) in kept[j].per_node() {
                                 if let Some(list) = node_kept.get_mut(n.0 as usize) {
                                     list.push(v);
                                     gpu_sum[node_type[n.0 as usize]] += k as f64 * v;
@@ -1163,9 +1164,10 @@ impl Planner for MipAggregate {
                 if !packed.notes.is_empty() {
                     plan.reason = Some(packed.notes.join("; "));
                 }
-                // The bound is over packable shapes only: a bound for this
-                // model, not for the exact problem (docs/formulation.md).
-                plan.bound = bound;
+                // The model's own bound covers packable shapes only; the
+                // round's is the count relaxation's (docs/formulation.md).
+                let _ = bound;
+                plan.bound = count_bound(round, &job_options(round, &mut caches, Shapes::Any));
                 set_gap_cached(round, &mut plan, &mut caches);
                 if plan.reason.is_some() && plan.status == PlanStatus::Optimal {
                     // The packer had to change something: no longer the model's optimum.

@@ -17,13 +17,17 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use good_lp::{Expression, Variable};
-use gpuplan_core::{Allocation, Interference, NodeId, Plan, PlanStatus, Round};
+use gpuplan_core::{Allocation, GpuId, Interference, NodeId, Plan, PlanStatus, Round};
 
+use super::dual::count_bound;
 use super::MIP_TRAITS;
-use crate::candidates::{bound_to_mean, job_options, type_capacity, Choice, Sense, Shapes, TypeCapacity};
+use crate::candidates::{
+    bound_to_mean, job_options, kept_charge, type_capacity, Choice, Sense, Shapes, TypeCapacity,
+};
 use crate::fallback::{finish, SolvedPlan};
 use crate::pairs::{
-    group_options, kept_groups, name_group_gpus, named_gpus, overlapping_now, GroupOpt, Sharer,
+    group_options, kept_groups, model_is_partial, name_group_gpus, named_gpus, overlapping_now, GroupOpt,
+    Sharer,
 };
 use crate::planners::greedy::{greedy_choices_from, greedy_choices_with, plan_from_choices, Prefer};
 use crate::solver::{solve, CutPool, Model, Solver};
@@ -302,7 +306,8 @@ fn patterns(rho: u32, pieces: bool, sizes: &[u32], budget: usize) -> Option<Vec<
         }
         true
     }
-    let mut desc: Vec<u32> = sizes.iter().copied().filter(|&s| s <= rho).collect();
+    // A zero-GPU slot fills nothing (and would recurse without end).
+    let mut desc: Vec<u32> = sizes.iter().copied().filter(|&s| s > 0 && s <= rho).collect();
     desc.sort_by(|a, b| b.cmp(a));
     desc.dedup();
     let smallest = desc.last().copied().unwrap_or(u32::MAX);
@@ -385,6 +390,9 @@ struct Ctx<'a> {
     caches: Vec<SpeedupCache>,
     /// Groups of 2 to k jobs that may share GPUs (empty without sharing).
     pairs: Vec<GroupOpt>,
+    /// Why the group options leave out plans of the round, if they do
+    /// ([`model_is_partial`]): the model's bound is then not the round's.
+    partial: Option<String>,
 }
 
 impl<'a> Ctx<'a> {
@@ -399,14 +407,17 @@ impl<'a> Ctx<'a> {
             .iter()
             .map(|j| !j.preemptible && !j.current().is_empty())
             .collect();
+        // Pinned jobs may share a GPU: each one takes it once.
+        let kept = kept_charge(round);
         for (j, job) in round.jobs.iter().enumerate() {
             if pinned[j] {
+                for (n, k) in kept[j].per_node() {
+                    rho0[n.0 as usize] = rho0[n.0 as usize].saturating_sub(k);
+                }
                 let per = job.current().per_node();
-                for &(n, k) in &per {
-                    let m = n.0 as usize;
-                    rho0[m] = rho0[m].saturating_sub(k);
-                    if avoid && per.len() > 1 {
-                        sig0[m] = sig0[m].saturating_sub(1);
+                if avoid && per.len() > 1 {
+                    for (n, _) in per {
+                        sig0[n.0 as usize] = sig0[n.0 as usize].saturating_sub(1);
                     }
                 }
             }
@@ -431,6 +442,7 @@ impl<'a> Ctx<'a> {
             &sharers,
             &mut notes,
         ));
+        let partial = model_is_partial(round, &groups.of_node, &sharers, &notes);
         let mut occ: Vec<Vec<Occupant>> = vec![Vec::new(); n_nodes];
         for (j, job) in round.jobs.iter().enumerate() {
             if cands[j].pinned || !cands[j].opts.iter().any(|(o, _)| *o == Opt::Keep) {
@@ -458,6 +470,7 @@ impl<'a> Ctx<'a> {
             notes,
             caches,
             pairs,
+            partial,
         }
     }
 
@@ -1239,6 +1252,25 @@ fn node_level(
     Ok(solved)
 }
 
+/// Whether a preemptible running job holds a GPU that a pinned job holds.
+fn beside_pinned(round: &Round) -> bool {
+    if round.params.sharing < 2 {
+        return false;
+    }
+    let pinned: std::collections::HashSet<GpuId> = round
+        .jobs
+        .iter()
+        .filter(|j| !j.preemptible)
+        .flat_map(|j| j.current().gpus().iter().copied().filter(|g| g.is_bound()))
+        .collect();
+    !pinned.is_empty()
+        && round
+            .jobs
+            .iter()
+            .filter(|j| j.preemptible)
+            .any(|j| j.current().gpus().iter().any(|g| pinned.contains(g)))
+}
+
 /// Build, warm-start, solve and decode the pattern model. `Err` is the reason for a fallback.
 pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
     if round.params.interference == Interference::Allow {
@@ -1246,6 +1278,16 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
         // and slot counts no longer guarantee that one job's pieces land on
         // distinct nodes; the node-level model stays exact there.
         return node_level(round, solver, limits, None);
+    }
+    if beside_pinned(round) {
+        // A movable job that shares a pinned job's GPU keeps it only in a
+        // group with that job, which the pattern model does not offer.
+        return node_level(
+            round,
+            solver,
+            limits,
+            Some("a movable job shares a pinned job's GPU; node-level model solved instead"),
+        );
     }
     let t0 = web_time::Instant::now();
     let mut ctx = Ctx::new(round);
@@ -1303,6 +1345,13 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
     plan.bound = solved
         .bound
         .and_then(|b| bound_to_mean(ctx.sense, b, round.jobs.len()));
+    if let Some(why) = ctx.partial.take() {
+        // The model's bound covers its options only; the count relaxation
+        // covers every plan of the round (docs/formulation.md).
+        plan.bound = count_bound(round, &job_options(round, &mut ctx.caches, Shapes::Any));
+        ctx.notes
+            .push(format!("bound from the count relaxation, as {why}"));
+    }
     Ok(SolvedPlan {
         plan,
         notes: ctx.notes,

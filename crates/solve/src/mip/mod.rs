@@ -11,6 +11,7 @@
 //! fallback).
 
 pub(crate) mod aggregate;
+mod dual;
 pub(crate) mod exact;
 pub(crate) mod node;
 pub(crate) mod sia;

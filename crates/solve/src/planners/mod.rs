@@ -79,15 +79,26 @@ fn keep_and_admit<'r>(
     // Ids are unique (the round check), so an index finds the same job.
     let index: std::collections::HashMap<JobId, &RoundJob> = round.jobs.iter().map(|j| (j.id, j)).collect();
     let by_id = |id: JobId| index.get(&id).copied();
+    // Pinned jobs keep their GPUs, sharers included (the round check let
+    // them share): each GPU they hold is taken once.
+    let mut held = std::collections::BTreeSet::new();
+    let mut unnamed = Vec::new();
     for j in round
         .jobs
         .iter()
         .filter(|j| !j.preemptible && !j.current().is_empty())
     {
-        if free.take(j.current()) {
-            plan.allocations.insert(j.id, j.current().clone());
+        for &g in j.current().gpus() {
+            if g.is_bound() {
+                held.insert(g);
+            } else {
+                unnamed.push(g);
+            }
         }
+        plan.allocations.insert(j.id, j.current().clone());
     }
+    unnamed.extend(held);
+    free.take(&Allocation::from_gpus(unnamed));
     let mut rest = Vec::new();
     // Types once per round, not once per job placed.
     let types = round.cluster.type_index();

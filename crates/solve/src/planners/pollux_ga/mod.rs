@@ -124,6 +124,9 @@ struct Ctx<'a> {
     max_gpus: Vec<u32>,
     current: Vec<Vec<u32>>,
     pinned: Vec<bool>,
+    /// Per node, the GPUs pinned jobs hold there, each counted once:
+    /// pinned jobs may share a GPU (the round check let them).
+    pinned_held: Vec<u32>,
     factor: Vec<f64>,
     /// Pollux scales speedups by dominant share × nodes (= 1 / GPUs per node).
     scale: f64,
@@ -445,11 +448,14 @@ impl Ctx<'_> {
                 }
             }
         }
-        // 3. Node capacity, in priority order.
+        // 3. Node capacity, in priority order, after what pinned jobs hold.
         let used = &mut s.used;
         used.clear();
-        used.resize(nodes, 0);
+        used.extend_from_slice(&self.pinned_held);
         for &j in self.pinned_first() {
+            if self.pinned[j] {
+                continue;
+            }
             let row = &mut g[j * nodes..(j + 1) * nodes];
             for ((x, u), &cap) in row.iter_mut().zip(used.iter_mut()).zip(&self.cap) {
                 *x = (*x).min(cap - *u);
@@ -518,6 +524,17 @@ impl Planner for PolluxGa {
                 .then(x.submit_s.total_cmp(&y.submit_s))
                 .then(x.id.cmp(&y.id))
         });
+        let mut pinned_held = vec![0u32; nodes];
+        let mut seen = std::collections::BTreeSet::new();
+        for j in round.jobs.iter().filter(|j| pinned(j)) {
+            for g in j.current().gpus() {
+                if let Some(h) = pinned_held.get_mut(g.node.0 as usize) {
+                    if !g.is_bound() || seen.insert(*g) {
+                        *h += 1;
+                    }
+                }
+            }
+        }
         let gpn = round.cluster.max_gpus_per_node().max(1);
         let max_g: Vec<u32> = round.jobs.iter().map(|j| max_gpus(j, round)).collect();
         let node_type = round.cluster.type_index();
@@ -530,6 +547,7 @@ impl Planner for PolluxGa {
             max_gpus: max_g.clone(),
             current: current.clone(),
             pinned: round.jobs.iter().map(pinned).collect(),
+            pinned_held,
             factor: round
                 .jobs
                 .iter()
@@ -634,6 +652,12 @@ impl Planner for PolluxGa {
             .max_by(|&a, &b| objs[a].0.total_cmp(&objs[b].0).then(b.cmp(&a)))
             .unwrap_or(0);
         for (j, job) in round.jobs.iter().enumerate() {
+            if !job.preemptible && !job.current().is_empty() {
+                // Pinned: its very GPUs (repair kept its counts), which
+                // another pinned job may share.
+                plan.allocations.insert(job.id, job.current().clone());
+                continue;
+            }
             let counts: Vec<(NodeId, u32)> = (0..nodes)
                 .filter(|&n| pop[best][j * nodes + n] > 0)
                 .map(|n| (NodeId(n as u32), pop[best][j * nodes + n]))

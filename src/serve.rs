@@ -142,6 +142,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
                 ConfigField::Param(ParamField::RestartPenalty) => format!("--restart-penalty: {}", e.problem),
                 ConfigField::Param(ParamField::Sharing) => format!("--sharing: {}", e.problem),
                 ConfigField::Interval => format!("--interval: {}", e.problem),
+                ConfigField::Grace => format!("--grace: {}", e.problem),
                 ConfigField::Mps => format!("--mps: {}", e.problem),
                 _ => e.to_string(),
             })
@@ -158,6 +159,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             slurm_timeout: a.slurm_timeout,
             listen: a.listen,
             token,
+            http: gpuplan_exec::HttpLimits::default(),
         },
         terminated(),
     )?;
@@ -230,7 +232,19 @@ impl Client {
             .request(method, &url)
             .set("Authorization", &format!("Bearer {}", self.token));
         let res = match body {
-            Some(b) => req.send_json(b),
+            Some(b) => {
+                // Checked here too: a body the daemon refuses unread (413)
+                // would otherwise end in "Broken pipe" while being sent.
+                let text = serde_json::to_string(&b)?;
+                if text.len() > gpuplan_exec::MAX_BODY_BYTES {
+                    bail!(
+                        "{method} {url}: 413: request body is {} bytes; the limit is {} bytes",
+                        text.len(),
+                        gpuplan_exec::MAX_BODY_BYTES
+                    );
+                }
+                req.set("Content-Type", "application/json").send_string(&text)
+            }
             None => req.call(),
         };
         match res {

@@ -47,11 +47,47 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Admin token; `None` = read STATE/token, creating it (mode 0600) if absent.
     pub token: Option<String>,
+    /// The HTTP server's bounds (`HttpLimits::default()` for `serve`).
+    pub http: HttpLimits,
+}
+
+/// The HTTP server's bounds (docs/job-protocol.md, "Limits and failure").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HttpLimits {
+    /// Largest request body; a larger one is answered 413 once the token
+    /// is checked, without reading it.
+    pub max_body_bytes: usize,
+    /// Longest a request body may take to arrive (408 after).
+    pub body_timeout: Duration,
+    /// Longest a client may take to send a request's headers, and to send
+    /// the next one on a kept-alive connection; the connection is closed after.
+    pub header_timeout: Duration,
+    /// Most connections open at once; one more is closed as it is accepted.
+    pub max_connections: usize,
+    /// Most connections open at once from one client address.
+    pub max_connections_per_client: usize,
+}
+
+/// Largest request body `serve` accepts: 1 MiB (a job spec is at most
+/// about 40 KB under the submission bounds).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_body_bytes: MAX_BODY_BYTES,
+            body_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            max_connections: 512,
+            max_connections_per_client: 64,
+        }
+    }
 }
 
 struct Shared {
     daemon: SharedDaemon,
     token: String,
+    http: HttpLimits,
 }
 
 impl Shared {
@@ -132,6 +168,40 @@ fn parse_id(s: &str) -> Result<JobId, ApiError> {
     })
 }
 
+/// A request's body, read only after its token was checked: a declared
+/// length over the limit is answered 413 at once, a body that grows past
+/// it 413, and one that does not arrive in time 408.
+async fn read_body(s: &Shared, h: &HeaderMap, body: axum::body::Body) -> Result<Bytes, ApiError> {
+    let max = s.http.max_body_bytes;
+    let too_big = |n: Option<u64>| {
+        ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            match n {
+                Some(n) => format!("request body is {n} bytes; the limit is {max} bytes"),
+                None => format!("request body is over the limit of {max} bytes"),
+            },
+        )
+    };
+    let declared = h
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_big(declared));
+    }
+    match tokio::time::timeout(s.http.body_timeout, axum::body::to_bytes(body, max)).await {
+        Err(_) => Err(ApiError(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "request body did not arrive within {} s",
+                s.http.body_timeout.as_secs_f64()
+            ),
+        )),
+        Ok(Err(_)) => Err(too_big(None)),
+        Ok(Ok(b)) => Ok(b),
+    }
+}
+
 fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
         ApiError(
@@ -179,8 +249,9 @@ async fn list_jobs(State(s): State<Arc<Shared>>, h: HeaderMap) -> ApiResult {
     Ok(Json(s.lock().views()).into_response())
 }
 
-async fn submit(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> ApiResult {
+async fn submit(State(s): State<Arc<Shared>>, h: HeaderMap, body: axum::body::Body) -> ApiResult {
     admin(&s, &h)?;
+    let body = read_body(&s, &h, body).await?;
     let spec: JobSubmission = parse_json(&body, "request")?;
     let (id, _) = s.lock().submit(spec)?;
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
@@ -227,10 +298,11 @@ async fn report(
     State(s): State<Arc<Shared>>,
     h: HeaderMap,
     Path(id): Path<String>,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> ApiResult {
     let id = parse_id(&id)?;
     admin_or_job(&s, &h, id)?;
+    let body = read_body(&s, &h, body).await?;
     let r: Report = parse_json(&body, "report")?;
     s.lock().report(id, r)?;
     Ok(Json(json!({ "ok": true })).into_response())
@@ -243,8 +315,9 @@ struct FaultReq {
     fault: Fault,
 }
 
-async fn fault(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> ApiResult {
+async fn fault(State(s): State<Arc<Shared>>, h: HeaderMap, body: axum::body::Body) -> ApiResult {
     admin(&s, &h)?;
+    let body = read_body(&s, &h, body).await?;
     let f: FaultReq = parse_json(&body, "request")?;
     s.lock().inject(&f.uuid, f.fault)?;
     Ok(Json(json!({ "ok": true })).into_response())
@@ -361,7 +434,11 @@ pub async fn serve(
             })
             .await
     });
-    let app = router(Arc::new(Shared { daemon, token }));
+    let app = router(Arc::new(Shared {
+        daemon,
+        token,
+        http: cfg.http,
+    }));
     let res = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -418,11 +495,10 @@ mod tests {
         (code, out)
     }
 
-    /// `/metrics` answers without a token, as health does; reads and
-    /// mutations beside it still refuse one that is missing.
-    #[test]
-    fn metrics_need_no_token_and_the_rest_still_does() {
-        let dir = std::env::temp_dir().join(format!("gpuplan-api-metrics-{}", std::process::id()));
+    /// A daemon on a manual clock and fake devices behind the API on a
+    /// loopback port of its own: (runtime, address, state dir).
+    fn start(tag: &str, http: HttpLimits) -> (tokio::runtime::Runtime, SocketAddr, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("gpuplan-api-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let clock = ManualClock::new(1_000.0);
         let d = Daemon::open_with_clock(
@@ -435,6 +511,7 @@ mod tests {
         let shared = Arc::new(Shared {
             daemon: SharedDaemon::new(d),
             token: "secret".into(),
+            http,
         });
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -444,6 +521,66 @@ mod tests {
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
         rt.spawn(async move { axum::serve(listener, router(shared)).await });
+        (rt, addr, dir)
+    }
+
+    /// Send `head` (and `body`) on a fresh connection; (status, response)
+    /// as far as it came within 5 s.
+    fn raw(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String) {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(head.as_bytes()).unwrap();
+        // The server may answer (and close) before reading all of it.
+        let _ = c.write_all(body);
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        let out = String::from_utf8_lossy(&out).into_owned();
+        let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, out)
+    }
+
+    /// Issue 33, item 6: a body announced larger than the limit is refused
+    /// only once the token is checked (401 without one, 413 with it, at
+    /// once, without waiting for the body), and a body that does not
+    /// arrive is answered 408 after the body time-out.
+    #[test]
+    fn bodies_are_bounded_and_read_only_after_the_token() {
+        let http = HttpLimits {
+            body_timeout: Duration::from_millis(300),
+            max_body_bytes: 4096,
+            ..HttpLimits::default()
+        };
+        let (rt, addr, dir) = start("body", http);
+        let huge =
+            "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000000\r\nConnection: close\r\n";
+        let (code, res) = raw(addr, &format!("{huge}\r\n"), b"");
+        assert_eq!(code, 401, "{res}");
+        let t0 = std::time::Instant::now();
+        let (code, res) = raw(addr, &format!("{huge}Authorization: Bearer secret\r\n\r\n"), b"");
+        assert_eq!(code, 413, "{res}");
+        assert!(
+            res.contains("request body is 10000000000 bytes; the limit is 4096 bytes"),
+            "{res}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(2), "answered at once");
+        let short = "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\nConnection: close\r\nAuthorization: Bearer secret\r\n\r\n";
+        let (code, res) = raw(addr, short, b"{\"name\"");
+        assert_eq!(code, 408, "{res}");
+        assert!(res.contains("did not arrive within 0.3 s"), "{res}");
+        // A chunked body that grows past the limit: 413 as well.
+        let chunked = "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nAuthorization: Bearer secret\r\n\r\n";
+        let chunk = format!("{:x}\r\n{}\r\n", 8192, "x".repeat(8192));
+        let (code, res) = raw(addr, chunked, chunk.as_bytes());
+        assert_eq!(code, 413, "{res}");
+        drop(rt);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `/metrics` answers without a token, as health does; reads and
+    /// mutations beside it still refuse one that is missing.
+    #[test]
+    fn metrics_need_no_token_and_the_rest_still_does() {
+        let (rt, addr, dir) = start("metrics", HttpLimits::default());
 
         let (code, res) = call(addr, "GET", "/metrics");
         assert_eq!(code, 200, "{res}");

@@ -102,6 +102,12 @@ impl Config {
                 problem: "must be > 0".into(),
             });
         }
+        if !(0.0..=crate::spec::MAX_GRACE_S).contains(&self.grace_s) {
+            errs.push(ConfigError {
+                field: ConfigField::Grace,
+                problem: format!("must be between 0 and {} s (one hour)", crate::spec::MAX_GRACE_S),
+            });
+        }
         if self.mps.is_some() && self.params.sharing < 2 {
             errs.push(ConfigError {
                 field: ConfigField::Mps,
@@ -124,6 +130,8 @@ pub enum ConfigField {
     Param(gpuplan_core::ParamField),
     /// `interval_s`.
     Interval,
+    /// `grace_s`.
+    Grace,
     /// `mps`.
     Mps,
 }
@@ -144,6 +152,7 @@ impl std::fmt::Display for ConfigError {
         match self.field {
             ConfigField::Param(p) => write!(f, "params.{}: {}", p.key(), self.problem),
             ConfigField::Interval => write!(f, "interval_s: {}", self.problem),
+            ConfigField::Grace => write!(f, "grace_s: {}", self.problem),
             ConfigField::Mps => write!(f, "mps: {}", self.problem),
         }
     }
@@ -405,12 +414,45 @@ impl Daemon {
     /// Check and journal a new job; returns its id and the token its processes report with.
     pub fn submit(&mut self, spec: JobSubmission) -> Result<(JobId, String), ExecError> {
         spec.check("request").map_err(ExecError::Spec)?;
+        self.check_fits(&spec)?;
         let id = JobId(self.next_id);
         let token = random_token()?;
         // Into the engine's queue first (Slurm: a held job), then the journal.
         let queued = self.sup.engine_mut().admit(id, &spec)?;
         self.enter(id, spec, token.clone(), queued)?;
         Ok((id, token))
+    }
+
+    /// A job whose `min_gpus` exceeds every GPU of the cluster (healthy
+    /// or not) would wait forever: it is refused, naming the cluster's
+    /// size and its largest node and type. Devices are collected first if
+    /// no round has yet; a cluster that cannot be read refuses nothing.
+    fn check_fits(&mut self, spec: &JobSubmission) -> Result<(), ExecError> {
+        if self.rounds.gpus().is_empty() {
+            if let Err(e) = self.rounds.refresh_gpus() {
+                tracing::warn!("collecting devices to check a submission: {e}");
+                return Ok(());
+            }
+        }
+        let gpus = self.rounds.gpus();
+        if gpus.is_empty() || spec.min_gpus as usize <= gpus.len() {
+            return Ok(());
+        }
+        let mut per_node: BTreeMap<&str, (u32, &str)> = BTreeMap::new();
+        for g in gpus {
+            let e = per_node.entry(g.node.as_str()).or_insert((0, g.name.as_str()));
+            e.0 += 1;
+        }
+        let (node, (k, kind)) = per_node
+            .iter()
+            .max_by_key(|(n, (k, _))| (*k, std::cmp::Reverse(*n)))
+            .expect("not empty");
+        Err(ExecError::Spec(vec![format!(
+            "request:min_gpus: {} GPUs can never fit: the cluster has {} GPUs on {} nodes, the largest node {node} has {k} ({kind})",
+            spec.min_gpus,
+            gpus.len(),
+            per_node.len()
+        )]))
     }
 
     /// Held jobs users put in the engine's queue themselves (Slurm:
@@ -1675,6 +1717,74 @@ mod tests {
         for (p, m) in &expect {
             assert_eq!(mode(p), *m, "{} after a restart", p.display());
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 33, item 6: `min_gpus` above the cluster's GPUs is refused at
+    /// submission (before any round has collected devices), naming the
+    /// cluster's size and its largest node and type; one that fits is taken.
+    #[test]
+    fn a_job_that_can_never_fit_is_refused_at_submit() {
+        let (dir, clock, engine) = manual_setup("fit");
+        let mut d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(FakeDevices::parse("1x2:t4+1x4:a100").unwrap()),
+            Box::new(engine),
+            Arc::new(clock),
+        )
+        .unwrap();
+        let mut sub = spec();
+        sub.min_gpus = 4096;
+        sub.max_gpus = 4096;
+        let e = d.submit(sub.clone()).unwrap_err();
+        assert!(matches!(e, ExecError::Spec(_)), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("request:min_gpus: 4096 GPUs can never fit: the cluster has 6 GPUs on 2 nodes, the largest node")
+                && msg.contains("has 4 (")
+                && msg.to_lowercase().contains("a100"),
+            "{msg}"
+        );
+        assert_eq!(d.views().len(), 0, "nothing journaled");
+        sub.min_gpus = 6;
+        sub.max_gpus = 6;
+        d.submit(sub).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 33, item 4: a job journaled with an unbounded grace period
+    /// (before submissions were bounded) that ignores SIGTERM is killed
+    /// one hour (MAX_GRACE_S) after a cancel, freeing its GPUs; on the
+    /// manual clock, nothing sleeps.
+    #[test]
+    fn an_unbounded_grace_ends_after_the_one_hour_bound() {
+        let (dir, clock, engine) = manual_setup("grace");
+        let mut d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(FakeDevices::new(1, 2)),
+            Box::new(engine.clone()),
+            Arc::new(clock.clone()),
+        )
+        .unwrap();
+        let mut sub = spec();
+        sub.command = "run=1000000 ignore-term".into();
+        let (id, _) = d.submit(sub).unwrap();
+        d.jobs.get_mut(&id).unwrap().spec.grace_s = Some(1e300);
+        plan_gpus(&mut d, id, 2);
+        assert_eq!(d.view(id).unwrap().phase, "running");
+        d.cancel(id).unwrap();
+        clock.advance(crate::spec::MAX_GRACE_S - 1.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(id).unwrap().phase, "stopping");
+        clock.advance(1.0);
+        d.tick().unwrap();
+        assert!(
+            engine.stops().contains(&(id, 1, crate::engine::Stop::Now)),
+            "{:?}",
+            engine.stops()
+        );
+        d.tick().unwrap();
+        assert_eq!(d.view(id).unwrap().phase, "cancelled");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -249,6 +249,13 @@ impl Rounds {
         &self.gpus
     }
 
+    /// Collect devices outside a round (to check a submission before the
+    /// first round has); the next round collects again.
+    pub(crate) fn refresh_gpus(&mut self) -> Result<(), ExecError> {
+        self.gpus = self.devices.collect()?;
+        Ok(())
+    }
+
     pub fn backend(&self) -> &'static str {
         self.devices.backend()
     }

@@ -145,7 +145,12 @@ impl Supervisor {
     /// an ended attempt. Returns whether the record changed, and the order
     /// to send after journaling it.
     pub fn watch(&mut self, j: &mut JobRecord, now: f64, dt: f64) -> (bool, Option<Order>) {
-        let grace = j.spec.grace_s.unwrap_or(self.policy.grace_s);
+        // Bounded even for a job journaled before submissions were checked.
+        let grace = j
+            .spec
+            .grace_s
+            .unwrap_or(self.policy.grace_s)
+            .min(crate::spec::MAX_GRACE_S);
         let a = j.attempt.as_mut().expect("live job has an attempt");
         let st = self.engine.status(&a.handle);
         let running = st.iter().filter(|s| **s == RankStatus::Running).count();

@@ -109,6 +109,11 @@ pub struct ServeArgs {
     /// CUDA_MPS_LOG_DIRECTORY=DIR/log nvidia-cuda-mps-control -d). Without it, shared GPUs time-slice.
     #[arg(long, value_name = "DIR")]
     pub mps: Option<PathBuf>,
+    /// Start on a damaged journal (which otherwise stops the daemon, naming the line): keep every
+    /// intact record, copy the damaged journal to STATE/journal.jsonl.damaged-SEQ, and name the
+    /// jobs whose state may be stale (docs/job-protocol.md, "Limits and failure").
+    #[arg(long)]
+    pub recover: bool,
 }
 
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
@@ -132,6 +137,9 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     }
     cfg.params.sharing_pairs = a.sharing_pairs.into();
     cfg.mps = a.mps;
+    if a.recover {
+        cfg.on_damage = gpuplan_exec::OnDamage::Recover;
+    }
     // The executor's one check of its settings; only the flag names are ours.
     if let Err(errs) = cfg.check() {
         use gpuplan_core::ParamField;

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{Clock, SystemClock};
 use crate::device::{Devices, Fault, Gpu};
 use crate::engine::{AttemptSpec, Engine};
-use crate::journal::Journal;
+use crate::journal::{Journal, OnDamage};
 use crate::supervise::{Policy, Supervisor};
 use crate::ExecError;
 
@@ -58,6 +58,9 @@ pub struct Config {
     /// (`nvidia-cuda-mps-control -d` with the same variables). `None`:
     /// co-located jobs time-slice.
     pub mps: Option<PathBuf>,
+    /// What a damaged journal does at start: stop the daemon (default), or
+    /// keep what is intact (`serve --recover`).
+    pub on_damage: OnDamage,
 }
 
 impl Config {
@@ -78,6 +81,7 @@ impl Config {
             params: gpuplan_solve::registry::default_params(planner),
             report_base: String::new(),
             mps: None,
+            on_damage: OnDamage::Stop,
         }
     }
 
@@ -196,6 +200,38 @@ pub fn utilization_samples(state_dir: &Path) -> Result<Vec<gpuplan_core::predict
             })
         })
         .collect())
+}
+
+/// The numeric directories of `STATE/jobs`, sorted.
+fn job_dirs(jobs: &Path) -> BTreeSet<u32> {
+    std::fs::read_dir(jobs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Move `STATE/jobs/ID`, if there is one, to `STATE/jobs-orphaned/ID-UNIXTIME`.
+fn set_aside(state: &Path, id: JobId, now_unix_s: f64) -> Result<(), ExecError> {
+    let from = crate::engine::job_dir(state, id);
+    if std::fs::symlink_metadata(&from).is_err() {
+        return Ok(());
+    }
+    let aside = state.join("jobs-orphaned");
+    crate::engine::mkdir(&aside, crate::engine::DIR_PRIVATE_MODE)?;
+    let to = aside.join(format!("{}-{}", id.0, now_unix_s as u64));
+    std::fs::rename(&from, &to).map_err(|source| ExecError::Io {
+        context: format!("set {} aside as {}", from.display(), to.display()),
+        source,
+    })?;
+    tracing::warn!(
+        "{} belongs to no journaled job; set aside as {} so no new job inherits it",
+        from.display(),
+        to.display()
+    );
+    Ok(())
 }
 
 /// Job files an earlier release left readable by every user (directories
@@ -332,15 +368,41 @@ impl Daemon {
         crate::engine::mkdir(dir, crate::engine::DIR_SEARCH_MODE)?;
         crate::engine::mkdir(&dir.join("jobs"), crate::engine::DIR_SEARCH_MODE)?;
         tighten_job_files(&dir.join("jobs"));
-        let (journal, entries) = Journal::open::<Entry>(&dir.join("journal.jsonl"))?;
+        let jpath = dir.join("journal.jsonl");
+        let fresh = !jpath.exists() && !crate::journal::mark_path(&jpath).exists();
+        let traits = live_planner(&cfg.planner)?.traits();
+        // Job directories on disk, checked against the journal below.
+        let on_disk = job_dirs(&dir.join("jobs"));
+        if fresh && cfg.on_damage == OnDamage::Stop && !on_disk.is_empty() {
+            let ids: Vec<String> = on_disk.iter().map(|i| i.to_string()).collect();
+            return Err(ExecError::Journal(format!(
+                "{}: missing, with STATE/high-water, while STATE/jobs holds job directories {}; {}",
+                jpath.display(),
+                ids.join(", "),
+                crate::journal::HOW_TO_RECOVER
+            )));
+        }
+        let (journal, entries, recovered) = Journal::open::<Entry>(&jpath, cfg.on_damage)?;
         let mut jobs = BTreeMap::new();
         for e in entries {
             if let Entry::Job(j) = e {
                 jobs.insert(j.id, *j);
             }
         }
-        let next_id = jobs.keys().next_back().map_or(1, |k: &JobId| k.0 + 1);
-        let traits = live_planner(&cfg.planner)?.traits();
+        // Ids are never given out twice: past the journal's jobs, the
+        // high-water mark and every directory on disk.
+        let next_id = jobs
+            .keys()
+            .next_back()
+            .map_or(1, |k: &JobId| k.0 + 1)
+            .max(journal.mark().next_job)
+            .max(on_disk.iter().next_back().map_or(1, |k| k + 1));
+        // A directory no journaled job owns (a crash between Slurm's
+        // admission and the journal, or a lost journal) is set aside, never
+        // inherited by a new job of the same id.
+        for id in on_disk.iter().filter(|i| !jobs.contains_key(&JobId(**i))) {
+            set_aside(dir, JobId(*id), clock.now_unix_s())?;
+        }
         let sup = Supervisor::new(
             engine,
             Policy {
@@ -363,10 +425,63 @@ impl Daemon {
             memo: FitMemo::default(),
             clock,
         };
+        d.journal.reserve_job_ids(next_id)?;
+        if !recovered.damage.is_empty() {
+            d.mark_recovered(&recovered);
+        }
         d.recover()?;
         let all: Vec<Entry> = d.jobs.values().map(|j| Entry::Job(Box::new(j.clone()))).collect();
         d.journal.compact(&all)?;
         Ok(d)
+    }
+
+    /// After `serve --recover` kept what was intact of a damaged journal:
+    /// a job not final whose done-file exists is completed (its completion
+    /// may be what was lost); every other job not final is named in the
+    /// log and its `reason`, for the operator to check (it may have been
+    /// cancelled or finished in the records lost).
+    fn mark_recovered(&mut self, r: &crate::journal::Recovered) {
+        let now = self.clock.now_unix_s();
+        for dmg in &r.damage {
+            tracing::error!(
+                line = dmg.line,
+                "journal damage kept out by --recover: {}",
+                dmg.what
+            );
+        }
+        if let Some(p) = &r.saved_as {
+            tracing::warn!("the damaged journal is kept as {}", p.display());
+        }
+        for j in self.jobs.values_mut().filter(|j| !j.status.is_final()) {
+            if self.sup.engine().done(j.id) {
+                j.status = JobStatus::Completed;
+                j.gpus.clear();
+                j.finished_unix_s = Some(now);
+                j.reason = Some("recovered (serve --recover): its done-file exists".into());
+            } else {
+                j.reason = Some(
+                    "recovered (serve --recover) from a damaged journal: records of it may be lost; check it"
+                        .into(),
+                );
+            }
+            tracing::warn!(
+                "recovered job {} ({}) is {:?}: {}",
+                j.id.0,
+                j.spec.name,
+                j.status,
+                j.reason.as_deref().unwrap_or_default()
+            );
+        }
+    }
+
+    /// The next job id, reserved durably (the high-water mark) before it is
+    /// used, with any directory already there set aside.
+    fn claim_id(&mut self) -> Result<JobId, ExecError> {
+        let id = JobId(self.next_id);
+        self.next_id += 1;
+        self.journal.reserve_job_ids(self.next_id)?;
+        set_aside(&self.cfg.state_dir, id, self.clock.now_unix_s())?;
+        Ok(id)
     }
 
     /// Finish or roll back what a crash interrupted: attempts journaled as
@@ -415,7 +530,7 @@ impl Daemon {
     pub fn submit(&mut self, spec: JobSubmission) -> Result<(JobId, String), ExecError> {
         spec.check("request").map_err(ExecError::Spec)?;
         self.check_fits(&spec)?;
-        let id = JobId(self.next_id);
+        let id = self.claim_id()?;
         let token = random_token()?;
         // Into the engine's queue first (Slurm: a held job), then the journal.
         let queued = self.sup.engine_mut().admit(id, &spec)?;
@@ -470,7 +585,7 @@ impl Daemon {
             tracing::warn!("Slurm job {sid} has --comment=gpuplan but is not adopted: {why}");
         }
         for (sid, spec) in found {
-            let id = JobId(self.next_id);
+            let id = self.claim_id()?;
             self.sup.engine_mut().known(id, sid);
             tracing::info!("adopted Slurm job {sid} ({}) as job {}", spec.name, id.0);
             self.enter(id, spec, random_token()?, Some(sid))?;
@@ -1785,6 +1900,111 @@ mod tests {
         );
         d.tick().unwrap();
         assert_eq!(d.view(id).unwrap().phase, "cancelled");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A daemon on 1×2 fake GPUs, the fake engine and the manual clock,
+    /// opening its journal as `on` says.
+    fn open_on(
+        dir: &Path,
+        clock: &crate::clock::ManualClock,
+        engine: &crate::engine::FakeEngine,
+        on: OnDamage,
+    ) -> Result<Daemon, ExecError> {
+        let mut cfg = Config::new(dir.to_path_buf(), "greedy");
+        cfg.on_damage = on;
+        Daemon::open_with_clock(
+            cfg,
+            Box::new(FakeDevices::new(1, 2)),
+            Box::new(engine.clone()),
+            Arc::new(clock.clone()),
+        )
+    }
+
+    /// Issue 33, item 5: a journal cut after a job completed (and another
+    /// was cancelled) stops the daemon at start, naming the cut and
+    /// `--recover`; `--recover` keeps what is intact, completes the job
+    /// whose done-file exists (it is not run again) and marks the rest.
+    #[test]
+    fn a_cut_journal_stops_the_daemon_and_recover_reruns_nothing_done() {
+        let (dir, clock, engine) = manual_setup("cut");
+        let open = |on: OnDamage| open_on(&dir, &clock, &engine, on);
+        let mut d = open(OnDamage::Stop).unwrap();
+        let mut sub = spec();
+        sub.command = "run=100 done".into();
+        let (a, _) = d.submit(sub).unwrap();
+        plan_gpus(&mut d, a, 1);
+        let journal = dir.join("journal.jsonl");
+        let before_end = std::fs::read_to_string(&journal).unwrap();
+        clock.advance(200.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(a).unwrap().phase, "completed");
+        drop(d);
+        // The completion is cut off.
+        std::fs::write(&journal, &before_end).unwrap();
+        let e = open(OnDamage::Stop).err().unwrap().to_string();
+        assert!(e.contains("it was cut") && e.contains("serve --recover"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(&journal).unwrap(),
+            before_end,
+            "nothing changed"
+        );
+        let mut d = open(OnDamage::Recover).unwrap();
+        assert_eq!(d.view(a).unwrap().phase, "completed", "its done-file exists");
+        let started = engine.started().len();
+        d.tick().unwrap();
+        assert_eq!(engine.started().len(), started, "not run again");
+        assert!(std::fs::read_dir(&dir).unwrap().flatten().any(|e| e
+            .file_name()
+            .to_string_lossy()
+            .starts_with("journal.jsonl.damaged-")));
+        drop(d);
+        // Once recovered, the next start is clean.
+        let d = open(OnDamage::Stop).unwrap();
+        assert_eq!(d.view(a).unwrap().phase, "completed");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 33, item 5: an emptied or deleted journal (and one deleted
+    /// with its high-water mark while job directories remain) stops the
+    /// daemon; with `--recover` the old directory is set aside and the next
+    /// job gets a new id and none of the old job's files (its done-file).
+    #[test]
+    fn a_lost_journal_stops_the_daemon_and_ids_and_directories_are_never_reused() {
+        let (dir, clock, engine) = manual_setup("lost");
+        let open = |on: OnDamage| open_on(&dir, &clock, &engine, on);
+        let mut d = open(OnDamage::Stop).unwrap();
+        let (a, _) = d.submit(spec()).unwrap();
+        assert_eq!(a, JobId(1));
+        drop(d);
+        // The old job's files, as the local engine leaves them.
+        let done = crate::engine::done_file(&dir, a);
+        crate::engine::mkdir(done.parent().unwrap(), 0o700).unwrap();
+        std::fs::write(&done, "").unwrap();
+        let journal = dir.join("journal.jsonl");
+        std::fs::write(&journal, "").unwrap();
+        let e = open(OnDamage::Stop).err().unwrap().to_string();
+        assert!(e.contains("empty, but") && e.contains("--recover"), "{e}");
+        std::fs::remove_file(&journal).unwrap();
+        let e = open(OnDamage::Stop).err().unwrap().to_string();
+        assert!(e.contains("missing, but"), "{e}");
+        std::fs::remove_file(dir.join("high-water")).unwrap();
+        let e = open(OnDamage::Stop).err().unwrap().to_string();
+        assert!(e.contains("STATE/jobs holds job directories 1"), "{e}");
+        let mut d = open(OnDamage::Recover).unwrap();
+        assert!(!crate::engine::job_dir(&dir, a).exists(), "set aside");
+        assert!(dir.join("jobs-orphaned").read_dir().unwrap().count() == 1);
+        let (b, _) = d.submit(spec()).unwrap();
+        assert_eq!(b, JobId(2), "ids are never reused");
+        assert!(!crate::engine::done_file(&dir, b).exists());
+        // A directory already where the next job's would go is set aside
+        // too, never inherited.
+        let next = crate::engine::done_file(&dir, JobId(3));
+        crate::engine::mkdir(next.parent().unwrap(), 0o700).unwrap();
+        std::fs::write(&next, "").unwrap();
+        let (c, _) = d.submit(spec()).unwrap();
+        assert_eq!(c, JobId(3));
+        assert!(!next.exists(), "not inherited");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -39,6 +39,7 @@ pub use daemon::{utilization_samples, Config, ConfigError, ConfigField, Daemon, 
 pub use device::{Devices, FakeDevices, Fault, Gpu, Health};
 pub use driver::RoundDriver;
 pub use jobs::{batch_target, JobRecord, JobStatus, JobView, Phase, Report};
+pub use journal::OnDamage;
 pub use round::{device_cluster, DeviceCluster, Prepared, RoundStats, RoundStatus};
 pub use spec::JobSubmission;
 

@@ -114,16 +114,36 @@ pub struct ServeArgs {
     /// jobs whose state may be stale (docs/job-protocol.md, "Limits and failure").
     #[arg(long)]
     pub recover: bool,
+    /// Append the daemon's log (launch failures, engine failures, refused plans, journal damage)
+    /// to FILE instead of stderr; GPUPLAN_LOG sets the level (default info).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
 }
 
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("GPUPLAN_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GPUPLAN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    match &a.log {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("--log {}", path.display()))?;
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .try_init();
+        }
+        None => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .try_init();
+        }
+    }
+    gpuplan_exec::raise_open_file_limit();
     let state = a.state.unwrap_or_else(default_state_dir);
     let mut cfg = gpuplan_exec::Config::new(state, &a.planner);
     cfg.interval_s = a.interval.as_secs_f64();

@@ -33,7 +33,7 @@ mod round;
 mod spec;
 mod supervise;
 
-pub use api::{serve, serve_blocking, HttpLimits, ServeConfig, MAX_BODY_BYTES};
+pub use api::{raise_open_file_limit, serve, serve_blocking, HttpLimits, ServeConfig, MAX_BODY_BYTES};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use daemon::{utilization_samples, Config, ConfigError, ConfigField, Daemon, SharedDaemon};
 pub use device::{Devices, FakeDevices, Fault, Gpu, Health};

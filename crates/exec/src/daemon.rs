@@ -2008,6 +2008,69 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Every event logged while it is the default subscriber: "LEVEL message".
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<String>>>);
+
+    impl tracing::Subscriber for Captured {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, e: &tracing::Event<'_>) {
+            struct Msg(String);
+            impl tracing::field::Visit for Msg {
+                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                    if f.name() == "message" {
+                        self.0 = format!("{v:?}");
+                    }
+                }
+            }
+            let mut m = Msg(String::new());
+            e.record(&mut m);
+            let line = format!("{} {}", e.metadata().level(), m.0);
+            self.0.lock().unwrap().push(line);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// Issue 33, item 6: a failed launch and a refused plan reach the
+    /// daemon's log as errors (not only the job's `reason`).
+    #[test]
+    fn failed_launches_and_refused_plans_are_logged_as_errors() {
+        let (dir, clock, engine) = manual_setup("log");
+        let log = Captured::default();
+        tracing::subscriber::with_default(log.clone(), || {
+            let mut d = open_on(&dir, &clock, &engine, OnDamage::Stop).unwrap();
+            let mut sub = spec();
+            sub.command = "fail-start".into();
+            let (id, _) = d.submit(sub).unwrap();
+            let prep = d.prepare().unwrap().unwrap();
+            d.apply(prep, Err("plan refused by the validator".into()))
+                .unwrap();
+            plan_gpus(&mut d, id, 1);
+        });
+        let lines = log.0.lock().unwrap().clone();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("ERROR launch failed: fake: fail-start refused")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("ERROR planner error: plan refused by the validator")),
+            "{lines:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// An attempt journaled by the previous release (lifecycle as flags)
     /// loads into the lifecycle enum and is written back the same way.
     #[test]

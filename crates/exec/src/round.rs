@@ -462,6 +462,11 @@ impl Rounds {
                 (d.plan, d.diff)
             }
             Err(e) => {
+                // The pipeline refused the round or its plan: nothing changes.
+                tracing::error!(
+                    round = stats.round,
+                    "planner error: {e}; the round changes nothing"
+                );
                 stats.status = Some(RoundStatus::Error);
                 stats.note = Some(format!("planner error: {e}"));
                 return Applied {

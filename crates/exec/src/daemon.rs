@@ -202,6 +202,28 @@ pub fn utilization_samples(state_dir: &Path) -> Result<Vec<gpuplan_core::predict
         .collect())
 }
 
+/// Why `min_gpus` GPUs can never be had on `gpus` (naming the cluster's
+/// size and its largest node and type); `None` when they can, or when no
+/// GPU is known.
+fn never_fits(gpus: &[Gpu], min_gpus: u32) -> Option<String> {
+    if gpus.is_empty() || min_gpus as usize <= gpus.len() {
+        return None;
+    }
+    let mut per_node: BTreeMap<&str, (u32, &str)> = BTreeMap::new();
+    for g in gpus {
+        let e = per_node.entry(g.node.as_str()).or_insert((0, g.name.as_str()));
+        e.0 += 1;
+    }
+    let (node, (k, kind)) = per_node
+        .iter()
+        .max_by_key(|(n, (k, _))| (*k, std::cmp::Reverse(*n)))?;
+    Some(format!(
+        "{min_gpus} GPUs can never fit: the cluster has {} GPUs on {} nodes, the largest node {node} has {k} ({kind})",
+        gpus.len(),
+        per_node.len()
+    ))
+}
+
 /// The numeric directories of `STATE/jobs`, sorted.
 fn job_dirs(jobs: &Path) -> BTreeSet<u32> {
     std::fs::read_dir(jobs)
@@ -549,25 +571,10 @@ impl Daemon {
                 return Ok(());
             }
         }
-        let gpus = self.rounds.gpus();
-        if gpus.is_empty() || spec.min_gpus as usize <= gpus.len() {
-            return Ok(());
+        match never_fits(self.rounds.gpus(), spec.min_gpus) {
+            Some(why) => Err(ExecError::Spec(vec![format!("request:min_gpus: {why}")])),
+            None => Ok(()),
         }
-        let mut per_node: BTreeMap<&str, (u32, &str)> = BTreeMap::new();
-        for g in gpus {
-            let e = per_node.entry(g.node.as_str()).or_insert((0, g.name.as_str()));
-            e.0 += 1;
-        }
-        let (node, (k, kind)) = per_node
-            .iter()
-            .max_by_key(|(n, (k, _))| (*k, std::cmp::Reverse(*n)))
-            .expect("not empty");
-        Err(ExecError::Spec(vec![format!(
-            "request:min_gpus: {} GPUs can never fit: the cluster has {} GPUs on {} nodes, the largest node {node} has {k} ({kind})",
-            spec.min_gpus,
-            gpus.len(),
-            per_node.len()
-        )]))
     }
 
     /// Held jobs users put in the engine's queue themselves (Slurm:
@@ -859,6 +866,24 @@ impl Daemon {
         self.retire_final()?;
         self.discover()?;
         let mut collected = self.rounds.collect(&mut self.jobs, &mut self.dirty, now)?;
+        // A queued job larger than the cluster (journaled before the check
+        // at submit, or the cluster shrank) waits with the reason.
+        let gpus = self.rounds.gpus();
+        let mut held = Vec::new();
+        for j in self.jobs.values_mut() {
+            if j.status != JobStatus::Queued || j.live() {
+                continue;
+            }
+            if let Some(why) = never_fits(gpus, j.spec.min_gpus) {
+                let why = format!("held: {why}");
+                if j.reason.as_deref() != Some(why.as_str()) {
+                    tracing::warn!("job {} ({}): {why}", j.id.0, j.spec.name);
+                    j.reason = Some(why);
+                    held.push(j.id);
+                }
+            }
+        }
+        self.save(&held)?;
         self.save(&collected.journal)?;
         self.sup.send(std::mem::take(&mut collected.stops));
         let params = PolicyParams {
@@ -1863,7 +1888,14 @@ mod tests {
         assert_eq!(d.views().len(), 0, "nothing journaled");
         sub.min_gpus = 6;
         sub.max_gpus = 6;
-        d.submit(sub).unwrap();
+        let (big, _) = d.submit(sub).unwrap();
+        // One journaled before the check (or the cluster shrank since):
+        // held with the reason, no longer `null`.
+        d.jobs.get_mut(&big).unwrap().spec.min_gpus = 4096;
+        let _ = d.prepare().unwrap();
+        let why = d.view(big).unwrap().reason.unwrap();
+        assert!(why.starts_with("held: 4096 GPUs can never fit"), "{why}");
+        assert_eq!(d.view(big).unwrap().phase, "queued");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -109,16 +109,41 @@ pub struct ServeArgs {
     /// CUDA_MPS_LOG_DIRECTORY=DIR/log nvidia-cuda-mps-control -d). Without it, shared GPUs time-slice.
     #[arg(long, value_name = "DIR")]
     pub mps: Option<PathBuf>,
+    /// Start on a damaged journal (which otherwise stops the daemon, naming the line): keep every
+    /// intact record, copy the damaged journal to STATE/journal.jsonl.damaged-SEQ, and name the
+    /// jobs whose state may be stale (docs/job-protocol.md, "Limits and failure").
+    #[arg(long)]
+    pub recover: bool,
+    /// Append the daemon's log (launch failures, engine failures, refused plans, journal damage)
+    /// to FILE instead of stderr; GPUPLAN_LOG sets the level (default info).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
 }
 
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("GPUPLAN_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GPUPLAN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    match &a.log {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("--log {}", path.display()))?;
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .try_init();
+        }
+        None => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .try_init();
+        }
+    }
+    gpuplan_exec::raise_open_file_limit();
     let state = a.state.unwrap_or_else(default_state_dir);
     let mut cfg = gpuplan_exec::Config::new(state, &a.planner);
     cfg.interval_s = a.interval.as_secs_f64();
@@ -132,6 +157,9 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     }
     cfg.params.sharing_pairs = a.sharing_pairs.into();
     cfg.mps = a.mps;
+    if a.recover {
+        cfg.on_damage = gpuplan_exec::OnDamage::Recover;
+    }
     // The executor's one check of its settings; only the flag names are ours.
     if let Err(errs) = cfg.check() {
         use gpuplan_core::ParamField;
@@ -142,6 +170,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
                 ConfigField::Param(ParamField::RestartPenalty) => format!("--restart-penalty: {}", e.problem),
                 ConfigField::Param(ParamField::Sharing) => format!("--sharing: {}", e.problem),
                 ConfigField::Interval => format!("--interval: {}", e.problem),
+                ConfigField::Grace => format!("--grace: {}", e.problem),
                 ConfigField::Mps => format!("--mps: {}", e.problem),
                 _ => e.to_string(),
             })
@@ -158,6 +187,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             slurm_timeout: a.slurm_timeout,
             listen: a.listen,
             token,
+            http: gpuplan_exec::HttpLimits::default(),
         },
         terminated(),
     )?;
@@ -230,7 +260,19 @@ impl Client {
             .request(method, &url)
             .set("Authorization", &format!("Bearer {}", self.token));
         let res = match body {
-            Some(b) => req.send_json(b),
+            Some(b) => {
+                // Checked here too: a body the daemon refuses unread (413)
+                // would otherwise end in "Broken pipe" while being sent.
+                let text = serde_json::to_string(&b)?;
+                if text.len() > gpuplan_exec::MAX_BODY_BYTES {
+                    bail!(
+                        "{method} {url}: 413: request body is {} bytes; the limit is {} bytes",
+                        text.len(),
+                        gpuplan_exec::MAX_BODY_BYTES
+                    );
+                }
+                req.set("Content-Type", "application/json").send_string(&text)
+            }
             None => req.call(),
         };
         match res {

@@ -304,3 +304,33 @@ fn jobs_run_as_the_submitting_user_when_the_daemon_is_root() {
     drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 33, item 6: `gpuplan submit` of a 10 MB job file says which
+/// bound it breaks (the command's) instead of "Broken pipe"; nothing is
+/// sent, so no daemon need listen.
+#[test]
+fn a_huge_job_file_is_refused_by_submit_with_its_bound() {
+    let dir = tmp("huge");
+    let f = dir.join("huge.toml");
+    let cmd = "x".repeat(10 << 20);
+    std::fs::write(
+        &f,
+        format!("name = \"a\"\ncommand = \"{cmd}\"\nmin_gpus = 1\nmax_gpus = 1\nbatch_size = 8\n"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .arg("submit")
+        .arg(&f)
+        .args(["--server", &format!("http://127.0.0.1:{}", free_port())])
+        .env("GPUPLAN_TOKEN", "t")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("huge.toml:2:command: must be at most 32768 bytes, got 10485760")
+            && !err.contains("Broken pipe"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -47,11 +47,47 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Admin token; `None` = read STATE/token, creating it (mode 0600) if absent.
     pub token: Option<String>,
+    /// The HTTP server's bounds (`HttpLimits::default()` for `serve`).
+    pub http: HttpLimits,
+}
+
+/// The HTTP server's bounds (docs/job-protocol.md, "Limits and failure").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HttpLimits {
+    /// Largest request body; a larger one is answered 413 once the token
+    /// is checked, without reading it.
+    pub max_body_bytes: usize,
+    /// Longest a request body may take to arrive (408 after).
+    pub body_timeout: Duration,
+    /// Longest a client may take to send a request's headers, and to send
+    /// the next one on a kept-alive connection; the connection is closed after.
+    pub header_timeout: Duration,
+    /// Most connections open at once; one more is closed as it is accepted.
+    pub max_connections: usize,
+    /// Most connections open at once from one client address.
+    pub max_connections_per_client: usize,
+}
+
+/// Largest request body `serve` accepts: 1 MiB (a job spec is at most
+/// about 40 KB under the submission bounds).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_body_bytes: MAX_BODY_BYTES,
+            body_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            max_connections: 512,
+            max_connections_per_client: 64,
+        }
+    }
 }
 
 struct Shared {
     daemon: SharedDaemon,
     token: String,
+    http: HttpLimits,
 }
 
 impl Shared {
@@ -132,6 +168,40 @@ fn parse_id(s: &str) -> Result<JobId, ApiError> {
     })
 }
 
+/// A request's body, read only after its token was checked: a declared
+/// length over the limit is answered 413 at once, a body that grows past
+/// it 413, and one that does not arrive in time 408.
+async fn read_body(s: &Shared, h: &HeaderMap, body: axum::body::Body) -> Result<Bytes, ApiError> {
+    let max = s.http.max_body_bytes;
+    let too_big = |n: Option<u64>| {
+        ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            match n {
+                Some(n) => format!("request body is {n} bytes; the limit is {max} bytes"),
+                None => format!("request body is over the limit of {max} bytes"),
+            },
+        )
+    };
+    let declared = h
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_big(declared));
+    }
+    match tokio::time::timeout(s.http.body_timeout, axum::body::to_bytes(body, max)).await {
+        Err(_) => Err(ApiError(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "request body did not arrive within {} s",
+                s.http.body_timeout.as_secs_f64()
+            ),
+        )),
+        Ok(Err(_)) => Err(too_big(None)),
+        Ok(Ok(b)) => Ok(b),
+    }
+}
+
 fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
         ApiError(
@@ -179,8 +249,9 @@ async fn list_jobs(State(s): State<Arc<Shared>>, h: HeaderMap) -> ApiResult {
     Ok(Json(s.lock().views()).into_response())
 }
 
-async fn submit(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> ApiResult {
+async fn submit(State(s): State<Arc<Shared>>, h: HeaderMap, body: axum::body::Body) -> ApiResult {
     admin(&s, &h)?;
+    let body = read_body(&s, &h, body).await?;
     let spec: JobSubmission = parse_json(&body, "request")?;
     let (id, _) = s.lock().submit(spec)?;
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
@@ -227,10 +298,11 @@ async fn report(
     State(s): State<Arc<Shared>>,
     h: HeaderMap,
     Path(id): Path<String>,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> ApiResult {
     let id = parse_id(&id)?;
     admin_or_job(&s, &h, id)?;
+    let body = read_body(&s, &h, body).await?;
     let r: Report = parse_json(&body, "report")?;
     s.lock().report(id, r)?;
     Ok(Json(json!({ "ok": true })).into_response())
@@ -243,8 +315,9 @@ struct FaultReq {
     fault: Fault,
 }
 
-async fn fault(State(s): State<Arc<Shared>>, h: HeaderMap, body: Bytes) -> ApiResult {
+async fn fault(State(s): State<Arc<Shared>>, h: HeaderMap, body: axum::body::Body) -> ApiResult {
     admin(&s, &h)?;
+    let body = read_body(&s, &h, body).await?;
     let f: FaultReq = parse_json(&body, "request")?;
     s.lock().inject(&f.uuid, f.fault)?;
     Ok(Json(json!({ "ok": true })).into_response())
@@ -361,20 +434,171 @@ pub async fn serve(
             })
             .await
     });
-    let app = router(Arc::new(Shared { daemon, token }));
-    let res = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        })
-        .await;
+    let app = router(Arc::new(Shared {
+        daemon,
+        token,
+        http: cfg.http,
+    }));
+    serve_http(listener, app, cfg.http, async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    })
+    .await;
     if rounds.await.is_err() {
         tracing::error!("the round loop panicked");
     }
-    res.map_err(|source| ExecError::Io {
-        context: "serve HTTP".into(),
-        source,
-    })
+    Ok(())
+}
+
+/// Raise the soft limit on open files to the hard one, where allowed, so
+/// that the API's connections and the jobs' logs do not run out of
+/// descriptors (the API also bounds its connections). Logged; `gpuplan
+/// serve` calls it at start (the process's limits are the binary's call).
+pub fn raise_open_file_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit write and read the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 || r.rlim_cur >= r.rlim_max {
+            return;
+        }
+        let before = r.rlim_cur;
+        r.rlim_cur = r.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &r) == 0 {
+            tracing::info!("open-file limit raised from {before} to {}", r.rlim_max);
+        } else {
+            tracing::warn!(
+                "open-file limit stays {before}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+/// Connections open now, in all and by client address; a [`ConnSlot`]
+/// holds one until its connection ends.
+#[derive(Default)]
+struct Conns {
+    open: usize,
+    by_client: std::collections::HashMap<std::net::IpAddr, usize>,
+}
+
+struct ConnSlot {
+    conns: Arc<std::sync::Mutex<Conns>>,
+    client: std::net::IpAddr,
+}
+
+impl ConnSlot {
+    /// A slot for a connection from `client`, or why there is none.
+    fn take(
+        conns: &Arc<std::sync::Mutex<Conns>>,
+        client: std::net::IpAddr,
+        limits: &HttpLimits,
+    ) -> Result<ConnSlot, &'static str> {
+        let mut c = conns.lock().unwrap_or_else(|e| e.into_inner());
+        if c.open >= limits.max_connections {
+            return Err("the daemon's connection limit");
+        }
+        let mine = c.by_client.entry(client).or_insert(0);
+        if *mine >= limits.max_connections_per_client {
+            return Err("the per-client connection limit");
+        }
+        *mine += 1;
+        c.open += 1;
+        Ok(ConnSlot {
+            conns: conns.clone(),
+            client,
+        })
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        let mut c = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        c.open -= 1;
+        if let Some(n) = c.by_client.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                c.by_client.remove(&self.client);
+            }
+        }
+    }
+}
+
+/// The HTTP server: hyper's HTTP/1 connections over `app`, bounded by
+/// `limits`. A connection over the total or per-client limit is closed as
+/// it is accepted (so a flood holds at most that many descriptors, and
+/// the kernel's queue never fills); hyper closes one that has not sent a
+/// request's headers within the header time-out, idle keep-alive
+/// included; bodies are bounded by the handlers ([`read_body`]). An
+/// accept error (out of descriptors) waits a moment and goes on: the API
+/// degrades, the rounds and jobs do not. Returns once `shutdown`
+/// resolves and the open connections have finished (at most 5 s).
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: HttpLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let conns = Arc::new(std::sync::Mutex::new(Conns::default()));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut refused_logged = std::collections::HashSet::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("accepting a connection: {e}; the API waits 100 ms");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let slot = match ConnSlot::take(&conns, peer.ip(), &limits) {
+            Ok(s) => s,
+            Err(why) => {
+                // Once per client and reason until the server restarts.
+                if refused_logged.len() < 1024 && refused_logged.insert((peer.ip(), why)) {
+                    tracing::warn!(client = %peer.ip(), "connection closed: {why}");
+                }
+                drop(stream);
+                continue;
+            }
+        };
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .serve_connection(TokioIo::new(stream), svc);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = async {
+                    // The guard `wait_for` returns is not `Send`: drop it here.
+                    let _ = stop.wait_for(|s| *s).await;
+                } => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                }
+            }
+        });
+    }
+    let _ = stop_tx.send(true);
+    // Give open connections their graceful stop (bounded above).
+    for _ in 0..50 {
+        if conns.lock().unwrap_or_else(|e| e.into_inner()).open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// [`serve`] on its own multi-threaded runtime, for callers without one.
@@ -418,24 +642,42 @@ mod tests {
         (code, out)
     }
 
-    /// `/metrics` answers without a token, as health does; reads and
-    /// mutations beside it still refuse one that is missing.
-    #[test]
-    fn metrics_need_no_token_and_the_rest_still_does() {
-        let dir = std::env::temp_dir().join(format!("gpuplan-api-metrics-{}", std::process::id()));
+    /// A daemon on a manual clock and fake devices behind the API on a
+    /// loopback port of its own: (runtime, address, state dir).
+    fn start(tag: &str, http: HttpLimits) -> (tokio::runtime::Runtime, SocketAddr, std::path::PathBuf) {
+        let (rt, addr, dir, _, _) = start_with(tag, http);
+        (rt, addr, dir)
+    }
+
+    /// [`start`], with the daemon and its fake engine.
+    fn start_with(
+        tag: &str,
+        http: HttpLimits,
+    ) -> (
+        tokio::runtime::Runtime,
+        SocketAddr,
+        std::path::PathBuf,
+        SharedDaemon,
+        FakeEngine,
+    ) {
+        let dir = std::env::temp_dir().join(format!("gpuplan-api-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let clock = ManualClock::new(1_000.0);
+        let engine = FakeEngine::new(clock.clone());
         let d = Daemon::open_with_clock(
             Config::new(dir.clone(), "greedy"),
             Box::new(FakeDevices::new(1, 2)),
-            Box::new(FakeEngine::new(clock.clone())),
+            Box::new(engine.clone()),
             Arc::new(clock),
         )
         .unwrap();
+        let daemon = SharedDaemon::new(d);
         let shared = Arc::new(Shared {
-            daemon: SharedDaemon::new(d),
+            daemon: daemon.clone(),
             token: "secret".into(),
+            http,
         });
+        let http = shared.http;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -443,7 +685,152 @@ mod tests {
             .unwrap();
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
-        rt.spawn(async move { axum::serve(listener, router(shared)).await });
+        rt.spawn(serve_http(listener, router(shared), http, std::future::pending()));
+        (rt, addr, dir, daemon, engine)
+    }
+
+    /// Send `head` (and `body`) on a fresh connection; (status, response)
+    /// as far as it came within 5 s.
+    fn raw(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String) {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(head.as_bytes()).unwrap();
+        // The server may answer (and close) before reading all of it.
+        let _ = c.write_all(body);
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        let out = String::from_utf8_lossy(&out).into_owned();
+        let code = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, out)
+    }
+
+    /// Issue 33, item 6: a body announced larger than the limit is refused
+    /// only once the token is checked (401 without one, 413 with it, at
+    /// once, without waiting for the body), and a body that does not
+    /// arrive is answered 408 after the body time-out.
+    #[test]
+    fn bodies_are_bounded_and_read_only_after_the_token() {
+        let http = HttpLimits {
+            body_timeout: Duration::from_millis(300),
+            max_body_bytes: 4096,
+            ..HttpLimits::default()
+        };
+        let (rt, addr, dir) = start("body", http);
+        let huge =
+            "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000000\r\nConnection: close\r\n";
+        let (code, res) = raw(addr, &format!("{huge}\r\n"), b"");
+        assert_eq!(code, 401, "{res}");
+        let t0 = std::time::Instant::now();
+        let (code, res) = raw(addr, &format!("{huge}Authorization: Bearer secret\r\n\r\n"), b"");
+        assert_eq!(code, 413, "{res}");
+        assert!(
+            res.contains("request body is 10000000000 bytes; the limit is 4096 bytes"),
+            "{res}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(2), "answered at once");
+        let short = "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\nConnection: close\r\nAuthorization: Bearer secret\r\n\r\n";
+        let (code, res) = raw(addr, short, b"{\"name\"");
+        assert_eq!(code, 408, "{res}");
+        assert!(res.contains("did not arrive within 0.3 s"), "{res}");
+        // A chunked body that grows past the limit: 413 as well.
+        let chunked = "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\nAuthorization: Bearer secret\r\n\r\n";
+        let chunk = format!("{:x}\r\n{}\r\n", 8192, "x".repeat(8192));
+        let (code, res) = raw(addr, chunked, chunk.as_bytes());
+        assert_eq!(code, 413, "{res}");
+        drop(rt);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 33, item 3: an idle-connection flood (200 connections from
+    /// 127.0.0.2, loopback only, closed by the test) is bounded: past the
+    /// per-client limit connections are closed as they are accepted, the
+    /// admitted ones after the header time-out; meanwhile and after, the
+    /// API answers another client at once, and a job submitted through it
+    /// launches.
+    #[test]
+    fn an_idle_connection_flood_is_bounded_and_jobs_still_launch() {
+        let http = HttpLimits {
+            header_timeout: Duration::from_millis(500),
+            max_connections: 64,
+            max_connections_per_client: 16,
+            ..HttpLimits::default()
+        };
+        let (rt, addr, dir, daemon, engine) = start_with("flood", http);
+        let flood: Vec<tokio::net::TcpStream> = rt.block_on(async {
+            let mut v = Vec::new();
+            for _ in 0..200 {
+                let s = tokio::net::TcpSocket::new_v4().unwrap();
+                s.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+                v.push(s.connect(addr).await.unwrap());
+            }
+            v
+        });
+        // Another client is answered while the flood holds its connections.
+        let t0 = std::time::Instant::now();
+        let (code, res) = call(addr, "GET", "/v1/health");
+        assert_eq!(code, 200, "{res}");
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        // Every flood connection is closed by the server: most at once, the
+        // 16 admitted after the header time-out.
+        let closed = rt.block_on(async {
+            let mut n = 0;
+            for c in flood {
+                let eof = async {
+                    let mut b = [0u8; 1];
+                    loop {
+                        let _ = c.readable().await;
+                        match c.try_read(&mut b) {
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                            Ok(0) | Err(_) => return true,
+                            Ok(_) => return false,
+                        }
+                    }
+                };
+                if tokio::time::timeout(Duration::from_secs(3), eof).await == Ok(true) {
+                    n += 1;
+                }
+            }
+            n
+        });
+        assert_eq!(closed, 200, "idle connections are closed by the server");
+        // A job submitted through the API launches.
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        let body = r#"{"name":"a","command":"run=100","min_gpus":1,"max_gpus":1,"batch_size":8}"#;
+        write!(
+            c,
+            "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer secret\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+        let prep = daemon.lock().prepare().unwrap().unwrap();
+        // One GPU for it, as a planner would give it.
+        let mut plan = gpuplan_core::Plan::new("hand", gpuplan_core::PlanStatus::Feasible);
+        plan.allocations.insert(
+            JobId(1),
+            gpuplan_core::Allocation::from_counts(&[(gpuplan_core::NodeId(0), 1)]),
+        );
+        gpuplan_core::bind_plan(&prep.round, &mut plan);
+        let decision = gpuplan_solve::Decision::new(&prep.round, plan);
+        daemon.lock().apply(prep, Ok(decision)).unwrap();
+        daemon.lock().tick().unwrap();
+        assert_eq!(
+            engine.started().len(),
+            1,
+            "the job launched: {:?}",
+            daemon.lock().views()
+        );
+        drop(rt);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `/metrics` answers without a token, as health does; reads and
+    /// mutations beside it still refuse one that is missing.
+    #[test]
+    fn metrics_need_no_token_and_the_rest_still_does() {
+        let (rt, addr, dir) = start("metrics", HttpLimits::default());
 
         let (code, res) = call(addr, "GET", "/metrics");
         assert_eq!(code, 200, "{res}");

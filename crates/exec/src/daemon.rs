@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{Clock, SystemClock};
 use crate::device::{Devices, Fault, Gpu};
 use crate::engine::{AttemptSpec, Engine};
-use crate::journal::Journal;
+use crate::journal::{Journal, OnDamage};
 use crate::supervise::{Policy, Supervisor};
 use crate::ExecError;
 
@@ -58,6 +58,9 @@ pub struct Config {
     /// (`nvidia-cuda-mps-control -d` with the same variables). `None`:
     /// co-located jobs time-slice.
     pub mps: Option<PathBuf>,
+    /// What a damaged journal does at start: stop the daemon (default), or
+    /// keep what is intact (`serve --recover`).
+    pub on_damage: OnDamage,
 }
 
 impl Config {
@@ -78,6 +81,7 @@ impl Config {
             params: gpuplan_solve::registry::default_params(planner),
             report_base: String::new(),
             mps: None,
+            on_damage: OnDamage::Stop,
         }
     }
 
@@ -102,6 +106,12 @@ impl Config {
                 problem: "must be > 0".into(),
             });
         }
+        if !(0.0..=crate::spec::MAX_GRACE_S).contains(&self.grace_s) {
+            errs.push(ConfigError {
+                field: ConfigField::Grace,
+                problem: format!("must be between 0 and {} s (one hour)", crate::spec::MAX_GRACE_S),
+            });
+        }
         if self.mps.is_some() && self.params.sharing < 2 {
             errs.push(ConfigError {
                 field: ConfigField::Mps,
@@ -124,6 +134,8 @@ pub enum ConfigField {
     Param(gpuplan_core::ParamField),
     /// `interval_s`.
     Interval,
+    /// `grace_s`.
+    Grace,
     /// `mps`.
     Mps,
 }
@@ -144,6 +156,7 @@ impl std::fmt::Display for ConfigError {
         match self.field {
             ConfigField::Param(p) => write!(f, "params.{}: {}", p.key(), self.problem),
             ConfigField::Interval => write!(f, "interval_s: {}", self.problem),
+            ConfigField::Grace => write!(f, "grace_s: {}", self.problem),
             ConfigField::Mps => write!(f, "mps: {}", self.problem),
         }
     }
@@ -187,6 +200,109 @@ pub fn utilization_samples(state_dir: &Path) -> Result<Vec<gpuplan_core::predict
             })
         })
         .collect())
+}
+
+/// Why `min_gpus` GPUs can never be had on `gpus` (naming the cluster's
+/// size and its largest node and type); `None` when they can, or when no
+/// GPU is known.
+fn never_fits(gpus: &[Gpu], min_gpus: u32) -> Option<String> {
+    if gpus.is_empty() || min_gpus as usize <= gpus.len() {
+        return None;
+    }
+    let mut per_node: BTreeMap<&str, (u32, &str)> = BTreeMap::new();
+    for g in gpus {
+        let e = per_node.entry(g.node.as_str()).or_insert((0, g.name.as_str()));
+        e.0 += 1;
+    }
+    let (node, (k, kind)) = per_node
+        .iter()
+        .max_by_key(|(n, (k, _))| (*k, std::cmp::Reverse(*n)))?;
+    Some(format!(
+        "{min_gpus} GPUs can never fit: the cluster has {} GPUs on {} nodes, the largest node {node} has {k} ({kind})",
+        gpus.len(),
+        per_node.len()
+    ))
+}
+
+/// The numeric directories of `STATE/jobs`, sorted.
+fn job_dirs(jobs: &Path) -> BTreeSet<u32> {
+    std::fs::read_dir(jobs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Move `STATE/jobs/ID`, if there is one, to `STATE/jobs-orphaned/ID-UNIXTIME`.
+fn set_aside(state: &Path, id: JobId, now_unix_s: f64) -> Result<(), ExecError> {
+    let from = crate::engine::job_dir(state, id);
+    if std::fs::symlink_metadata(&from).is_err() {
+        return Ok(());
+    }
+    let aside = state.join("jobs-orphaned");
+    crate::engine::mkdir(&aside, crate::engine::DIR_PRIVATE_MODE)?;
+    let to = aside.join(format!("{}-{}", id.0, now_unix_s as u64));
+    std::fs::rename(&from, &to).map_err(|source| ExecError::Io {
+        context: format!("set {} aside as {}", from.display(), to.display()),
+        source,
+    })?;
+    tracing::warn!(
+        "{} belongs to no journaled job; set aside as {} so no new job inherits it",
+        from.display(),
+        to.display()
+    );
+    Ok(())
+}
+
+/// Job files an earlier release left readable by every user (directories
+/// 0755, logs 0644) get the modes new ones are made with: `jobs/ID` 0711,
+/// what is below it 0700 (directories) or 0600 (logs). Links are left
+/// alone; a failure is logged, not fatal.
+fn tighten_job_files(jobs: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &Path, mode: u32| {
+        if let Err(e) = std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)) {
+            tracing::warn!("chmod {:o} {}: {e}", mode, p.display());
+        }
+    };
+    let Ok(ids) = std::fs::read_dir(jobs) else {
+        return;
+    };
+    for id in ids.flatten() {
+        if !id.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        set(&id.path(), crate::engine::DIR_SEARCH_MODE);
+        for sub in std::fs::read_dir(id.path()).into_iter().flatten().flatten() {
+            let Ok(t) = sub.file_type() else { continue };
+            if t.is_dir() {
+                set(&sub.path(), crate::engine::DIR_PRIVATE_MODE);
+                for f in std::fs::read_dir(sub.path()).into_iter().flatten().flatten() {
+                    let name = f.file_name();
+                    let name = name.to_string_lossy();
+                    if !name.starts_with("rank-") {
+                        continue;
+                    }
+                    // The job owns this directory: chmod through a
+                    // descriptor opened without following a link.
+                    use std::os::unix::fs::OpenOptionsExt;
+                    let Ok(file) = std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+                        .open(f.path())
+                    else {
+                        continue;
+                    };
+                    if file.metadata().is_ok_and(|m| m.is_file()) {
+                        let _ =
+                            file.set_permissions(std::fs::Permissions::from_mode(crate::engine::LOG_MODE));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The planner named `name`, if it can run on a live cluster: one that
@@ -271,19 +387,44 @@ impl Daemon {
             return Err(ExecError::Config(lines.join("; ")));
         }
         let dir = &cfg.state_dir;
-        std::fs::create_dir_all(dir.join("jobs")).map_err(|source| ExecError::Io {
-            context: format!("create state directory {}", dir.display()),
-            source,
-        })?;
-        let (journal, entries) = Journal::open::<Entry>(&dir.join("journal.jsonl"))?;
+        crate::engine::mkdir(dir, crate::engine::DIR_SEARCH_MODE)?;
+        crate::engine::mkdir(&dir.join("jobs"), crate::engine::DIR_SEARCH_MODE)?;
+        tighten_job_files(&dir.join("jobs"));
+        let jpath = dir.join("journal.jsonl");
+        let fresh = !jpath.exists() && !crate::journal::mark_path(&jpath).exists();
+        let traits = live_planner(&cfg.planner)?.traits();
+        // Job directories on disk, checked against the journal below.
+        let on_disk = job_dirs(&dir.join("jobs"));
+        if fresh && cfg.on_damage == OnDamage::Stop && !on_disk.is_empty() {
+            let ids: Vec<String> = on_disk.iter().map(|i| i.to_string()).collect();
+            return Err(ExecError::Journal(format!(
+                "{}: missing, with STATE/high-water, while STATE/jobs holds job directories {}; {}",
+                jpath.display(),
+                ids.join(", "),
+                crate::journal::HOW_TO_RECOVER
+            )));
+        }
+        let (journal, entries, recovered) = Journal::open::<Entry>(&jpath, cfg.on_damage)?;
         let mut jobs = BTreeMap::new();
         for e in entries {
             if let Entry::Job(j) = e {
                 jobs.insert(j.id, *j);
             }
         }
-        let next_id = jobs.keys().next_back().map_or(1, |k: &JobId| k.0 + 1);
-        let traits = live_planner(&cfg.planner)?.traits();
+        // Ids are never given out twice: past the journal's jobs, the
+        // high-water mark and every directory on disk.
+        let next_id = jobs
+            .keys()
+            .next_back()
+            .map_or(1, |k: &JobId| k.0 + 1)
+            .max(journal.mark().next_job)
+            .max(on_disk.iter().next_back().map_or(1, |k| k + 1));
+        // A directory no journaled job owns (a crash between Slurm's
+        // admission and the journal, or a lost journal) is set aside, never
+        // inherited by a new job of the same id.
+        for id in on_disk.iter().filter(|i| !jobs.contains_key(&JobId(**i))) {
+            set_aside(dir, JobId(*id), clock.now_unix_s())?;
+        }
         let sup = Supervisor::new(
             engine,
             Policy {
@@ -306,10 +447,63 @@ impl Daemon {
             memo: FitMemo::default(),
             clock,
         };
+        d.journal.reserve_job_ids(next_id)?;
+        if !recovered.damage.is_empty() {
+            d.mark_recovered(&recovered);
+        }
         d.recover()?;
         let all: Vec<Entry> = d.jobs.values().map(|j| Entry::Job(Box::new(j.clone()))).collect();
         d.journal.compact(&all)?;
         Ok(d)
+    }
+
+    /// After `serve --recover` kept what was intact of a damaged journal:
+    /// a job not final whose done-file exists is completed (its completion
+    /// may be what was lost); every other job not final is named in the
+    /// log and its `reason`, for the operator to check (it may have been
+    /// cancelled or finished in the records lost).
+    fn mark_recovered(&mut self, r: &crate::journal::Recovered) {
+        let now = self.clock.now_unix_s();
+        for dmg in &r.damage {
+            tracing::error!(
+                line = dmg.line,
+                "journal damage kept out by --recover: {}",
+                dmg.what
+            );
+        }
+        if let Some(p) = &r.saved_as {
+            tracing::warn!("the damaged journal is kept as {}", p.display());
+        }
+        for j in self.jobs.values_mut().filter(|j| !j.status.is_final()) {
+            if self.sup.engine().done(j.id) {
+                j.status = JobStatus::Completed;
+                j.gpus.clear();
+                j.finished_unix_s = Some(now);
+                j.reason = Some("recovered (serve --recover): its done-file exists".into());
+            } else {
+                j.reason = Some(
+                    "recovered (serve --recover) from a damaged journal: records of it may be lost; check it"
+                        .into(),
+                );
+            }
+            tracing::warn!(
+                "recovered job {} ({}) is {:?}: {}",
+                j.id.0,
+                j.spec.name,
+                j.status,
+                j.reason.as_deref().unwrap_or_default()
+            );
+        }
+    }
+
+    /// The next job id, reserved durably (the high-water mark) before it is
+    /// used, with any directory already there set aside.
+    fn claim_id(&mut self) -> Result<JobId, ExecError> {
+        let id = JobId(self.next_id);
+        self.next_id += 1;
+        self.journal.reserve_job_ids(self.next_id)?;
+        set_aside(&self.cfg.state_dir, id, self.clock.now_unix_s())?;
+        Ok(id)
     }
 
     /// Finish or roll back what a crash interrupted: attempts journaled as
@@ -357,12 +551,30 @@ impl Daemon {
     /// Check and journal a new job; returns its id and the token its processes report with.
     pub fn submit(&mut self, spec: JobSubmission) -> Result<(JobId, String), ExecError> {
         spec.check("request").map_err(ExecError::Spec)?;
-        let id = JobId(self.next_id);
+        self.check_fits(&spec)?;
+        let id = self.claim_id()?;
         let token = random_token()?;
         // Into the engine's queue first (Slurm: a held job), then the journal.
         let queued = self.sup.engine_mut().admit(id, &spec)?;
         self.enter(id, spec, token.clone(), queued)?;
         Ok((id, token))
+    }
+
+    /// A job whose `min_gpus` exceeds every GPU of the cluster (healthy
+    /// or not) would wait forever: it is refused, naming the cluster's
+    /// size and its largest node and type. Devices are collected first if
+    /// no round has yet; a cluster that cannot be read refuses nothing.
+    fn check_fits(&mut self, spec: &JobSubmission) -> Result<(), ExecError> {
+        if self.rounds.gpus().is_empty() {
+            if let Err(e) = self.rounds.refresh_gpus() {
+                tracing::warn!("collecting devices to check a submission: {e}");
+                return Ok(());
+            }
+        }
+        match never_fits(self.rounds.gpus(), spec.min_gpus) {
+            Some(why) => Err(ExecError::Spec(vec![format!("request:min_gpus: {why}")])),
+            None => Ok(()),
+        }
     }
 
     /// Held jobs users put in the engine's queue themselves (Slurm:
@@ -380,7 +592,7 @@ impl Daemon {
             tracing::warn!("Slurm job {sid} has --comment=gpuplan but is not adopted: {why}");
         }
         for (sid, spec) in found {
-            let id = JobId(self.next_id);
+            let id = self.claim_id()?;
             self.sup.engine_mut().known(id, sid);
             tracing::info!("adopted Slurm job {sid} ({}) as job {}", spec.name, id.0);
             self.enter(id, spec, random_token()?, Some(sid))?;
@@ -654,6 +866,24 @@ impl Daemon {
         self.retire_final()?;
         self.discover()?;
         let mut collected = self.rounds.collect(&mut self.jobs, &mut self.dirty, now)?;
+        // A queued job larger than the cluster (journaled before the check
+        // at submit, or the cluster shrank) waits with the reason.
+        let gpus = self.rounds.gpus();
+        let mut held = Vec::new();
+        for j in self.jobs.values_mut() {
+            if j.status != JobStatus::Queued || j.live() {
+                continue;
+            }
+            if let Some(why) = never_fits(gpus, j.spec.min_gpus) {
+                let why = format!("held: {why}");
+                if j.reason.as_deref() != Some(why.as_str()) {
+                    tracing::warn!("job {} ({}): {why}", j.id.0, j.spec.name);
+                    j.reason = Some(why);
+                    held.push(j.id);
+                }
+            }
+        }
+        self.save(&held)?;
         self.save(&collected.journal)?;
         self.sup.send(std::mem::take(&mut collected.stops));
         let params = PolicyParams {
@@ -1483,6 +1713,393 @@ mod tests {
         );
         let e = d.inject("GPU-none", crate::device::Fault::Gone).unwrap_err();
         assert!(matches!(&e, ExecError::NoGpu(u) if u == "GPU-none"), "{e:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Launch `command` (as `uid` when given) on one GPU through the local
+    /// engine and wait until its rank-0 log exists; returns the log's path.
+    fn launch_local(d: &mut Daemon, command: &str, uid: Option<u32>) -> (JobId, PathBuf) {
+        let mut sub = spec();
+        sub.command = command.into();
+        sub.uid = uid;
+        let (id, _) = d.submit(sub).unwrap();
+        plan_gpus(d, id, 1);
+        let log = d.jobs[&id]
+            .attempt
+            .as_ref()
+            .unwrap()
+            .handle
+            .dir
+            .join("rank-0.log");
+        for _ in 0..250 {
+            if std::fs::symlink_metadata(&log).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        (id, log)
+    }
+
+    /// A root-only file for a job to try to read.
+    fn secret(tag: &str) -> PathBuf {
+        use std::os::unix::fs::OpenOptionsExt;
+        let p = std::env::temp_dir().join(format!("gpuplan-secret-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&p)
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"TOP-SECRET\n").unwrap();
+        p
+    }
+
+    /// Issue 33, item 1: a rank log replaced by a link (to a file the job
+    /// could not read) is refused by the logs endpoint, not followed.
+    #[test]
+    fn a_symlinked_rank_log_is_refused_by_the_logs_endpoint() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut d = daemon(&dir);
+        let (id, log) = launch_local(&mut d, "exec sleep 30", None);
+        let secret = secret("link");
+        std::fs::remove_file(&log).unwrap();
+        std::os::unix::fs::symlink(&secret, &log).unwrap();
+        let lines = d.logs(id, 0, 10).unwrap();
+        assert!(!lines.iter().any(|l| l.contains("TOP-SECRET")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("refused")), "{lines:?}");
+        // A hard link is refused too (where the kernel lets one be made).
+        std::fs::remove_file(&log).unwrap();
+        if std::fs::hard_link(&secret, &log).is_ok() {
+            let lines = d.logs(id, 0, 10).unwrap();
+            assert!(!lines.iter().any(|l| l.contains("TOP-SECRET")), "{lines:?}");
+        }
+        d.cancel(id).unwrap();
+        wait_stopped(&mut d, id);
+        let _ = std::fs::remove_file(&secret);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 33, items 1 and 2: with the daemon root and the job another
+    /// user (nobody, 65534), the job owns its attempt directory and swaps
+    /// its own log for a link to a root-only file; the logs endpoint does
+    /// not read it back. Skipped (with a message) when not root.
+    #[test]
+    fn a_job_run_as_another_user_cannot_read_a_root_file_through_its_log() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to run a job as another user");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-uid-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut d = daemon(&dir);
+        let secret = secret("uid");
+        let cmd = format!(
+            "p=$(readlink /proc/$$/fd/1); rm -f \"$p\" && ln -s {} \"$p\"; exec sleep 30",
+            secret.display()
+        );
+        let (id, log) = launch_local(&mut d, &cmd, Some(65534));
+        for _ in 0..250 {
+            if std::fs::symlink_metadata(&log).is_ok_and(|m| m.file_type().is_symlink()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            std::fs::symlink_metadata(&log).unwrap().file_type().is_symlink(),
+            "the job made its link"
+        );
+        let lines = d.logs(id, 0, 10).unwrap();
+        assert!(!lines.iter().any(|l| l.contains("TOP-SECRET")), "{lines:?}");
+        let view = d.views();
+        assert!(!serde_json::to_string(&view).unwrap().contains("TOP-SECRET"));
+        d.cancel(id).unwrap();
+        wait_stopped(&mut d, id);
+        let _ = std::fs::remove_file(&secret);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 33, item 2: the state directory's job files are not readable
+    /// by other users: `jobs` and `jobs/ID` search-only, attempt and
+    /// checkpoint directories 0700, logs 0600; files an earlier release
+    /// made 0755/0644 are tightened at start.
+    #[test]
+    fn job_directories_and_logs_are_private_to_the_job() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-modes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut d = daemon(&dir);
+        let (id, log) = launch_local(&mut d, "echo hi; exec sleep 30", None);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let attempt = log.parent().unwrap().to_path_buf();
+        let job = attempt.parent().unwrap().to_path_buf();
+        let expect = [
+            (dir.clone(), 0o711),
+            (dir.join("jobs"), 0o711),
+            (job.clone(), 0o711),
+            (attempt.clone(), 0o700),
+            (job.join("checkpoint"), 0o700),
+            (log.clone(), 0o600),
+        ];
+        for (p, m) in &expect {
+            assert_eq!(mode(p), *m, "{}", p.display());
+        }
+        d.cancel(id).unwrap();
+        wait_stopped(&mut d, id);
+        drop(d);
+        // What an earlier release left open is closed at the next start.
+        for (p, m) in [(&attempt, 0o755), (&job.join("checkpoint"), 0o755), (&log, 0o644)] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        }
+        let _d = daemon(&dir);
+        for (p, m) in &expect {
+            assert_eq!(mode(p), *m, "{} after a restart", p.display());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 33, item 6: `min_gpus` above the cluster's GPUs is refused at
+    /// submission (before any round has collected devices), naming the
+    /// cluster's size and its largest node and type; one that fits is taken.
+    #[test]
+    fn a_job_that_can_never_fit_is_refused_at_submit() {
+        let (dir, clock, engine) = manual_setup("fit");
+        let mut d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(FakeDevices::parse("1x2:t4+1x4:a100").unwrap()),
+            Box::new(engine),
+            Arc::new(clock),
+        )
+        .unwrap();
+        let mut sub = spec();
+        sub.min_gpus = 4096;
+        sub.max_gpus = 4096;
+        let e = d.submit(sub.clone()).unwrap_err();
+        assert!(matches!(e, ExecError::Spec(_)), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("request:min_gpus: 4096 GPUs can never fit: the cluster has 6 GPUs on 2 nodes, the largest node")
+                && msg.contains("has 4 (")
+                && msg.to_lowercase().contains("a100"),
+            "{msg}"
+        );
+        assert_eq!(d.views().len(), 0, "nothing journaled");
+        sub.min_gpus = 6;
+        sub.max_gpus = 6;
+        let (big, _) = d.submit(sub).unwrap();
+        // One journaled before the check (or the cluster shrank since):
+        // held with the reason, no longer `null`.
+        d.jobs.get_mut(&big).unwrap().spec.min_gpus = 4096;
+        let _ = d.prepare().unwrap();
+        let why = d.view(big).unwrap().reason.unwrap();
+        assert!(why.starts_with("held: 4096 GPUs can never fit"), "{why}");
+        assert_eq!(d.view(big).unwrap().phase, "queued");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 33, item 4: a job journaled with an unbounded grace period
+    /// (before submissions were bounded) that ignores SIGTERM is killed
+    /// one hour (MAX_GRACE_S) after a cancel, freeing its GPUs; on the
+    /// manual clock, nothing sleeps.
+    #[test]
+    fn an_unbounded_grace_ends_after_the_one_hour_bound() {
+        let (dir, clock, engine) = manual_setup("grace");
+        let mut d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(FakeDevices::new(1, 2)),
+            Box::new(engine.clone()),
+            Arc::new(clock.clone()),
+        )
+        .unwrap();
+        let mut sub = spec();
+        sub.command = "run=1000000 ignore-term".into();
+        let (id, _) = d.submit(sub).unwrap();
+        d.jobs.get_mut(&id).unwrap().spec.grace_s = Some(1e300);
+        plan_gpus(&mut d, id, 2);
+        assert_eq!(d.view(id).unwrap().phase, "running");
+        d.cancel(id).unwrap();
+        clock.advance(crate::spec::MAX_GRACE_S - 1.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(id).unwrap().phase, "stopping");
+        clock.advance(1.0);
+        d.tick().unwrap();
+        assert!(
+            engine.stops().contains(&(id, 1, crate::engine::Stop::Now)),
+            "{:?}",
+            engine.stops()
+        );
+        d.tick().unwrap();
+        assert_eq!(d.view(id).unwrap().phase, "cancelled");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A daemon on 1×2 fake GPUs, the fake engine and the manual clock,
+    /// opening its journal as `on` says.
+    fn open_on(
+        dir: &Path,
+        clock: &crate::clock::ManualClock,
+        engine: &crate::engine::FakeEngine,
+        on: OnDamage,
+    ) -> Result<Daemon, ExecError> {
+        let mut cfg = Config::new(dir.to_path_buf(), "greedy");
+        cfg.on_damage = on;
+        Daemon::open_with_clock(
+            cfg,
+            Box::new(FakeDevices::new(1, 2)),
+            Box::new(engine.clone()),
+            Arc::new(clock.clone()),
+        )
+    }
+
+    /// Issue 33, item 5: a journal cut after a job completed (and another
+    /// was cancelled) stops the daemon at start, naming the cut and
+    /// `--recover`; `--recover` keeps what is intact, completes the job
+    /// whose done-file exists (it is not run again) and marks the rest.
+    #[test]
+    fn a_cut_journal_stops_the_daemon_and_recover_reruns_nothing_done() {
+        let (dir, clock, engine) = manual_setup("cut");
+        let open = |on: OnDamage| open_on(&dir, &clock, &engine, on);
+        let mut d = open(OnDamage::Stop).unwrap();
+        let mut sub = spec();
+        sub.command = "run=100 done".into();
+        let (a, _) = d.submit(sub).unwrap();
+        plan_gpus(&mut d, a, 1);
+        let journal = dir.join("journal.jsonl");
+        let before_end = std::fs::read_to_string(&journal).unwrap();
+        clock.advance(200.0);
+        d.tick().unwrap();
+        assert_eq!(d.view(a).unwrap().phase, "completed");
+        drop(d);
+        // The completion is cut off.
+        std::fs::write(&journal, &before_end).unwrap();
+        let e = open(OnDamage::Stop).err().unwrap().to_string();
+        assert!(e.contains("it was cut") && e.contains("serve --recover"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(&journal).unwrap(),
+            before_end,
+            "nothing changed"
+        );
+        let mut d = open(OnDamage::Recover).unwrap();
+        assert_eq!(d.view(a).unwrap().phase, "completed", "its done-file exists");
+        let started = engine.started().len();
+        d.tick().unwrap();
+        assert_eq!(engine.started().len(), started, "not run again");
+        assert!(std::fs::read_dir(&dir).unwrap().flatten().any(|e| e
+            .file_name()
+            .to_string_lossy()
+            .starts_with("journal.jsonl.damaged-")));
+        drop(d);
+        // Once recovered, the next start is clean.
+        let d = open(OnDamage::Stop).unwrap();
+        assert_eq!(d.view(a).unwrap().phase, "completed");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 33, item 5: an emptied or deleted journal (and one deleted
+    /// with its high-water mark while job directories remain) stops the
+    /// daemon; with `--recover` the old directory is set aside and the next
+    /// job gets a new id and none of the old job's files (its done-file).
+    #[test]
+    fn a_lost_journal_stops_the_daemon_and_ids_and_directories_are_never_reused() {
+        let (dir, clock, engine) = manual_setup("lost");
+        let open = |on: OnDamage| open_on(&dir, &clock, &engine, on);
+        let mut d = open(OnDamage::Stop).unwrap();
+        let (a, _) = d.submit(spec()).unwrap();
+        assert_eq!(a, JobId(1));
+        drop(d);
+        // The old job's files, as the local engine leaves them.
+        let done = crate::engine::done_file(&dir, a);
+        crate::engine::mkdir(done.parent().unwrap(), 0o700).unwrap();
+        std::fs::write(&done, "").unwrap();
+        let journal = dir.join("journal.jsonl");
+        std::fs::write(&journal, "").unwrap();
+        let e = open(OnDamage::Stop).err().unwrap().to_string();
+        assert!(e.contains("empty, but") && e.contains("--recover"), "{e}");
+        std::fs::remove_file(&journal).unwrap();
+        let e = open(OnDamage::Stop).err().unwrap().to_string();
+        assert!(e.contains("missing, but"), "{e}");
+        std::fs::remove_file(dir.join("high-water")).unwrap();
+        let e = open(OnDamage::Stop).err().unwrap().to_string();
+        assert!(e.contains("STATE/jobs holds job directories 1"), "{e}");
+        let mut d = open(OnDamage::Recover).unwrap();
+        assert!(!crate::engine::job_dir(&dir, a).exists(), "set aside");
+        assert!(dir.join("jobs-orphaned").read_dir().unwrap().count() == 1);
+        let (b, _) = d.submit(spec()).unwrap();
+        assert_eq!(b, JobId(2), "ids are never reused");
+        assert!(!crate::engine::done_file(&dir, b).exists());
+        // A directory already where the next job's would go is set aside
+        // too, never inherited.
+        let next = crate::engine::done_file(&dir, JobId(3));
+        crate::engine::mkdir(next.parent().unwrap(), 0o700).unwrap();
+        std::fs::write(&next, "").unwrap();
+        let (c, _) = d.submit(spec()).unwrap();
+        assert_eq!(c, JobId(3));
+        assert!(!next.exists(), "not inherited");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Every event logged while it is the default subscriber: "LEVEL message".
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<String>>>);
+
+    impl tracing::Subscriber for Captured {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, e: &tracing::Event<'_>) {
+            struct Msg(String);
+            impl tracing::field::Visit for Msg {
+                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                    if f.name() == "message" {
+                        self.0 = format!("{v:?}");
+                    }
+                }
+            }
+            let mut m = Msg(String::new());
+            e.record(&mut m);
+            let line = format!("{} {}", e.metadata().level(), m.0);
+            self.0.lock().unwrap().push(line);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// Issue 33, item 6: a failed launch and a refused plan reach the
+    /// daemon's log as errors (not only the job's `reason`).
+    #[test]
+    fn failed_launches_and_refused_plans_are_logged_as_errors() {
+        let (dir, clock, engine) = manual_setup("log");
+        let log = Captured::default();
+        tracing::subscriber::with_default(log.clone(), || {
+            let mut d = open_on(&dir, &clock, &engine, OnDamage::Stop).unwrap();
+            let mut sub = spec();
+            sub.command = "fail-start".into();
+            let (id, _) = d.submit(sub).unwrap();
+            let prep = d.prepare().unwrap().unwrap();
+            d.apply(prep, Err("plan refused by the validator".into()))
+                .unwrap();
+            plan_gpus(&mut d, id, 1);
+        });
+        let lines = log.0.lock().unwrap().clone();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("ERROR launch failed: fake: fail-start refused")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("ERROR planner error: plan refused by the validator")),
+            "{lines:?}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -33,12 +33,13 @@ mod round;
 mod spec;
 mod supervise;
 
-pub use api::{serve, serve_blocking, ServeConfig};
+pub use api::{raise_open_file_limit, serve, serve_blocking, HttpLimits, ServeConfig, MAX_BODY_BYTES};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use daemon::{utilization_samples, Config, ConfigError, ConfigField, Daemon, SharedDaemon};
 pub use device::{Devices, FakeDevices, Fault, Gpu, Health};
 pub use driver::RoundDriver;
 pub use jobs::{batch_target, JobRecord, JobStatus, JobView, Phase, Report};
+pub use journal::OnDamage;
 pub use round::{device_cluster, DeviceCluster, Prepared, RoundStats, RoundStatus};
 pub use spec::JobSubmission;
 

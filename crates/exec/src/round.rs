@@ -249,6 +249,13 @@ impl Rounds {
         &self.gpus
     }
 
+    /// Collect devices outside a round (to check a submission before the
+    /// first round has); the next round collects again.
+    pub(crate) fn refresh_gpus(&mut self) -> Result<(), ExecError> {
+        self.gpus = self.devices.collect()?;
+        Ok(())
+    }
+
     pub fn backend(&self) -> &'static str {
         self.devices.backend()
     }
@@ -455,6 +462,11 @@ impl Rounds {
                 (d.plan, d.diff)
             }
             Err(e) => {
+                // The pipeline refused the round or its plan: nothing changes.
+                tracing::error!(
+                    round = stats.round,
+                    "planner error: {e}; the round changes nothing"
+                );
                 stats.status = Some(RoundStatus::Error);
                 stats.note = Some(format!("planner error: {e}"));
                 return Applied {

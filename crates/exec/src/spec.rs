@@ -73,6 +73,21 @@ fn yes() -> bool {
 /// Most GPUs one job may ask for; a guard against typos like `max_gpus = 80000`.
 pub const MAX_GPUS_PER_JOB: u32 = 4096;
 
+/// Longest `grace_s` (one hour): a job that ignores SIGTERM holds its GPUs
+/// this long at most after a stop (docs/job-protocol.md, "Limits and failure").
+pub const MAX_GRACE_S: f64 = 3600.0;
+
+/// Longest `command`, in bytes: well under Linux's 128 KiB for one
+/// argument (`MAX_ARG_STRLEN`), which a longer one fails at launch.
+pub const MAX_COMMAND_BYTES: usize = 32 * 1024;
+
+/// Largest `uid`: 2^31 - 2. Above it are ids no account has, and
+/// 4294967295 is `(uid_t) -1`, which `setuid` reads as "unchanged".
+pub const MAX_UID: u32 = i32::MAX as u32 - 1;
+
+/// Longest `app` and `model` hints, like `name`.
+pub const MAX_HINT_CHARS: usize = 128;
+
 impl JobSubmission {
     /// Semantic checks: (field, message) for every problem.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
@@ -85,6 +100,39 @@ impl JobSubmission {
         }
         if self.command.trim().is_empty() {
             p.push(("command", "must not be empty".to_string()));
+        }
+        if self.command.len() > MAX_COMMAND_BYTES {
+            p.push((
+                "command",
+                format!(
+                    "must be at most {MAX_COMMAND_BYTES} bytes, got {} (put a long script in a file and run that)",
+                    self.command.len()
+                ),
+            ));
+        }
+        for (f, v) in [("app", &self.app), ("model", &self.model)] {
+            if v.as_ref()
+                .is_some_and(|v| v.chars().count() > MAX_HINT_CHARS || v.chars().any(char::is_control))
+            {
+                p.push((
+                    f,
+                    format!("must be at most {MAX_HINT_CHARS} printable characters"),
+                ));
+            }
+        }
+        if let Some(u) = self.uid {
+            if u > MAX_UID {
+                p.push(("uid", format!("must be <= {MAX_UID}, got {u}")));
+            }
+        }
+        if let Some(g) = self.grace_s {
+            if g > MAX_GRACE_S {
+                // `{:e}`: 1e300 in full is three hundred digits.
+                p.push((
+                    "grace_s",
+                    format!("must be <= {MAX_GRACE_S} (one hour), got {g:e}"),
+                ));
+            }
         }
         if self.min_gpus == 0 {
             p.push(("min_gpus", "must be >= 1, got 0".to_string()));
@@ -236,6 +284,36 @@ mod tests {
             e,
             vec!["j.toml:8:features.params: must be a finite number > 0, got -1".to_string()]
         );
+    }
+
+    /// Issue 33, items 4 and 6: an unbounded grace period, a command too
+    /// long to launch and a uid no account has are refused at submission,
+    /// each naming its bound.
+    #[test]
+    fn oversize_inputs_are_refused_with_their_bounds() {
+        let long = "x".repeat(140 * 1024);
+        let bad = format!(
+            "{OK}grace_s = 1e300\nuid = 4294967295\napp = \"{}\"\n",
+            "a".repeat(200)
+        )
+        .replace("command = \"true\"", &format!("command = \"{long}\""));
+        let e = JobSubmission::from_toml(&bad, "j.toml").unwrap_err();
+        assert_eq!(e.len(), 4, "{e:?}");
+        assert!(
+            e[0].starts_with("j.toml:2:command: must be at most 32768 bytes, got 143360"),
+            "{}",
+            e[0]
+        );
+        assert_eq!(e[1], "j.toml:8:app: must be at most 128 printable characters");
+        assert_eq!(e[2], "j.toml:7:uid: must be <= 2147483646, got 4294967295");
+        assert_eq!(e[3], "j.toml:6:grace_s: must be <= 3600 (one hour), got 1e300");
+        let e = JobSubmission::from_toml(&format!("{OK}grace_s = 7200\n"), "j.toml").unwrap_err();
+        assert_eq!(
+            e,
+            vec!["j.toml:6:grace_s: must be <= 3600 (one hour), got 7.2e3".to_string()]
+        );
+        let ok = format!("{OK}grace_s = 3600\nuid = 65534\n");
+        assert!(JobSubmission::from_toml(&ok, "j.toml").is_ok());
     }
 
     #[test]

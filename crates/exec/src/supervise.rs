@@ -116,7 +116,8 @@ impl Supervisor {
         spec
     }
 
-    /// Start an intended attempt; a start failure fails the job.
+    /// Start an intended attempt; a start failure is a crash (or, when the
+    /// engine's own command failed, waits for the next round).
     pub fn start(&mut self, j: &mut JobRecord, spec: &AttemptSpec, now: f64) {
         let a = j.attempt.as_mut().expect("intended first");
         match self.engine.start(spec, &mut a.handle) {
@@ -124,19 +125,42 @@ impl Supervisor {
             // The engine's own command failed (Slurm did not answer): not
             // the job's fault. It waits for the next round's plan.
             Err(e @ crate::ExecError::Engine(_)) => {
+                tracing::error!(job = j.id.0, name = %j.spec.name, "launch failed: {e}; retried next round");
                 j.attempt = None;
                 j.gpus.clear();
                 j.status = JobStatus::Queued;
                 j.reason = Some(format!("launch failed: {e}; retried next round"));
             }
+            // A local error (out of descriptors, a full disk, a uid that
+            // cannot run) may pass: a crash, retried with back-off until
+            // `max_crashes`, never a failure on the first try.
             Err(e) => {
                 j.attempt = None;
-                j.crashes += 1;
-                j.gpus.clear();
-                j.status = JobStatus::Failed;
-                j.reason = Some(format!("launch failed: {e}"));
-                j.finished_unix_s = Some(now);
+                tracing::error!(job = j.id.0, name = %j.spec.name, "launch failed: {e}");
+                self.crash(j, &format!("launch failed: {e}"), now);
             }
+        }
+    }
+
+    /// Count a crash (`what` says what happened): the job is failed at its
+    /// `max_crashes`, else queued again after a back-off that doubles
+    /// with each crash.
+    fn crash(&self, j: &mut JobRecord, what: &str, now: f64) {
+        j.crashes += 1;
+        let max = j.spec.max_crashes.unwrap_or(self.policy.max_crashes);
+        j.gpus.clear();
+        if j.crashes >= max {
+            j.status = JobStatus::Failed;
+            j.finished_unix_s = Some(now);
+            j.reason = Some(format!("{what}; failed after {} crashes", j.crashes));
+        } else {
+            j.status = JobStatus::Queued;
+            let delay = self.policy.backoff_s * 2f64.powi(j.crashes as i32 - 1);
+            j.backoff_until_unix_s = now + delay;
+            j.reason = Some(format!(
+                "{what}; crash {} of {max}, restarting after {delay:.1} s",
+                j.crashes
+            ));
         }
     }
 
@@ -145,7 +169,12 @@ impl Supervisor {
     /// an ended attempt. Returns whether the record changed, and the order
     /// to send after journaling it.
     pub fn watch(&mut self, j: &mut JobRecord, now: f64, dt: f64) -> (bool, Option<Order>) {
-        let grace = j.spec.grace_s.unwrap_or(self.policy.grace_s);
+        // Bounded even for a job journaled before submissions were checked.
+        let grace = j
+            .spec
+            .grace_s
+            .unwrap_or(self.policy.grace_s)
+            .min(crate::spec::MAX_GRACE_S);
         let a = j.attempt.as_mut().expect("live job has an attempt");
         let st = self.engine.status(&a.handle);
         let running = st.iter().filter(|s| **s == RankStatus::Running).count();
@@ -219,27 +248,9 @@ impl Supervisor {
                     _ => None,
                 })
                 .unwrap_or((0, None));
-            j.crashes += 1;
             j.last_log = self.engine.logs(&a.handle, rank, self.policy.log_lines);
             let code = code.map_or("a signal".to_string(), |c| format!("code {c}"));
-            let max = j.spec.max_crashes.unwrap_or(self.policy.max_crashes);
-            j.gpus.clear();
-            if j.crashes >= max {
-                j.status = JobStatus::Failed;
-                j.finished_unix_s = Some(now);
-                j.reason = Some(format!(
-                    "rank {rank} exited with {code}; failed after {} crashes",
-                    j.crashes
-                ));
-            } else {
-                j.status = JobStatus::Queued;
-                let delay = self.policy.backoff_s * 2f64.powi(j.crashes as i32 - 1);
-                j.backoff_until_unix_s = now + delay;
-                j.reason = Some(format!(
-                    "rank {rank} exited with {code}; crash {} of {max}, restarting after {delay:.1} s",
-                    j.crashes
-                ));
-            }
+            self.crash(j, &format!("rank {rank} exited with {code}"), now);
         }
         // Otherwise it was stopped on purpose (143 after SIGTERM is no failure).
     }

@@ -160,13 +160,28 @@ fn a_done_job_completes_though_a_stop_ended_it() {
     assert_eq!((v.status, v.attempts), (JobStatus::Completed, 1));
 }
 
+/// Issue 33, item 3: a launch the engine refuses (locally: out of file
+/// descriptors) is a crash retried after the back-off, failed only at
+/// `max_crashes` (2 here), not on its first try.
 #[test]
-fn a_refused_start_fails_the_job() {
+fn a_refused_start_is_a_crash_retried_with_back_off() {
     let rig = Rig::new("refuse");
     let mut d = rig.daemon();
     let (id, _) = d.submit(job("fail-start")).unwrap();
     give(&mut d, id, 1);
     let v = d.view(id).unwrap();
-    assert_eq!(v.status, JobStatus::Failed);
-    assert!(v.reason.unwrap().starts_with("launch failed"));
+    assert_eq!(
+        (v.status, v.phase.as_str(), v.crashes),
+        (JobStatus::Queued, "backoff", 1)
+    );
+    let why = v.reason.unwrap();
+    assert!(
+        why.starts_with("launch failed") && why.contains("crash 1 of 2, restarting after 10.0 s"),
+        "{why}"
+    );
+    rig.clock.advance(10.0);
+    give(&mut d, id, 1);
+    let v = d.view(id).unwrap();
+    assert_eq!((v.status, v.crashes), (JobStatus::Failed, 2));
+    assert!(v.reason.unwrap().contains("failed after 2 crashes"));
 }

@@ -7,7 +7,7 @@
 //! A restarted daemon finds ranks by their exit-file path in `/proc`.
 
 use std::collections::HashMap;
-use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,7 +15,8 @@ use std::process::{Child, Command, Stdio};
 use gpuplan_core::JobId;
 
 use super::{
-    mkdir, tail, AttemptSpec, Backends, Engine, EngineArgs, EngineEntry, Handle, RankProc, RankStatus, Stop,
+    mkdir, tail_beneath, AttemptSpec, Backends, Engine, EngineArgs, EngineEntry, Handle, RankProc,
+    RankStatus, Stop,
 };
 use crate::ExecError;
 
@@ -218,12 +219,19 @@ impl Engine for LocalEngine {
 
     fn start(&mut self, spec: &AttemptSpec, h: &mut Handle) -> Result<(), ExecError> {
         let ckpt = self.checkpoint_dir(spec.job);
-        mkdir(&h.dir)?;
-        mkdir(&ckpt)?;
+        // STATE/jobs/ID stays the daemon's (a job cannot swap its
+        // attempt directory for a link); what is below it is the job's own.
+        mkdir(&super::job_dir(&self.state_dir, spec.job), super::DIR_SEARCH_MODE)?;
+        mkdir(&h.dir, super::DIR_PRIVATE_MODE)?;
+        mkdir(&ckpt, super::DIR_PRIVATE_MODE)?;
         let user = run_as(spec.uid);
         if let Some((uid, gid)) = user {
             for d in [&ckpt, &h.dir] {
-                let _ = std::os::unix::fs::chown(d, Some(uid), Some(gid));
+                // lchown: never through a link.
+                std::os::unix::fs::lchown(d, Some(uid), Some(gid)).map_err(|source| ExecError::Io {
+                    context: format!("chown {} to uid {uid}", d.display()),
+                    source,
+                })?;
             }
         }
         // Shared by all ranks: the protocol's variables, then the engine's own.
@@ -331,7 +339,7 @@ impl Engine for LocalEngine {
     }
 
     fn logs(&self, h: &Handle, rank: u32, lines: usize) -> Vec<String> {
-        tail(&log_file(&h.dir, rank), lines)
+        tail_beneath(&self.state_dir, &log_file(&h.dir, rank), lines)
     }
 
     fn done(&self, job: JobId) -> bool {
@@ -350,10 +358,17 @@ impl LocalEngine {
         user: Option<(u32, u32)>,
     ) -> Result<i32, ExecError> {
         let log_path = log_file(&h.dir, rank);
-        let log = File::create(&log_path).map_err(|source| ExecError::Io {
-            context: format!("create {}", log_path.display()),
-            source,
-        })?;
+        let log = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(super::LOG_MODE)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&log_path)
+            .map_err(|source| ExecError::Io {
+                context: format!("create {}", log_path.display()),
+                source,
+            })?;
         let err = log.try_clone().map_err(|source| ExecError::Io {
             context: format!("dup {}", log_path.display()),
             source,

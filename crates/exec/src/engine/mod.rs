@@ -290,22 +290,132 @@ pub(crate) fn done_file(state_dir: &Path, job: JobId) -> PathBuf {
     checkpoint_dir(state_dir, job).join("gpuplan-done")
 }
 
-/// `mkdir -p`, the error naming the directory.
-pub(crate) fn mkdir(d: &Path) -> Result<(), ExecError> {
-    std::fs::create_dir_all(d).map_err(|source| ExecError::Io {
+/// Mode of the directories above a job's files (`STATE`, `STATE/jobs`,
+/// `STATE/jobs/ID`): search only for others, so a job run as its own user
+/// reaches its own attempt and checkpoint directories, and nobody else can
+/// list or read anything in them.
+pub(crate) const DIR_SEARCH_MODE: u32 = 0o711;
+/// Mode of a job's attempt and checkpoint directories (owned by the job's
+/// user when the daemon runs jobs as their users).
+pub(crate) const DIR_PRIVATE_MODE: u32 = 0o700;
+/// Mode of the rank logs the daemon creates.
+pub(crate) const LOG_MODE: u32 = 0o600;
+
+/// `mkdir -p` with `mode` for `d` and any parent it creates, then `mode`
+/// on `d` itself (umask aside, and tightening a directory an earlier
+/// release made 0755). A link where the directory should be is refused.
+pub(crate) fn mkdir(d: &Path, mode: u32) -> Result<(), ExecError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let err = |source| ExecError::Io {
         context: format!("create {}", d.display()),
         source,
-    })
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(d)
+        .map_err(err)?;
+    let m = std::fs::symlink_metadata(d).map_err(err)?;
+    if !m.is_dir() {
+        return Err(err(std::io::Error::other("not a directory (a link?)")));
+    }
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode)).map_err(err)
 }
 
-/// Last `n` lines of a file (reads at most its last 64 KiB).
-pub(crate) fn tail(path: &Path, n: usize) -> Vec<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return Vec::new();
+/// Open `path`, which lies under `root`, for reading without following a
+/// link on the way: each directory below `root` and the file itself are
+/// opened with `O_NOFOLLOW` (relative to the one above), so a job that
+/// owns its attempt directory cannot point the daemon at another file by
+/// a link. Returns the file and the owner of the directory holding it.
+fn open_beneath(root: &Path, path: &Path) -> std::io::Result<(std::fs::File, u32)> {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| std::io::Error::other(format!("{} is not under {}", path.display(), root.display())))?;
+    let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    let Some((file, dirs)) = parts.split_last() else {
+        return Err(std::io::Error::other("no file name"));
     };
-    let len = f.metadata().map_or(0, |m| m.len());
-    let start = len.saturating_sub(64 * 1024);
+    let mut dir: OwnedFd = std::fs::File::open(root)?.into();
+    let openat = |at: &OwnedFd, name: &std::ffi::OsStr, flags: libc::c_int| -> std::io::Result<OwnedFd> {
+        let c = CString::new(name.as_bytes()).map_err(std::io::Error::other)?;
+        if name == ".." {
+            return Err(std::io::Error::other("`..` in a job's path"));
+        }
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        let fd = unsafe {
+            libc::openat(
+                at.as_raw_fd(),
+                c.as_ptr(),
+                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor just opened and owned by no one else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    for d in dirs {
+        dir = openat(&dir, d, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    }
+    let dir_owner = std::fs::File::from(dir.try_clone()?).metadata()?.uid();
+    // Non-blocking: a FIFO put in the log's place must not hang the daemon.
+    let f = std::fs::File::from(openat(&dir, file, libc::O_RDONLY | libc::O_NONBLOCK)?);
+    Ok((f, dir_owner))
+}
+
+/// Last `n` lines of a log under `root` (reads at most its last 64 KiB),
+/// read without following links ([`open_beneath`]) and only if it is a
+/// regular file with one link owned by the daemon's user or the owner of
+/// its directory (the job's): otherwise one line saying it was refused.
+pub(crate) fn tail_beneath(root: &Path, path: &Path, n: usize) -> Vec<String> {
+    match open_beneath(root, path) {
+        Ok((f, dir_owner)) => tail_checked(f, path, &[dir_owner], n),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => refused(path, &e.to_string()),
+    }
+}
+
+/// Last `n` lines of a file outside the state directory (a user's Slurm
+/// output file), opened without following a link at its last component and
+/// read only if `owner` (the job's user) or the daemon's user owns it.
+pub(crate) fn tail_owned(path: &Path, owner: Option<u32>, n: usize) -> Vec<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => tail_checked(f, path, &owner.into_iter().collect::<Vec<_>>(), n),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => refused(path, &e.to_string()),
+    }
+}
+
+fn refused(path: &Path, why: &str) -> Vec<String> {
+    tracing::warn!("log {} refused: {why}", path.display());
+    vec![format!("gpuplan: log {} refused: {why}", path.display())]
+}
+
+fn tail_checked(mut f: std::fs::File, path: &Path, owners: &[u32], n: usize) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = f.metadata() else {
+        return refused(path, "cannot stat it");
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !m.is_file() || m.nlink() != 1 {
+        return refused(path, "not a regular file with one link");
+    }
+    if m.uid() != me && !owners.contains(&m.uid()) {
+        return refused(path, &format!("owned by uid {}, not by the job's user", m.uid()));
+    }
+    let start = m.len().saturating_sub(64 * 1024);
     let mut buf = Vec::new();
     if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_end(&mut buf).is_err() {
         return Vec::new();

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use gpuplan_core::JobId;
 
 use super::{
-    checkpoint_dir, done_file, job_dir, mkdir, tail, AttemptSpec, Backends, Engine, EngineArgs, EngineEntry,
-    Handle, RankProc, RankStatus, Stop,
+    checkpoint_dir, done_file, job_dir, mkdir, tail_beneath, tail_owned, AttemptSpec, Backends, Engine,
+    EngineArgs, EngineEntry, Handle, RankProc, RankStatus, Stop,
 };
 use crate::clock::Clock;
 
@@ -239,9 +239,9 @@ impl Engine for SlurmEngine {
         }
         let env_dir = self.state_dir.join("slurm").join(id.to_string());
         let ckpt = checkpoint_dir(&self.state_dir, spec.job);
-        mkdir(&env_dir)?;
-        mkdir(&h.dir)?;
-        mkdir(&ckpt)?;
+        mkdir(&env_dir, super::DIR_PRIVATE_MODE)?;
+        mkdir(&h.dir, super::DIR_PRIVATE_MODE)?;
+        mkdir(&ckpt, super::DIR_PRIVATE_MODE)?;
         let mut env = spec.env.clone();
         for (key, v) in [
             ("GPUPLAN_COMMAND", spec.command.clone()),
@@ -368,16 +368,17 @@ impl Engine for SlurmEngine {
 
     fn logs(&self, h: &Handle, rank: u32, lines: usize) -> Vec<String> {
         let own = h.dir.join(format!("rank-{rank}.log"));
-        if own.exists() {
-            return tail(&own, lines);
+        if std::fs::symlink_metadata(&own).is_ok() {
+            return tail_beneath(&self.state_dir, &own, lines);
         }
         // A user's script: Slurm's output file.
         let Some(id) = h.engine.u64(JOB_KEY) else {
             return Vec::new();
         };
         match self.slurm.job(id) {
-            Ok(Some(j)) if !j.standard_output.is_empty() => tail(
+            Ok(Some(j)) if !j.standard_output.is_empty() => tail_owned(
                 Path::new(&j.standard_output.replace("%j", &id.to_string())),
+                j.user_id,
                 lines,
             ),
             _ => Vec::new(),
@@ -390,7 +391,7 @@ impl Engine for SlurmEngine {
 
     fn admit(&mut self, job: JobId, spec: &JobSubmission) -> Result<Option<u64>, ExecError> {
         let dir = job_dir(&self.state_dir, job);
-        mkdir(&dir)?;
+        mkdir(&dir, super::DIR_SEARCH_MODE)?;
         let script = dir.join("job.sh");
         Self::write(&script, &batch_script(&self.state_dir, spec))?;
         let name = format!("gpuplan-{}", spec.name);

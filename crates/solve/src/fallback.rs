@@ -47,7 +47,13 @@ pub fn fallback(name: &str, round: &Round, reason: &str) -> Plan {
 pub fn finish(name: &str, round: &Round, solved: Result<SolvedPlan, String>) -> Plan {
     match solved {
         Ok(SolvedPlan { mut plan, notes }) => {
-            if let Err(v) = gpuplan_core::validate(round, &plan) {
+            // Uneven node counts are the pipeline's to fix (`even_out`),
+            // as for every planner: the model's plan is kept for it.
+            let rules = gpuplan_core::PolicyParams {
+                even_nodes: gpuplan_core::NodeCounts::Any,
+                ..round.params
+            };
+            if let Err(v) = gpuplan_core::validate_under(round, &plan, &rules) {
                 return fallback(name, round, &format!("solution failed validation ({})", v[0]));
             }
             plan.planner = name.to_string();

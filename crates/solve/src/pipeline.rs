@@ -12,8 +12,8 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use gpuplan_core::{
-    bind_plan, bind_round, objective, validate_under, Allocation, Interference, JobId, NodeCounts,
-    ParamError, ParamField, Placement, Plan, PolicyParams, Round, Sight,
+    bind_plan, bind_round, objective, validate_under, Allocation, GpuId, Interference, JobId, NodeCounts,
+    NodeId, ParamError, ParamField, Placement, Plan, PolicyParams, Round, Sight,
 };
 
 use crate::{registry, BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
@@ -178,17 +178,26 @@ pub fn unshare(round: &Round, plan: &mut Plan) {
     });
 }
 
-/// Under `even_nodes`, cut each multi-node allocation the planner made
-/// uneven to its smallest per-node count (4+2 → 2+2), or to nothing where
-/// that falls below the job's minimum. A stage of its own rather than a
-/// rule in every planner: only drivers whose workload manager allocates
-/// one GPU count per node (Slurm) ask for it, and the cut GPUs stay idle
-/// for one round at most, since the next round plans with them free.
-/// Kept allocations are left alone (a pinned job must not move).
+/// Under `even_nodes`, make each multi-node allocation the planner made
+/// uneven even with the same GPU count where the free GPUs allow: on the
+/// same nodes (4+2 → 3+3), else on another set of nodes of its type with
+/// as many GPUs on each, current and emptiest nodes first; the job's value
+/// is unchanged (one node or several, the same count). Otherwise cut it to
+/// its smallest per-node count (4+2 → 2+2), or to nothing where that falls
+/// below the job's minimum. A stage of its own rather than a rule in every
+/// planner: only drivers whose workload manager allocates one GPU count
+/// per node (Slurm) ask for it. Kept allocations are left alone (a pinned
+/// job must not move).
 pub fn even_out(round: &Round, plan: &mut Plan) {
-    let mut cut = Vec::new();
+    let mut used: std::collections::HashSet<GpuId> = plan
+        .allocations
+        .values()
+        .flat_map(|a| a.gpus().iter().copied())
+        .collect();
+    let avoid = round.params.interference == Interference::Avoid;
+    let mut notes = Vec::new();
     for j in &round.jobs {
-        let Some(alloc) = plan.allocations.get_mut(&j.id) else {
+        let Some(alloc) = plan.allocations.get(&j.id).cloned() else {
             continue;
         };
         let per = alloc.per_node();
@@ -196,35 +205,130 @@ pub fn even_out(round: &Round, plan: &mut Plan) {
         if per.len() < 2 || per.iter().all(|&(_, c)| c == k) || alloc.same_gpus(&j.state.allocation) {
             continue;
         }
-        let mut kept = Vec::new();
-        for &(n, _) in &per {
-            kept.extend(
-                alloc
-                    .gpus()
-                    .iter()
-                    .filter(|g| g.node == n)
-                    .take(k as usize)
-                    .copied(),
-            );
+        for g in alloc.gpus() {
+            used.remove(g);
         }
+        // Nodes another multi-node job of the plan holds (the interference rule).
+        let multi: std::collections::HashSet<NodeId> = if avoid {
+            plan.allocations
+                .iter()
+                .filter(|(id, a)| **id != j.id && a.per_node().len() > 1)
+                .flat_map(|(_, a)| a.per_node().into_iter().map(|(n, _)| n))
+                .collect()
+        } else {
+            Default::default()
+        };
         let before = per
             .iter()
             .map(|&(_, c)| c.to_string())
             .collect::<Vec<_>>()
             .join("+");
-        if (kept.len() as u32) < j.min_gpus.max(1) {
-            kept.clear();
+        let even = even_placement(round, &alloc, &used, &multi);
+        let (next, note) = match even {
+            Some(a) => {
+                let counts = a.per_node();
+                let after = counts
+                    .iter()
+                    .map(|&(_, c)| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join("+");
+                (a, format!("{} {before} placed {after}", j.name))
+            }
+            None => {
+                let mut kept = Vec::new();
+                for &(n, _) in &per {
+                    kept.extend(
+                        alloc
+                            .gpus()
+                            .iter()
+                            .filter(|g| g.node == n)
+                            .take(k as usize)
+                            .copied(),
+                    );
+                }
+                if (kept.len() as u32) < j.min_gpus.max(1) {
+                    kept.clear();
+                }
+                let n = kept.len();
+                (
+                    Allocation::from_gpus(kept),
+                    format!("{} {before} cut to {n}", j.name),
+                )
+            }
+        };
+        used.extend(next.gpus().iter().copied());
+        notes.push(note);
+        if next.is_empty() {
+            plan.allocations.remove(&j.id);
+        } else {
+            plan.allocations.insert(j.id, next);
         }
-        cut.push(format!("{} {before} -> {}", j.name, kept.len()));
-        *alloc = Allocation::from_gpus(kept);
     }
-    if !cut.is_empty() {
-        let note = format!("even_nodes cut {}", cut.join(", "));
+    if !notes.is_empty() {
+        let note = format!("even_nodes: {}", notes.join(", "));
         plan.reason = Some(match plan.reason.take() {
             Some(r) => format!("{r}; {note}"),
             None => note,
         });
     }
+}
+
+/// `alloc`'s GPU count on nodes of its type with the same count on each,
+/// from GPUs not in `used` (its own are free to it): its own nodes first
+/// (fewest nodes, then the nodes it holds most on), else any nodes outside
+/// `multi` within `max_nodes_per_job`, emptiest first. Named GPUs, its own
+/// first on each node.
+fn even_placement(
+    round: &Round,
+    alloc: &Allocation,
+    used: &std::collections::HashSet<GpuId>,
+    multi: &std::collections::HashSet<NodeId>,
+) -> Option<Allocation> {
+    let total = alloc.num_gpus();
+    let per = alloc.per_node();
+    let ty = &round.cluster.nodes.get(per[0].0 .0 as usize)?.gpu_type;
+    let free_on = |n: usize| -> Vec<GpuId> {
+        let node = &round.cluster.nodes[n];
+        let mut own: Vec<GpuId> = alloc
+            .gpus()
+            .iter()
+            .copied()
+            .filter(|g| g.node.0 as usize == n)
+            .collect();
+        let others: Vec<GpuId> = (0..node.gpus)
+            .map(|i| GpuId::new(NodeId(n as u32), i))
+            .filter(|g| !used.contains(g) && !own.contains(g) && !round.reserved.contains(g))
+            .collect();
+        own.extend(others);
+        own
+    };
+    let mut order: Vec<usize> = (0..round.cluster.nodes.len())
+        .filter(|&n| round.cluster.nodes[n].gpu_type == *ty && !multi.contains(&NodeId(n as u32)))
+        .collect();
+    let mine = |n: usize| per.iter().find(|(m, _)| m.0 as usize == n).map_or(0, |x| x.1);
+    let free: Vec<usize> = (0..round.cluster.nodes.len()).map(|n| free_on(n).len()).collect();
+    order.sort_by_key(|&n| (std::cmp::Reverse(mine(n)), std::cmp::Reverse(free[n]), n));
+    let max_nodes = (round.params.max_nodes_per_job as usize).min(order.len());
+    for nodes in 2..=max_nodes {
+        if !total.is_multiple_of(nodes as u32) {
+            continue;
+        }
+        let each = (total / nodes as u32) as usize;
+        let chosen: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&n| free[n] >= each)
+            .take(nodes)
+            .collect();
+        if chosen.len() == nodes {
+            let gpus = chosen
+                .iter()
+                .flat_map(|&n| free_on(n).into_iter().take(each))
+                .collect();
+            return Some(Allocation::from_gpus(gpus));
+        }
+    }
+    None
 }
 
 /// Under `params.type_blind`, the round as a planner that does not know
@@ -367,18 +471,23 @@ mod tests {
     }
 
     /// The Slurm rule: a 6-GPU job planned 4+2 on 4-GPU nodes is refused
-    /// by the validator under `even_nodes`; the pipeline's stage cuts it to
-    /// 2+2, or to nothing below the job's minimum.
+    /// by the validator under `even_nodes`; the pipeline's stage places it
+    /// 3+3 where the GPUs are free, else cuts it to 2+2, or to nothing
+    /// below the job's minimum.
     #[test]
-    fn even_nodes_cuts_uneven_multi_node_plans() {
-        let mut r = round("2x4", 600.0, vec![job(0, 6, 0.0, 0.0, &[])]);
+    fn even_nodes_places_or_cuts_uneven_multi_node_plans() {
+        let mut r = round(
+            "2x4",
+            600.0,
+            vec![job(0, 6, 0.0, 0.0, &[]), job(1, 2, 0.0, 0.0, &[])],
+        );
         r.params.even_nodes = NodeCounts::Even;
         r.jobs[0].min_gpus = 6;
         let g = |n, i| GpuId::new(NodeId(n), i);
         let four_two = Allocation::from_gpus(vec![g(0, 0), g(0, 1), g(0, 2), g(0, 3), g(1, 0), g(1, 1)]);
         let plan = Plan {
             planner: "hand".into(),
-            allocations: [(JobId(0), four_two)].into_iter().collect(),
+            allocations: [(JobId(0), four_two.clone())].into_iter().collect(),
             status: gpuplan_core::PlanStatus::Feasible,
             reason: None,
             bound: None,
@@ -387,16 +496,33 @@ mod tests {
         };
         let e = gpuplan_core::validate(&r, &plan).unwrap_err();
         assert!(e.iter().any(|v| v.to_string().contains("4+2")), "{e:?}");
+        // Node 1's other GPUs free: the same 6 GPUs, 3+3.
         let mut p = plan.clone();
+        even_out(&r, &mut p);
+        assert_eq!(
+            p.gpus_of(JobId(0)).per_node(),
+            vec![(NodeId(0), 3), (NodeId(1), 3)]
+        );
+        assert!(
+            p.reason.as_deref().unwrap().contains("j0 4+2 placed 3+3"),
+            "{:?}",
+            p.reason
+        );
+        gpuplan_core::validate(&r, &p).unwrap();
+        // j1 holds them: 2+2 is below the minimum 6, so nothing.
+        let mut busy = plan.clone();
+        busy.allocations
+            .insert(JobId(1), Allocation::from_gpus(vec![g(1, 2), g(1, 3)]));
+        let mut p = busy.clone();
         even_out(&r, &mut p);
         assert!(p.gpus_of(JobId(0)).is_empty(), "2+2 is below the minimum 6");
         assert!(
-            p.reason.as_deref().unwrap().contains("j0 4+2 -> 0"),
+            p.reason.as_deref().unwrap().contains("j0 4+2 cut to 0"),
             "{:?}",
             p.reason
         );
         r.jobs[0].min_gpus = 1;
-        let mut p = plan.clone();
+        let mut p = busy.clone();
         even_out(&r, &mut p);
         assert_eq!(p.gpus_of(JobId(0)).gpus(), &[g(0, 0), g(0, 1), g(1, 0), g(1, 1)]);
         gpuplan_core::validate(&r, &p).unwrap();

@@ -258,7 +258,8 @@ fn names_a_path(msg: &str) -> bool {
 
 /// The features a bound must survive, drawn on top of a tidy round:
 /// (per-GPU slowdowns or none, cross-node factor, sharing k, type-blind,
-/// variability-blind, pin a sharer, per-job memory and utilization).
+/// variability-blind, pin a sharer, per-job memory and utilization, even
+/// node counts).
 type Features = (
     Option<Vec<f64>>,
     f64,
@@ -267,6 +268,7 @@ type Features = (
     bool,
     bool,
     Vec<(Option<f64>, f64)>,
+    bool,
 );
 
 fn features() -> impl Strategy<Value = Features> {
@@ -284,6 +286,7 @@ fn features() -> impl Strategy<Value = Features> {
             ),
             5,
         ),
+        prop::bool::weighted(0.2),
     )
 }
 
@@ -308,7 +311,7 @@ fn rich_round() -> impl Strategy<Value = Round> {
 
 fn enrich(
     mut round: Round,
-    (speeds, cross, sharing, type_blind, var_blind, pin, per_job): Features,
+    (speeds, cross, sharing, type_blind, var_blind, pin, per_job, even): Features,
 ) -> Round {
     if let Some(s) = speeds {
         let mut k = 0;
@@ -332,6 +335,9 @@ fn enrich(
         });
     }
     round.params.sharing = sharing;
+    if even {
+        round.params.even_nodes = gpuplan_core::NodeCounts::Even;
+    }
     round.params.type_blind = if type_blind { Sight::Hidden } else { Sight::Seen };
     round.params.variability_blind = if var_blind { Sight::Hidden } else { Sight::Seen };
     for (j, (mem, util)) in round.jobs.iter_mut().zip(per_job) {

@@ -9,6 +9,9 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{json, Value};
@@ -332,5 +335,314 @@ fn a_huge_job_file_is_refused_by_submit_with_its_bound() {
             && !err.contains("Broken pipe"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A one-GPU shell job for the soak (a Python job costs ~0.3 s of CPU to
+/// start; 200 of them would not fit a minute on two cores). Like
+/// examples/sleep_train.py with --lock-dir it holds flocks on its name and
+/// its GPU while it runs (a conflict is logged), writes starts.log, and
+/// after its work ignores SIGTERM, creates the done-file, then appends its
+/// name to done.log.
+fn soak_job(name: &str, locks: &Path) -> Value {
+    let l = locks.display();
+    json!({
+        "name": name,
+        "command": format!(
+            "exec 8>>'{l}/job-{name}.lock' 9>>\"{l}/gpu-$CUDA_VISIBLE_DEVICES.lock\"
+             if ! flock -n 8 || ! flock -n 9; then echo '{name} could not lock' >>'{l}/conflicts.log'; exit 3; fi
+             echo '{{\"job\":\"{name}\",\"rank\":0,\"gpu\":\"'$CUDA_VISIBLE_DEVICES'\",\"visible\":[\"'$CUDA_VISIBLE_DEVICES'\"]}}' >>'{l}/starts.log'
+             sleep 1
+             trap '' TERM
+             : >\"$GPUPLAN_DONE_FILE\"
+             echo {name} >>'{l}/done.log'"
+        ),
+        "min_gpus": 1,
+        "max_gpus": 1,
+        "batch_size": 8,
+    })
+}
+
+/// A soak client: the daemon's address and admin token, and where it
+/// records how long answered requests took once the flood has ended.
+#[derive(Clone)]
+struct SoakClient {
+    base: String,
+    token: String,
+    flood_end: Arc<OnceLock<Instant>>,
+    slowest: Arc<Mutex<(Duration, String)>>,
+    /// Each client's last job waits for the last kill, so the run cannot
+    /// end before it.
+    kills_done: Arc<AtomicBool>,
+}
+
+impl SoakClient {
+    fn try_req(&self, method: &str, path: &str, body: Option<Value>) -> Result<(u16, Value), String> {
+        let sent = Instant::now();
+        let r = try_req(&self.base, method, path, Some(&self.token), body)?;
+        if self.flood_end.get().is_some_and(|e| sent >= *e) {
+            let mut s = self.slowest.lock().unwrap();
+            if sent.elapsed() > s.0 {
+                *s = (sent.elapsed(), format!("{method} {path}"));
+            }
+        }
+        Ok(r)
+    }
+
+    /// A call retried while the daemon is down or restarting.
+    fn call(&self, method: &str, path: &str) -> Value {
+        let t0 = Instant::now();
+        loop {
+            match self.try_req(method, path, None) {
+                Ok((200, v)) => return v,
+                Ok((c, v)) => panic!("{method} {path}: {c} {v}"),
+                Err(e) => assert!(t0.elapsed() < DEADLINE, "{method} {path}: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Submit a job exactly once. After a transport error the daemon may
+    /// or may not have journaled it (killed before or after), so the job
+    /// list of the daemon that answers next decides: names are unique.
+    fn submit(&self, spec: Value) -> u64 {
+        let t0 = Instant::now();
+        loop {
+            match self.try_req("POST", "/v1/jobs", Some(spec.clone())) {
+                Ok((201, v)) => return v["id"].as_u64().unwrap(),
+                Ok((c, v)) => panic!("submit: {c} {v}"),
+                Err(e) => {
+                    let jobs = self.call("GET", "/v1/jobs");
+                    if let Some(j) = jobs
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|j| j["name"] == spec["name"])
+                    {
+                        return j["id"].as_u64().unwrap();
+                    }
+                    assert!(t0.elapsed() < DEADLINE, "submit: {e}");
+                }
+            }
+        }
+    }
+
+    /// Submit `names` keeping at most `in_flight` of them unfinished.
+    fn run(&self, names: &[String], locks: &Path, in_flight: usize) {
+        let t0 = Instant::now();
+        let (mut next, mut pending) = (names.iter(), Vec::new());
+        loop {
+            while pending.len() < in_flight {
+                if next.len() == 1 && !self.kills_done.load(Ordering::SeqCst) {
+                    break;
+                }
+                match next.next() {
+                    Some(n) => pending.push(self.submit(soak_job(n, locks))),
+                    None => break,
+                }
+            }
+            if pending.is_empty() && next.len() == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            pending.retain(|id| !is_final(&self.call("GET", &format!("/v1/jobs/{id}"))));
+            assert!(t0.elapsed() < DEADLINE, "jobs {pending:?} did not finish");
+        }
+    }
+}
+
+/// A TCP connection to `to` from the loopback address `from` (std cannot
+/// bind before connecting; libc is already a dependency).
+fn connect_from(
+    from: std::net::Ipv4Addr,
+    to: std::net::SocketAddrV4,
+) -> std::io::Result<std::net::TcpStream> {
+    use std::os::fd::FromRawFd;
+    let sin = |a: std::net::SocketAddrV4| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a fresh socket owned by the TcpStream (closed on drop), and
+    // sockaddr_in values that live across the calls.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let s = std::net::TcpStream::from_raw_fd(fd);
+        let (a, b) = (sin(std::net::SocketAddrV4::new(from, 0)), sin(to));
+        if libc::bind(fd, &a as *const _ as *const libc::sockaddr, len) != 0
+            || libc::connect(fd, &b as *const _ as *const libc::sockaddr, len) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(s)
+    }
+}
+
+/// Whether the other end has closed `s` (EOF or reset), without blocking.
+fn closed_by_peer(s: &std::net::TcpStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    !matches!(s.peek(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// The flood: `n` idle connections from 127.0.0.2 (loopback only, and not
+/// the clients' and jobs' 127.0.0.1, so the per-address limit of 64 falls
+/// on the flood alone), opened through restarts, held until `stop`. Then
+/// it waits (bounded) until the daemon holds at most 64 of them and
+/// returns how many it still held; the test closes them all on return.
+fn flood(port: u16, n: usize, opened: &AtomicBool, stop: &AtomicBool) -> usize {
+    let to = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
+    let from = std::net::Ipv4Addr::new(127, 0, 0, 2);
+    // The flood holds n descriptors here: raise the soft limit to the hard
+    // one, as `serve` does for itself.
+    // SAFETY: plain getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut l = std::mem::zeroed::<libc::rlimit>();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+    let t0 = Instant::now();
+    let mut held = Vec::with_capacity(n);
+    while held.len() < n {
+        match connect_from(from, to) {
+            Ok(s) => held.push(s),
+            // Refused while the daemon restarts.
+            Err(e) => {
+                assert!(t0.elapsed() < DEADLINE, "flood: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    eprintln!("soak: {n} flood connections opened in {:?}", t0.elapsed());
+    opened.store(true, Ordering::SeqCst);
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t1 = Instant::now();
+    loop {
+        let open = held.iter().filter(|s| !closed_by_peer(s)).count();
+        if open <= 64 || t1.elapsed() > Duration::from_secs(5) {
+            return open;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 33's soak: 200 one-GPU jobs from 8 client threads (each keeping 6
+/// unfinished, so submissions go on all through the run) on fake:4x8,
+/// three kill -9s of the daemon as 50, 100 and 150 jobs have completed,
+/// and an idle flood of 2,000 connections from 127.0.0.2 between the first
+/// and second kills, closed by the test once the daemon holds at most 64
+/// of them. Every job completes exactly once, no
+/// GPU is held by two jobs at once (the API's view each poll, and the
+/// jobs' flocks), and once the flood has ended every answered request
+/// took under 3 s.
+#[test]
+fn soak_200_jobs_8_clients_3_kills_and_a_connection_flood() {
+    const CLIENTS: usize = 8;
+    const PER_CLIENT: usize = 25;
+    const FLOOD: usize = 2000;
+    const KILL_AT: [usize; 3] = [50, 100, 150];
+    const FAST: Duration = Duration::from_secs(3);
+    let t0 = Instant::now();
+    let dir = tmp("soak");
+    let locks = dir.join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    // fifo and 1-GPU jobs: the soak is of the daemon, not the planner, and
+    // 32 GPUs with 100 ms rounds run 200 jobs in well under a minute.
+    let backend = [
+        "--devices",
+        "fake:4x8",
+        "--planner",
+        "fifo",
+        "--interval",
+        "100ms",
+    ];
+    let mut srv = Server::start_with(&backend, &[], &dir.join("state"), free_port());
+    let client = SoakClient {
+        base: srv.url(""),
+        token: srv.token.clone(),
+        flood_end: Arc::new(OnceLock::new()),
+        slowest: Arc::new(Mutex::new((Duration::ZERO, String::new()))),
+        kills_done: Arc::new(AtomicBool::new(false)),
+    };
+    let names: Vec<String> = (0..CLIENTS * PER_CLIENT).map(|i| format!("s{i}")).collect();
+    let clients: Vec<_> = names
+        .chunks(PER_CLIENT)
+        .map(|ns| {
+            let (c, ns, l) = (client.clone(), ns.to_vec(), locks.clone());
+            std::thread::spawn(move || c.run(&ns, &l, 6))
+        })
+        .collect();
+    let (opened, stop) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let mut flooder = None;
+    let (mut kills, mut still_held, mut probe) = (0, None, None);
+    loop {
+        let jobs = srv.jobs();
+        assert_disjoint(&jobs);
+        if jobs.len() == names.len() && all_final(&jobs) {
+            break;
+        }
+        let done = jobs.iter().filter(|j| j["phase"] == "completed").count();
+        // The flood hits one daemon, between the first and second kills
+        // (a kill would reset its connections).
+        if kills == 1 && flooder.is_none() && still_held.is_none() {
+            let (port, o, s) = (srv.port, opened.clone(), stop.clone());
+            flooder = Some(std::thread::spawn(move || flood(port, FLOOD, &o, &s)));
+        }
+        if kills < KILL_AT.len() && done >= KILL_AT[kills] && (kills != 1 || still_held.is_some()) {
+            srv.kill9();
+            srv.restart();
+            kills += 1;
+            client.kills_done.store(kills == KILL_AT.len(), Ordering::SeqCst);
+        }
+        if still_held.is_none() && opened.load(Ordering::SeqCst) {
+            stop.store(true, Ordering::SeqCst);
+            still_held = Some(flooder.take().unwrap().join().unwrap());
+            client.flood_end.set(Instant::now()).unwrap();
+            let t = Instant::now();
+            let status = srv.get("/v1/status");
+            probe = Some(t.elapsed());
+            assert!(status["rounds"].as_u64().is_some(), "{status}");
+        }
+        assert!(t0.elapsed() < DEADLINE, "soak timed out: {jobs:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for c in clients {
+        c.join().unwrap();
+    }
+    let jobs = srv.jobs();
+    assert_eq!(kills, 3, "every kill came before the last job completed");
+    assert_eq!(jobs.len(), names.len(), "no job lost or submitted twice");
+    assert_clean_run(&locks, &names, &jobs);
+    let still_held = still_held.expect("the flood ran and was closed");
+    assert!(still_held <= 64, "the daemon held {still_held} flood connections");
+    let probe = probe.unwrap();
+    assert!(probe < FAST, "status took {probe:?} after the flood");
+    let slowest = client.slowest.lock().unwrap().clone();
+    assert!(
+        slowest.0 < FAST,
+        "{} took {:?} after the flood",
+        slowest.1,
+        slowest.0
+    );
+    let starts = read(&locks.join("starts.log")).lines().count();
+    eprintln!(
+        "soak: {} jobs ({starts} launches), {kills} kills, {FLOOD} flood connections ({still_held} held by the daemon at the end), \
+         status {probe:?} and slowest request {:?} after the flood, {:?} in all",
+        jobs.len(),
+        slowest.0,
+        t0.elapsed()
+    );
+    drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -116,19 +116,7 @@ impl Server {
     }
 
     pub fn req(&self, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
-        let mut r = ureq::request(method, &self.url(path));
-        if let Some(t) = token {
-            r = r.set("Authorization", &format!("Bearer {t}"));
-        }
-        let res = match body {
-            Some(b) => r.send_json(b),
-            None => r.call(),
-        };
-        match res {
-            Ok(r) => (r.status(), r.into_json().unwrap()),
-            Err(ureq::Error::Status(c, r)) => (c, r.into_json().unwrap_or(Value::Null)),
-            Err(e) => panic!("{method} {path}: {e}"),
-        }
+        try_req(&self.url(""), method, path, token, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
     pub fn get(&self, path: &str) -> Value {
@@ -163,6 +151,31 @@ impl Server {
             assert!(t0.elapsed() < DEADLINE, "timed out waiting for {what}: {jobs:#?}");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// One API call to the daemon at `base` (`http://127.0.0.1:PORT`): its
+/// status and JSON body, or the transport error (refused, reset) of a
+/// daemon that is down or restarting.
+pub fn try_req(
+    base: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> Result<(u16, Value), String> {
+    let mut r = ureq::request(method, &format!("{base}{path}"));
+    if let Some(t) = token {
+        r = r.set("Authorization", &format!("Bearer {t}"));
+    }
+    let res = match body {
+        Some(b) => r.send_json(b),
+        None => r.call(),
+    };
+    match res {
+        Ok(r) => Ok((r.status(), r.into_json().unwrap())),
+        Err(ureq::Error::Status(c, r)) => Ok((c, r.into_json().unwrap_or(Value::Null))),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -202,9 +215,12 @@ pub fn assert_disjoint(jobs: &[Value]) {
     }
 }
 
+pub fn is_final(job: &Value) -> bool {
+    ["completed", "failed", "cancelled"].contains(&job["phase"].as_str().unwrap())
+}
+
 pub fn all_final(jobs: &[Value]) -> bool {
-    jobs.iter()
-        .all(|j| ["completed", "failed", "cancelled"].contains(&j["phase"].as_str().unwrap()))
+    jobs.iter().all(is_final)
 }
 
 pub fn read(p: &Path) -> String {

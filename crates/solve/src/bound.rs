@@ -47,18 +47,22 @@ fn unproven(planner: &dyn Planner, given: &Round, plan: &Plan) -> Option<String>
 }
 
 /// The gap on the generalized mean that a solver's relative gap `gap` on
-/// its sum of terms allows (docs/formulation.md): (1 + gap)^(1/|p|) − 1 for
-/// p ≠ 0; for p = 0 the sum is of logarithms, so the gap scales with the
-/// mean's own logarithm; for p = −∞ the gap is on the minimum itself.
+/// its sum of terms allows (docs/formulation.md), taking the gap relative
+/// to the larger of the two sums (HiGHS's, the looser reading): the sums
+/// differ by a factor of at most 1/(1 − gap), so the means by
+/// (1 − gap)^(−1/|p|) for p ≠ 0; for p = 0 the sum is of logarithms, so
+/// the gap scales with the mean's own logarithm; for p = −∞ the gap is on
+/// the minimum itself.
 fn mean_gap(p: f64, gap: f64, objective: f64) -> f64 {
     use gpuplan_core::Libm;
-    let gap = gap.max(0.0);
+    let gap = gap.clamp(0.0, 0.5);
+    let sums = 1.0 / (1.0 - gap);
     if p == 0.0 {
-        (gap * objective.abs().max(1e-12).libm_ln().abs().max(1.0)).libm_exp() - 1.0
+        ((sums - 1.0) * objective.abs().max(1e-12).libm_ln().abs().max(1.0)).libm_exp() - 1.0
     } else if p.is_finite() {
-        (1.0 + gap).libm_pow(1.0 / p.abs()) - 1.0
+        sums.libm_pow(1.0 / p.abs()) - 1.0
     } else {
-        gap
+        sums - 1.0
     }
 }
 

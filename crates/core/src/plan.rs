@@ -66,6 +66,16 @@ impl Plan {
         self.allocations.get(&job).cloned().unwrap_or_default()
     }
 
+    /// Append a note to `reason` ("; " between notes): the pipeline's
+    /// stages each say what they changed without losing the planner's.
+    pub fn add_note(&mut self, note: impl Into<String>) {
+        let note = note.into();
+        self.reason = Some(match self.reason.take() {
+            Some(r) => format!("{r}; {note}"),
+            None => note,
+        });
+    }
+
     /// [`Plan::get`] without the copy, for per-round hot paths.
     pub fn gpus_of(&self, job: JobId) -> &Allocation {
         static NONE: Allocation = Allocation::EMPTY;

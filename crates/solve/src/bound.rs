@@ -80,13 +80,10 @@ pub(crate) fn enforce(planner: &dyn Planner, given: &Round, limits: &Limits, pla
             let allowed = mean_gap(given.params.p, limits.gap, obj) + 1e-6;
             if gap > allowed {
                 plan.status = PlanStatus::Feasible;
-                add_note(
-                    plan,
-                    format!(
-                        "not optimal: {:.4}% below its bound, more than the gap allows",
-                        100.0 * gap
-                    ),
-                );
+                plan.add_note(format!(
+                    "not optimal: {:.4}% below its bound, more than the gap allows",
+                    100.0 * gap
+                ));
             }
         }
         return;
@@ -96,12 +93,5 @@ pub(crate) fn enforce(planner: &dyn Planner, given: &Round, limits: &Limits, pla
     if plan.status == PlanStatus::Optimal {
         plan.status = PlanStatus::Feasible;
     }
-    add_note(plan, format!("no proven bound: {why}"));
-}
-
-fn add_note(plan: &mut Plan, note: String) {
-    plan.reason = Some(match plan.reason.take() {
-        Some(r) => format!("{r}; {note}"),
-        None => note,
-    });
+    plan.add_note(format!("no proven bound: {why}"));
 }

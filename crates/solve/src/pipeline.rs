@@ -168,14 +168,10 @@ pub fn unshare(round: &Round, plan: &mut Plan) {
         plan.allocations.remove(&round.jobs[i].id);
     }
     let names: Vec<&str> = stopped.iter().map(|&i| round.jobs[i].name.as_str()).collect();
-    let note = format!(
+    plan.add_note(format!(
         "stopped {}: their GPU's jobs may no longer share it",
         names.join(", ")
-    );
-    plan.reason = Some(match plan.reason.take() {
-        Some(r) => format!("{r}; {note}"),
-        None => note,
-    });
+    ));
 }
 
 /// Under `even_nodes`, make each multi-node allocation the planner made
@@ -265,11 +261,7 @@ pub fn even_out(round: &Round, plan: &mut Plan) {
         }
     }
     if !notes.is_empty() {
-        let note = format!("even_nodes: {}", notes.join(", "));
-        plan.reason = Some(match plan.reason.take() {
-            Some(r) => format!("{r}; {note}"),
-            None => note,
-        });
+        plan.add_note(format!("even_nodes: {}", notes.join(", ")));
     }
 }
 

@@ -1150,7 +1150,6 @@ impl Planner for MipAggregate {
                 choices,
                 pairs,
                 status,
-                bound,
                 notes,
                 mut caches,
                 node_group,
@@ -1166,7 +1165,6 @@ impl Planner for MipAggregate {
                 }
                 // The model's own bound covers packable shapes only; the
                 // round's is the count relaxation's (docs/formulation.md).
-                let _ = bound;
                 plan.bound = count_bound(round, &job_options(round, &mut caches, Shapes::Any));
                 set_gap_cached(round, &mut plan, &mut caches);
                 if plan.reason.is_some() && plan.status == PlanStatus::Optimal {

@@ -11,6 +11,7 @@ pub mod tiresias_gittins;
 
 use gpuplan_core::{Allocation, JobId, Plan, PlanStatus, Round, RoundJob, Sticky};
 
+use crate::candidates::kept_charge;
 use crate::placement::FreeGpus;
 use crate::{placements, Limits};
 
@@ -81,24 +82,13 @@ fn keep_and_admit<'r>(
     let by_id = |id: JobId| index.get(&id).copied();
     // Pinned jobs keep their GPUs, sharers included (the round check let
     // them share): each GPU they hold is taken once.
-    let mut held = std::collections::BTreeSet::new();
-    let mut unnamed = Vec::new();
-    for j in round
-        .jobs
-        .iter()
-        .filter(|j| !j.preemptible && !j.current().is_empty())
-    {
-        for &g in j.current().gpus() {
-            if g.is_bound() {
-                held.insert(g);
-            } else {
-                unnamed.push(g);
-            }
+    let kept = kept_charge(round);
+    for (j, charge) in round.jobs.iter().zip(&kept) {
+        if !j.preemptible && !j.current().is_empty() {
+            free.take(charge);
+            plan.allocations.insert(j.id, j.current().clone());
         }
-        plan.allocations.insert(j.id, j.current().clone());
     }
-    unnamed.extend(held);
-    free.take(&Allocation::from_gpus(unnamed));
     let mut rest = Vec::new();
     // Types once per round, not once per job placed.
     let types = round.cluster.type_index();

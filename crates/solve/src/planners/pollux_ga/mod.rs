@@ -29,6 +29,7 @@ use rand_chacha::ChaCha8Rng;
 
 use self::rng::{skip_shuffle, zone, NodeOrders};
 use self::search::{evolve, evolve_pipelined, pipelined, Brood, Population};
+use crate::candidates::kept_charge;
 use crate::speedup::{max_gpus, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 
@@ -525,13 +526,15 @@ impl Planner for PolluxGa {
                 .then(x.id.cmp(&y.id))
         });
         let mut pinned_held = vec![0u32; nodes];
-        let mut seen = std::collections::BTreeSet::new();
-        for j in round.jobs.iter().filter(|j| pinned(j)) {
-            for g in j.current().gpus() {
-                if let Some(h) = pinned_held.get_mut(g.node.0 as usize) {
-                    if !g.is_bound() || seen.insert(*g) {
-                        *h += 1;
-                    }
+        for (_, charge) in round
+            .jobs
+            .iter()
+            .zip(kept_charge(round))
+            .filter(|(j, _)| pinned(j))
+        {
+            for (n, k) in charge.per_node() {
+                if let Some(h) = pinned_held.get_mut(n.0 as usize) {
+                    *h += k;
                 }
             }
         }

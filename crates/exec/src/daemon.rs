@@ -973,6 +973,10 @@ impl Daemon {
                     .cloned()
             })
             .collect();
+        // And every GPU must be among the devices collected now: ranks are
+        // grouped by node, so a launch before the first collection after a
+        // restart would put every rank on one "node" (it waits a tick).
+        let known: BTreeSet<&str> = self.rounds.gpus().iter().map(|g| g.uuid.as_str()).collect();
         let ready: Vec<JobId> = self
             .jobs
             .values()
@@ -980,7 +984,9 @@ impl Daemon {
                 j.status == JobStatus::Running
                     && !j.live()
                     && !j.gpus.is_empty()
-                    && j.gpus.iter().all(|u| !busy.contains(u))
+                    && j.gpus
+                        .iter()
+                        .all(|u| !busy.contains(u) && known.contains(u.as_str()))
             })
             .map(|j| j.id)
             .collect();

@@ -20,6 +20,7 @@ fn sim_job(app: &str, work: Work) -> WorkloadJob {
             min_gpus: 1,
             max_gpus: 8,
             preemptible: true,
+            queue: None,
         },
         work,
         model: None,

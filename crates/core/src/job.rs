@@ -31,6 +31,9 @@ pub struct JobSpec {
     pub max_gpus: u32,
     /// Whether planners may stop or move it once it runs; if not, it keeps its GPUs.
     pub preemptible: bool,
+    /// The team queue it is submitted to ([`crate::queue`]); absent: `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 /// One GPU: its node and its index on that node (NVML's device index there).

@@ -45,6 +45,8 @@ mod plan;
 // be unclear (and read as the `gpuplan-predict` crate's).
 pub mod predict;
 mod profile;
+// A namespace: `queue::check`, `queue::QueueTree` read as queue rules.
+pub mod queue;
 mod report;
 mod round;
 mod validate;
@@ -65,5 +67,5 @@ pub use round::{
     check_p, Interference, NodeCounts, Oracle, ParamError, ParamField, Placement, PolicyParams, Priority,
     RestartCharge, Round, RoundJob, SharingPairs, Sight, Sticky, TypedModel, MAX_SHARING, P_MAX, P_MIN,
 };
-pub use validate::{validate, validate_under, Violation};
+pub use validate::{validate, validate_rules, validate_under, QueueRules, Violation};
 pub use variability::{class_of, PerfClass, RoundVariability, CLASSES};

@@ -635,6 +635,10 @@ pub struct RoundJob {
     /// pair with it was measured, so the curve values it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub colocation_key: Option<String>,
+    /// The (leaf) queue the job belongs to ([`Round::queues`]); absent:
+    /// `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 /// A job's model fitted on one GPU type.
@@ -675,6 +679,7 @@ impl RoundJob {
             utilization: None,
             features: None,
             colocation_key: None,
+            queue: None,
         }
     }
 
@@ -755,6 +760,11 @@ pub struct Round {
     /// others after validation. Absent: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reserved: Vec<GpuId>,
+    /// The teams sharing the cluster ([`crate::queue`]): guarantees,
+    /// borrowing limits and reclaim every plan keeps. Absent: one pool, no
+    /// queue rules, as before queues existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<crate::queue::Queue>,
 }
 
 /// `jobs[3] (name)`, the JSON path of a job in error messages.
@@ -780,6 +790,8 @@ struct RoundRepr {
     colocation: Option<crate::colocation::Colocation>,
     #[serde(default)]
     reserved: Vec<GpuId>,
+    #[serde(default)]
+    queues: Vec<crate::queue::Queue>,
 }
 
 impl From<RoundRepr> for Round {
@@ -792,6 +804,7 @@ impl From<RoundRepr> for Round {
             variability: r.variability,
             colocation: r.colocation,
             reserved: r.reserved,
+            queues: r.queues,
         };
         bind_round(&mut round);
         round
@@ -852,6 +865,7 @@ impl Round {
         if let Some(v) = &self.variability {
             v.check(&self.cluster, &mut errs);
         }
+        crate::queue::check(self, &mut errs);
         // Sorted ids find duplicates without hashing (the simulator checks
         // every round).
         let mut ids: Vec<u32> = self.jobs.iter().map(|j| j.id.0).collect();
@@ -1117,6 +1131,7 @@ pub(crate) fn test_round(jobs: Vec<RoundJob>) -> Round {
         variability: None,
         colocation: None,
         reserved: Vec::new(),
+        queues: Vec::new(),
     }
 }
 

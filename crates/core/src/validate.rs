@@ -1,6 +1,7 @@
 //! The one independent validator every planner's output goes through
 //! ([`validate`]): capacity, limits, locality, interference, GPU types,
-//! pinned jobs and sharing, checked in one place.
+//! pinned jobs, sharing and the queues' guarantees and limits, checked in
+//! one place.
 //!
 //! It reads the sharing rules ([`crate::colocation`]), which read plans,
 //! so it sits above the plan.
@@ -143,6 +144,10 @@ pub enum Violation {
         /// Its GPU count per node, listed.
         counts: String,
     },
+    /// A queue rule broken ([`crate::queue`]): a limit, a guarantee not
+    /// reclaimed, lending, or a non-preemptible job on borrowed GPUs.
+    #[error("{0}")]
+    Queue(crate::queue::QueueBreach),
     /// A job placed on a GPU that a job outside the round holds ([`Round::reserved`]).
     #[error("job {job:?} uses GPU {index} of node {node}, which a job outside the round holds (reserved)")]
     Reserved {
@@ -172,6 +177,26 @@ pub fn validate_under(
     round: &Round,
     plan: &Plan,
     params: &crate::PolicyParams,
+) -> Result<(), Vec<Violation>> {
+    validate_rules(round, plan, params, QueueRules::Checked)
+}
+
+/// Whether [`validate_rules`] checks the round's queue rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueRules {
+    /// Checked: every plan a driver applies.
+    Checked,
+    /// Left to the pipeline's queue stage, which runs after the planner:
+    /// a planner's own check of its solution (as `even_nodes`).
+    Deferred,
+}
+
+/// [`validate_under`], with the queue rules checked or deferred.
+pub fn validate_rules(
+    round: &Round,
+    plan: &Plan,
+    params: &crate::PolicyParams,
+    queues: QueueRules,
 ) -> Result<(), Vec<Violation>> {
     let mut errs = Vec::new();
     // Sorted (id, index) pairs: a binary search per job, no hashing.
@@ -341,6 +366,16 @@ pub fn validate_under(
             && !plan.gpus_of(job.id).same_gpus(&job.state.allocation)
         {
             errs.push(Violation::PinnedMoved(job.id));
+        }
+    }
+    if queues == QueueRules::Checked {
+        if let Some(tree) = crate::queue::QueueTree::new(round) {
+            let gpus: Vec<u32> = round.jobs.iter().map(|j| plan.gpus_of(j.id).num_gpus()).collect();
+            errs.extend(
+                tree.breaches(round, |i| gpus[i])
+                    .into_iter()
+                    .map(Violation::Queue),
+            );
         }
     }
     if errs.is_empty() {

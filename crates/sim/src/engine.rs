@@ -540,6 +540,7 @@ impl<'a> World<'a> {
                 )
             }),
             reserved: Vec::new(),
+            queues: Vec::new(),
         };
         Ok(World {
             cfg,
@@ -1077,6 +1078,7 @@ mod scale_tests {
                 min_gpus: gpus,
                 max_gpus: gpus,
                 preemptible: true,
+                queue: None,
             },
             work: Work::Rigid { duration_s },
             model: None,
@@ -1095,6 +1097,7 @@ mod scale_tests {
                 min_gpus: 1,
                 max_gpus: 16,
                 preemptible: true,
+                queue: None,
             },
             work: Work::Profiled,
             model: None,

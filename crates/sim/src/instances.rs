@@ -153,6 +153,7 @@ pub fn generate_round(
         variability: None,
         colocation: None,
         reserved: Vec::new(),
+        queues: Vec::new(),
     }
 }
 

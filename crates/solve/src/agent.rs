@@ -464,6 +464,7 @@ pub fn round_job(
         utilization: None,
         features: facts.features,
         colocation_key: None,
+        queue: s.queue,
     }
 }
 

@@ -47,13 +47,16 @@ pub fn fallback(name: &str, round: &Round, reason: &str) -> Plan {
 pub fn finish(name: &str, round: &Round, solved: Result<SolvedPlan, String>) -> Plan {
     match solved {
         Ok(SolvedPlan { mut plan, notes }) => {
-            // Uneven node counts are the pipeline's to fix (`even_out`),
-            // as for every planner: the model's plan is kept for it.
+            // Uneven node counts and the queue rules are the pipeline's
+            // to fix (`even_out`, `queues::enforce`), as for every
+            // planner: the model's plan is kept for them.
             let rules = gpuplan_core::PolicyParams {
                 even_nodes: gpuplan_core::NodeCounts::Any,
                 ..round.params
             };
-            if let Err(v) = gpuplan_core::validate_under(round, &plan, &rules) {
+            if let Err(v) =
+                gpuplan_core::validate_rules(round, &plan, &rules, gpuplan_core::QueueRules::Deferred)
+            {
                 return fallback(name, round, &format!("solution failed validation ({})", v[0]));
             }
             plan.planner = name.to_string();

@@ -42,6 +42,8 @@ mod placement;
 mod placements;
 mod planners;
 mod pools;
+// The pipeline's queue stage (guarantees, limits, reclaim).
+mod queues;
 // Kept public: callers write `registry::create`, `registry::names`; bare
 // `create`, `names`, `entries` at the root would not say what they list.
 mod bound;

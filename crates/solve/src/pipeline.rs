@@ -1,6 +1,7 @@
 //! The one round pipeline every driver calls: check the round → plan →
-//! name the GPUs → validate against the rules the planner honours →
-//! evaluate → diff.
+//! name the GPUs → the stages every planner gets (unshare, even nodes,
+//! queues) → validate against the rules the planner honours → bound rule →
+//! diff.
 //!
 //! The simulator, the daemon, the browser, `gpuplan plan` and `gpuplan
 //! bench` all go through [`run_round`], so a rule added here holds for all
@@ -429,6 +430,7 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     if round.params.even_nodes == NodeCounts::Even {
         even_out(&round, &mut plan);
     }
+    crate::queues::enforce(&round, &mut plan);
     if let Err(v) = validate_under(&round, &plan, &rules(&planner.traits(), &round.params)) {
         return Err(PlanError::InvalidPlan {
             planner: plan.planner.clone(),

@@ -70,5 +70,6 @@ pub fn round(cluster: &str, jobs: Vec<RoundJob>, interference: Interference) -> 
         variability: None,
         colocation: None,
         reserved: Vec::new(),
+        queues: Vec::new(),
     }
 }

@@ -185,6 +185,7 @@ fn build(
         variability: None,
         colocation: None,
         reserved: Vec::new(),
+        queues: Vec::new(),
     };
     gpuplan_core::bind_round(&mut round);
     if tidy {
@@ -269,6 +270,7 @@ type Features = (
     bool,
     Vec<(Option<f64>, f64)>,
     bool,
+    Option<u64>,
 );
 
 fn features() -> impl Strategy<Value = Features> {
@@ -287,12 +289,67 @@ fn features() -> impl Strategy<Value = Features> {
             5,
         ),
         prop::bool::weighted(0.2),
+        prop::option::weighted(0.4, any::<u64>()),
     )
+}
+
+/// A queue tree drawn from `seed` (a small LCG: the tree's shape depends
+/// on the round's size): 1-3 top-level queues with 0-2 children each,
+/// guarantees that fit (children within parents, the top within the
+/// cluster), borrowing limits (none, or 0-3), a fifth not lending; each job
+/// in a random leaf or left to `default`.
+fn queue_tree(round: &mut Round, seed: u64) {
+    use gpuplan_core::queue::Queue;
+    let mut x = seed | 1;
+    let mut next = |m: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((x >> 33) % m.max(1)) as u32
+    };
+    let mut left = round.cluster.total_gpus();
+    let mut queues = Vec::new();
+    for t in 0..1 + next(3) {
+        let g = next(u64::from(left) + 1);
+        left -= g;
+        let q =
+            |name: String, parent: Option<String>, guarantee: u32, next: &mut dyn FnMut(u64) -> u32| Queue {
+                parent,
+                guarantee,
+                borrow_limit: (next(2) == 0).then(|| next(4)),
+                lend: next(5) != 0,
+                weight: 1.0 + f64::from(next(3)),
+                ..Queue::new(name)
+            };
+        let top = format!("q{t}");
+        queues.push(q(top.clone(), None, g, &mut next));
+        let mut kid_left = g;
+        for c in 0..next(3) {
+            let cg = next(u64::from(kid_left) + 1);
+            kid_left -= cg;
+            queues.push(q(format!("q{t}.{c}"), Some(top.clone()), cg, &mut next));
+        }
+    }
+    let leaves: Vec<String> = queues
+        .iter()
+        .filter(|q| {
+            !queues
+                .iter()
+                .any(|c| c.parent.as_deref() == Some(q.name.as_str()))
+        })
+        .map(|q| q.name.clone())
+        .collect();
+    for j in &mut round.jobs {
+        let k = next(leaves.len() as u64 + 1) as usize;
+        j.queue = leaves.get(k).cloned();
+    }
+    round.queues = queues;
 }
 
 /// A small round (at most 3 nodes of 1-4 GPUs of mixed types, at most 5
 /// jobs) with GPU types, per-GPU variability, sharing (k = 2, 3), blind
-/// flags and pinned sharers: small, so every planner is exact-sized.
+/// flags, pinned sharers and queue trees: small, so every planner is
+/// exact-sized.
 fn rich_round() -> impl Strategy<Value = Round> {
     (
         prop::collection::vec((1u32..=4, 0usize..3), 1..=3),
@@ -311,8 +368,11 @@ fn rich_round() -> impl Strategy<Value = Round> {
 
 fn enrich(
     mut round: Round,
-    (speeds, cross, sharing, type_blind, var_blind, pin, per_job, even): Features,
+    (speeds, cross, sharing, type_blind, var_blind, pin, per_job, even, queues): Features,
 ) -> Round {
+    if let Some(seed) = queues {
+        queue_tree(&mut round, seed);
+    }
     if let Some(s) = speeds {
         let mut k = 0;
         let per_node = round
@@ -463,6 +523,32 @@ proptest! {
                 let tol = 1e-3 * b.abs().max(o.abs()).max(1e-9);
                 prop_assert!(*b >= o - tol, "{}'s bound {} is below {}'s plan {} ({}); round {}", bn, b, on, o, plan, serde_json::to_string(&round).unwrap());
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(150), ..ProptestConfig::default() })]
+
+    /// mip-exact states the queue rules in its model: on a tree without
+    /// borrowing limits (reclaims across a limit are left to the stage),
+    /// an optimal plan leaves the pipeline's queue stage nothing to change.
+    #[test]
+    fn the_exact_mip_keeps_the_queue_rules_itself(round in rich_round()) {
+        let mut round = round;
+        for q in &mut round.queues {
+            q.borrow_limit = None;
+        }
+        if round.queues.is_empty() || round.check().is_err() {
+            return Ok(());
+        }
+        let mut p = registry::create("mip-exact").unwrap();
+        let Ok(d) = run_round(p.as_mut(), &round, &limits()) else {
+            return Ok(()); // pinned sharers that may not share: the other tests' business
+        };
+        let reason = d.plan.reason.clone().unwrap_or_default();
+        if d.plan.status == PlanStatus::Optimal {
+            prop_assert!(!reason.contains("queues:"), "{}; round {}", reason, serde_json::to_string(&round).unwrap());
         }
     }
 }

@@ -43,6 +43,7 @@ fn round(cluster: &str, now_s: f64, jobs: Vec<RoundJob>) -> Round {
         variability: None,
         colocation: None,
         reserved: Vec::new(),
+        queues: Vec::new(),
     }
 }
 

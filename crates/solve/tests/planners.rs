@@ -67,6 +67,7 @@ fn build(nodes: u32, gpn: u32, jobs: Vec<JobGen>, interference: Interference, p:
         variability: None,
         colocation: None,
         reserved: Vec::new(),
+        queues: Vec::new(),
     };
     // Pinned multi-node jobs must not already share a node when the rule is on.
     if interference == Interference::Avoid {

@@ -82,6 +82,7 @@ mod tests {
             variability: None,
             colocation: None,
             reserved: Vec::new(),
+            queues: Vec::new(),
         };
         bind_round(&mut r);
         assert_eq!(r.jobs[0].state.allocation.gpus(), &[g(0, 1), g(0, 2)]);
@@ -102,6 +103,7 @@ mod tests {
             variability: None,
             colocation: None,
             reserved: Vec::new(),
+            queues: Vec::new(),
         };
         let mut plan = Plan::new("t", PlanStatus::Feasible);
         // Job 1 grows to 2 GPUs, job 0 keeps its count: both at node level.

@@ -733,6 +733,7 @@ impl<'a> Ctx<'a> {
             let supply = piece_supply.get(&key).cloned().unwrap_or_default();
             m.constraints.push(supply.geq(demand));
         }
+        self.queue_rows(&mut m, &z, &y);
         match tau {
             Some(t) => {
                 m.objective = t.into();
@@ -749,6 +750,51 @@ impl<'a> Ctx<'a> {
             y,
             tau,
         })
+    }
+
+    /// The round's queue rules as rows ([`super::queue_rows`]): each job's
+    /// GPUs over its options and group options; nothing without queues.
+    fn queue_rows(&self, m: &mut Model, z: &[Option<(Vec<Variable>, Variable)>], y: &[Variable]) {
+        let round = self.round;
+        let Some(tree) = gpuplan_core::queue::QueueTree::new(round) else {
+            return;
+        };
+        let n = round.jobs.len();
+        // Each job's GPUs, and whether it waits (1 − none: runs).
+        let mut gpus: Vec<Expression> = vec![Expression::from(0.0); n];
+        let mut pinned_gpus = vec![0u32; n];
+        for (j, c) in self.cands.iter().enumerate() {
+            let cur = round.jobs[j].current().num_gpus();
+            if c.pinned {
+                gpus[j] = Expression::from(f64::from(cur));
+                pinned_gpus[j] = cur;
+                continue;
+            }
+            if let Some((vars, _)) = &z[j] {
+                for (&(o, _), &x) in c.opts.iter().zip(vars) {
+                    let k = match o {
+                        Opt::Keep => cur,
+                        Opt::Single { gpus, .. } | Opt::Multi { gpus, .. } => gpus,
+                    };
+                    gpus[j] += f64::from(k) * x;
+                }
+            }
+        }
+        for (p, &v) in self.pairs.iter().zip(y) {
+            for &j in &p.members {
+                if j < n {
+                    gpus[j] += f64::from(p.gpus) * v;
+                }
+            }
+        }
+        let none: Vec<Expression> = (0..n)
+            .map(|j| match &z[j] {
+                Some((_, none)) => Expression::from(*none),
+                None if self.cands[j].pinned => Expression::from(0.0),
+                None => Expression::from(1.0),
+            })
+            .collect();
+        super::queue_rows(round, &tree, m, &gpus, &none, &pinned_gpus);
     }
 
     /// The model's variable values for a valid plan, or `None` if the plan is

@@ -88,6 +88,10 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
     let n_types = round.cluster.types().len();
     let mut type_vars: Vec<Option<Vec<Variable>>> = Vec::new();
     let mut pinned_allocs: BTreeMap<usize, Allocation> = BTreeMap::new();
+    // Each job's GPUs and "nothing", for the queue rows.
+    let mut q_gpus: Vec<Expression> = vec![Expression::from(0.0); opts.len()];
+    let mut q_none: Vec<Expression> = vec![Expression::from(1.0); opts.len()];
+    let mut q_pinned: Vec<u32> = vec![0; opts.len()];
     for (j, o) in opts.iter().enumerate() {
         let job = &round.jobs[j];
         let none_term = sense.term(o.none_value);
@@ -105,6 +109,9 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
                 None => m.offset += sense.term(v),
             }
             pinned_allocs.insert(j, job.current().clone());
+            q_gpus[j] = Expression::from(f64::from(job.current().num_gpus()));
+            q_none[j] = Expression::from(0.0);
+            q_pinned[j] = job.current().num_gpus();
             jv.push(None);
             type_vars.push(None);
             continue;
@@ -163,6 +170,8 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
             }
         }
         m.constraints.push((pick + none).eq(1.0));
+        q_gpus[j] = gpus.clone();
+        q_none[j] = Expression::from(none);
         let sum_x: Expression = x.iter().map(|&v| Expression::from(v)).sum();
         let sum_y: Expression = y.iter().map(|&v| Expression::from(v)).sum();
         m.constraints.push(sum_x.eq(gpus));
@@ -239,6 +248,9 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
             y,
             w: ws,
         }));
+    }
+    if let Some(tree) = gpuplan_core::queue::QueueTree::new(round) {
+        super::queue_rows(round, &tree, &mut m, &q_gpus, &q_none, &q_pinned);
     }
     for n in 0..n_nodes {
         m.constraints.push(load[n].clone().leq(cap_left[n].max(0.0)));

@@ -243,6 +243,7 @@ pub(crate) mod testutil {
             variability: None,
             colocation: None,
             reserved: Vec::new(),
+            queues: Vec::new(),
         }
     }
 

@@ -1,0 +1,773 @@
+//! Queues: teams sharing one cluster under guaranteed GPUs, borrowing
+//! limits and reclaim (docs/tenants.md).
+//!
+//! A round may carry a tree of queues (organisation → team → …); each job
+//! names a leaf ([`RoundJob::queue`], `default` when absent). The rules
+//! every plan keeps, checked by the validator and enforced by the
+//! pipeline's queue stage and the MIPs' constraints, are stated once here
+//! ([`QueueTree::breaches`]):
+//!
+//! - **Limit.** A queue holds at most `guarantee + borrow_limit` GPUs
+//!   (GPUs its pinned jobs already hold are never taken away).
+//! - **Reclaim.** A job left waiting whose `min_gpus` fit in the unused
+//!   guarantee of its queue or of one of its ancestors (and within the
+//!   borrowing limits on the way up), while a queue beside that one (a
+//!   sibling of it or of one of its ancestors) holds GPUs beyond its own
+//!   guarantee that it could give back (held by preemptible jobs): the
+//!   borrower must give them back first. This is
+//!   Kueue's reclaim within a cohort and KAI's reclaim of over-quota
+//!   resources, stated on the plan after the round.
+//! - **Lending.** A queue that does not lend keeps its idle guarantee
+//!   idle: the GPUs held outside it stay within the cluster less its
+//!   guarantee.
+//! - **Non-preemptible jobs do not borrow.** A non-preemptible job may start
+//!   only if its queue and every ancestor stay within their guarantees:
+//!   a borrowed GPU must be reclaimable.
+//!
+//! A round without queues has none of these rules: it plans as before.
+
+use serde::{Deserialize, Serialize};
+
+use crate::job::JobId;
+use crate::round::Round;
+
+/// The queue of a job that names none.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// Most queues a round may carry: the MIPs add constraints per (job, queue)
+/// pair on a job's path, and the checks compare queues pairwise.
+pub const MAX_QUEUES: usize = 1024;
+
+/// One queue of the tree, as round files and queues files write it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Queue {
+    /// Unique name; jobs name their (leaf) queue by it.
+    pub name: String,
+    /// The queue above it; absent: a top-level queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// GPUs the queue is guaranteed while its jobs want them. A parent's
+    /// guarantee covers its children's (their sum may not exceed it).
+    #[serde(default)]
+    pub guarantee: u32,
+    /// The queue's share of what lies beyond the guarantees, against its
+    /// siblings' (KAI's over-quota weight, Kueue's fair-sharing weight).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub weight: f64,
+    /// Most GPUs the queue may hold beyond its guarantee; absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_limit: Option<u32>,
+    /// Whether others may use its idle guarantee (reclaimed when it wants
+    /// it back). Absent: true, as in Kueue and KAI.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub lend: bool,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn is_one(w: &f64) -> bool {
+    *w == 1.0
+}
+fn yes() -> bool {
+    true
+}
+fn is_yes(b: &bool) -> bool {
+    *b
+}
+
+impl Queue {
+    /// A queue with only a name: top level, no guarantee, weight 1, no
+    /// limit, lending. Builders state the rest with struct update syntax.
+    pub fn new(name: impl Into<String>) -> Self {
+        Queue {
+            name: name.into(),
+            parent: None,
+            guarantee: 0,
+            weight: 1.0,
+            borrow_limit: None,
+            lend: true,
+        }
+    }
+}
+
+/// A broken queue rule in a plan ([`QueueTree::breaches`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueueBreach {
+    /// A queue above its guarantee plus its borrowing limit.
+    #[error("queue {queue} holds {held} GPUs, more than its guarantee plus borrowing limit ({limit})")]
+    OverLimit {
+        /// The queue.
+        queue: String,
+        /// GPUs its jobs hold in the plan.
+        held: u32,
+        /// Its guarantee plus borrowing limit.
+        limit: u32,
+    },
+    /// A job waits within its queue's unused guarantee while another queue borrows.
+    #[error("job {job:?} waits for {min} GPUs within queue {queue}'s unused guarantee ({free}), while queue {borrower} holds {borrowed} GPUs beyond its guarantee")]
+    Unreclaimed {
+        /// The waiting job.
+        job: JobId,
+        /// Its `min_gpus`.
+        min: u32,
+        /// The queue (the job's or an ancestor) whose unused guarantee fits it.
+        queue: String,
+        /// That queue's guarantee less what it holds.
+        free: u32,
+        /// A queue beside it that borrows.
+        borrower: String,
+        /// GPUs the borrower could give back.
+        borrowed: u32,
+    },
+    /// Others use the idle guarantee of a queue that does not lend.
+    #[error("queue {queue} does not lend, but {outside} GPUs are held outside it, more than the {allowed} its guarantee leaves")]
+    Unlent {
+        /// The queue that does not lend.
+        queue: String,
+        /// GPUs held outside it.
+        outside: u32,
+        /// The cluster's GPUs less its guarantee.
+        allowed: u32,
+    },
+    /// A non-preemptible job started on borrowed GPUs.
+    #[error("job {job:?} is not preemptible and starts with queue {queue} above its guarantee ({held} > {guarantee}): it could not be reclaimed")]
+    PinnedBorrows {
+        /// The job.
+        job: JobId,
+        /// The queue over its guarantee.
+        queue: String,
+        /// GPUs the queue holds.
+        held: u32,
+        /// Its guarantee.
+        guarantee: u32,
+    },
+}
+
+/// The round's queues resolved: parents by index, each job's leaf.
+#[derive(Debug, Clone)]
+pub struct QueueTree {
+    /// The queues, the round's own then `default` where jobs need it and
+    /// the round does not define it.
+    pub queues: Vec<Queue>,
+    /// Each queue's parent.
+    pub parent: Vec<Option<usize>>,
+    /// Each round job's leaf queue, in round order.
+    pub leaf: Vec<usize>,
+    /// GPUs jobs of the round may hold: the cluster's, less reserved ones.
+    pub capacity: u32,
+}
+
+/// GPUs held per queue (each queue counts its whole subtree).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holdings {
+    /// GPUs each queue's jobs hold.
+    pub held: Vec<u32>,
+    /// Of those, GPUs held by non-preemptible jobs that keep their GPUs.
+    pub pinned: Vec<u32>,
+}
+
+impl QueueTree {
+    /// The round's tree; `None` for a round without queues (no rules).
+    /// Assumes a round that passed [`check`]; unknown names fall back to
+    /// `default` rather than panic.
+    pub fn new(round: &Round) -> Option<QueueTree> {
+        if round.queues.is_empty() {
+            return None;
+        }
+        let mut queues = round.queues.clone();
+        let index = |qs: &[Queue], name: &str| qs.iter().position(|q| q.name == name);
+        let needs_default = round
+            .jobs
+            .iter()
+            .any(|j| j.queue.as_deref().unwrap_or(DEFAULT_QUEUE) == DEFAULT_QUEUE);
+        if needs_default && index(&queues, DEFAULT_QUEUE).is_none() {
+            queues.push(Queue::new(DEFAULT_QUEUE));
+        }
+        let parent: Vec<Option<usize>> = queues
+            .iter()
+            .map(|q| q.parent.as_deref().and_then(|p| index(&queues, p)))
+            .collect();
+        let default = index(&queues, DEFAULT_QUEUE).unwrap_or(0);
+        let leaf = round
+            .jobs
+            .iter()
+            .map(|j| index(&queues, j.queue.as_deref().unwrap_or(DEFAULT_QUEUE)).unwrap_or(default))
+            .collect();
+        let reserved: std::collections::BTreeSet<_> = round.reserved.iter().collect();
+        let capacity = round.cluster.total_gpus().saturating_sub(reserved.len() as u32);
+        Some(QueueTree {
+            queues,
+            parent,
+            leaf,
+            capacity,
+        })
+    }
+
+    /// The queue and its ancestors, the queue first. Bounded by the
+    /// queue count, so a cycle (refused by [`check`]) cannot hang it.
+    pub fn path(&self, q: usize) -> Vec<usize> {
+        let mut out = vec![q];
+        let mut at = q;
+        while let Some(p) = self.parent[at] {
+            if out.len() > self.queues.len() {
+                break;
+            }
+            out.push(p);
+            at = p;
+        }
+        out
+    }
+
+    /// Whether `a` is `b` or one of its ancestors.
+    pub fn is_ancestor_or_self(&self, a: usize, b: usize) -> bool {
+        self.path(b).contains(&a)
+    }
+
+    /// The queues beside `q`: siblings of it and of each of its ancestors
+    /// (top-level queues for the top). Their borrowing is what `q`'s
+    /// unused guarantee reclaims.
+    pub fn beside(&self, q: usize) -> Vec<usize> {
+        let path = self.path(q);
+        (0..self.queues.len())
+            .filter(|&b| !path.contains(&b) && self.parent[b].is_none_or(|p| path.contains(&p)))
+            .collect()
+    }
+
+    /// GPUs held per queue when round job `i` holds `gpus(i)`; `keeps(i)`
+    /// says whether it is a non-preemptible job keeping its GPUs.
+    pub fn holdings(&self, gpus: impl Fn(usize) -> u32, keeps: impl Fn(usize) -> bool) -> Holdings {
+        let n = self.queues.len();
+        let mut held = vec![0u32; n];
+        let mut pinned = vec![0u32; n];
+        for (i, &leaf) in self.leaf.iter().enumerate() {
+            let g = gpus(i);
+            if g == 0 {
+                continue;
+            }
+            let k = keeps(i);
+            for q in self.path(leaf) {
+                held[q] = held[q].saturating_add(g);
+                if k {
+                    pinned[q] = pinned[q].saturating_add(g);
+                }
+            }
+        }
+        Holdings { held, pinned }
+    }
+
+    /// The most queue `q` may hold: guarantee plus borrowing limit, or
+    /// what its pinned jobs hold if more; `u32::MAX` without a limit.
+    pub fn limit(&self, q: usize, h: &Holdings) -> u32 {
+        self.queues[q].borrow_limit.map_or(u32::MAX, |l| {
+            self.queues[q].guarantee.saturating_add(l).max(h.pinned[q])
+        })
+    }
+
+    /// GPUs queue `q` holds beyond its guarantee that it could give back.
+    pub fn reclaimable(&self, q: usize, h: &Holdings) -> u32 {
+        h.held[q].saturating_sub(self.queues[q].guarantee.max(h.pinned[q]))
+    }
+
+    /// Every broken rule when round job `i` holds `gpus(i)` GPUs (`round`
+    /// is the one the tree was built from). `starts(i)`: a job not running
+    /// before that runs now.
+    pub fn breaches(&self, round: &Round, gpus: impl Fn(usize) -> u32) -> Vec<QueueBreach> {
+        let keeps = |i: usize| {
+            let j = &round.jobs[i];
+            !j.preemptible && !j.state.allocation.is_empty() && gpus(i) > 0
+        };
+        let h = self.holdings(&gpus, keeps);
+        let mut out = Vec::new();
+        for (q, queue) in self.queues.iter().enumerate() {
+            let limit = self.limit(q, &h);
+            if h.held[q] > limit {
+                out.push(QueueBreach::OverLimit {
+                    queue: queue.name.clone(),
+                    held: h.held[q],
+                    limit,
+                });
+            }
+            if !queue.lend {
+                let outside = (0..round.jobs.len())
+                    .filter(|&i| !self.is_ancestor_or_self(q, self.leaf[i]))
+                    .map(&gpus)
+                    .sum::<u32>();
+                let pinned_out = (0..round.jobs.len())
+                    .filter(|&i| !self.is_ancestor_or_self(q, self.leaf[i]) && keeps(i))
+                    .map(&gpus)
+                    .sum::<u32>();
+                let allowed = self.capacity.saturating_sub(queue.guarantee).max(pinned_out);
+                if outside > allowed {
+                    out.push(QueueBreach::Unlent {
+                        queue: queue.name.clone(),
+                        outside,
+                        allowed,
+                    });
+                }
+            }
+        }
+        for (i, j) in round.jobs.iter().enumerate() {
+            let g = gpus(i);
+            if g > 0 && !j.preemptible && j.state.allocation.is_empty() {
+                if let Some(&q) = self
+                    .path(self.leaf[i])
+                    .iter()
+                    .find(|&&q| h.held[q] > self.queues[q].guarantee)
+                {
+                    out.push(QueueBreach::PinnedBorrows {
+                        job: j.id,
+                        queue: self.queues[q].name.clone(),
+                        held: h.held[q],
+                        guarantee: self.queues[q].guarantee,
+                    });
+                }
+            }
+            if g > 0 || j.max_gpus == 0 {
+                continue;
+            }
+            let min = j.min_gpus.max(1);
+            'path: for a in self.path(self.leaf[i]) {
+                // A limit on the way up that the job's start would pass
+                // blocks it here and above: it could not start anyway.
+                if h.held[a].saturating_add(min) > self.limit(a, &h) {
+                    break;
+                }
+                let free = self.queues[a].guarantee.saturating_sub(h.held[a]);
+                if free < min {
+                    continue;
+                }
+                for b in self.beside(a) {
+                    let borrowed = self.reclaimable(b, &h);
+                    if borrowed > 0 {
+                        out.push(QueueBreach::Unreclaimed {
+                            job: j.id,
+                            min,
+                            queue: self.queues[a].name.clone(),
+                            free,
+                            borrower: self.queues[b].name.clone(),
+                            borrowed,
+                        });
+                        break 'path;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A queues file (TOML; docs/tenants.md): `[[queue]]` tables with the
+/// keys of [`Queue`]. Every problem is named `source:line:field: message`,
+/// the line where the table (or its field) is written; the tree's own
+/// rules (unique names, parents, no cycles, children within their
+/// parent's guarantee) are checked here, those that need the cluster and
+/// the jobs when a round is built ([`check`]).
+pub fn parse_queues_toml(text: &str, source: &str) -> Result<Vec<Queue>, Vec<String>> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        #[serde(default)]
+        queue: Vec<Queue>,
+    }
+    let file: File = toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map_or(0, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        vec![format!("{source}:{line}: {}", e.message().trim())]
+    })?;
+    if file.queue.is_empty() {
+        return Err(vec![format!("{source}:1: no [[queue]] tables")]);
+    }
+    let mut errs = Vec::new();
+    check_tree(&file.queue, &mut errs);
+    if errs.is_empty() {
+        return Ok(file.queue);
+    }
+    // `queues[i].field: msg` → the line of the i-th [[queue]] table's field.
+    let tables: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_start().starts_with("[[queue]]"))
+        .map(|(i, _)| i)
+        .collect();
+    Err(errs
+        .into_iter()
+        .map(|e| {
+            let Some(rest) = e.strip_prefix("queues[") else {
+                return format!("{source}:1: {e}");
+            };
+            let Some((i, rest)) = rest.split_once(']') else {
+                return format!("{source}:1: {e}");
+            };
+            let (field, msg) = rest
+                .strip_prefix('.')
+                .and_then(|r| r.split_once(": "))
+                .unwrap_or(("", rest.trim_start_matches(": ")));
+            let start = i
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| tables.get(i))
+                .copied()
+                .unwrap_or(0);
+            let end = tables.iter().find(|&&t| t > start).copied().unwrap_or(usize::MAX);
+            let line = text
+                .lines()
+                .enumerate()
+                .skip(start)
+                .take(end.saturating_sub(start))
+                .find(|(_, l)| {
+                    !field.is_empty()
+                        && l.trim_start()
+                            .strip_prefix(field)
+                            .is_some_and(|r| r.trim_start().starts_with('='))
+                })
+                .map_or(start + 1, |(n, _)| n + 1);
+            format!("{source}:{line}:{field}: {msg}")
+        })
+        .collect())
+}
+
+/// The tree's own rules, each problem named by path (`queues[2].parent`).
+fn check_tree(qs: &[Queue], errs: &mut Vec<String>) {
+    if qs.len() > MAX_QUEUES {
+        errs.push(format!(
+            "queues: {} queues, more than the {MAX_QUEUES} supported",
+            qs.len()
+        ));
+        return;
+    }
+    let index = |name: &str| qs.iter().position(|q| q.name == name);
+    for (i, q) in qs.iter().enumerate() {
+        if q.name.trim().is_empty() {
+            errs.push(format!("queues[{i}].name: empty"));
+        }
+        if let Some(first) = qs[..i].iter().position(|o| o.name == q.name) {
+            errs.push(format!(
+                "queues[{i}].name: duplicate '{}', also queues[{first}]",
+                q.name
+            ));
+        }
+        if !(q.weight.is_finite() && q.weight > 0.0) {
+            errs.push(format!("queues[{i}].weight: must be > 0, got {}", q.weight));
+        }
+        match q.parent.as_deref() {
+            Some(p) if index(p).is_none() => {
+                errs.push(format!("queues[{i}].parent: no queue named '{p}'"));
+            }
+            Some(p) if p == q.name => errs.push(format!("queues[{i}].parent: the queue itself")),
+            _ => {}
+        }
+    }
+    // Cycles: walk up from each queue at most len steps.
+    for (i, q) in qs.iter().enumerate() {
+        let mut at = q.parent.as_deref().and_then(index);
+        let mut steps = 0;
+        while let Some(p) = at {
+            if p == i {
+                errs.push(format!("queues[{i}].parent: '{}' is its own ancestor", q.name));
+                break;
+            }
+            steps += 1;
+            if steps > qs.len() {
+                break;
+            }
+            at = qs[p].parent.as_deref().and_then(index);
+        }
+    }
+    for (i, q) in qs.iter().enumerate() {
+        let kids: u64 = qs
+            .iter()
+            .filter(|c| c.parent.as_deref() == Some(q.name.as_str()))
+            .map(|c| u64::from(c.guarantee))
+            .sum();
+        if kids > u64::from(q.guarantee) {
+            errs.push(format!(
+                "queues[{i}].guarantee: {} GPUs, less than its children's guarantees ({kids})",
+                q.guarantee
+            ));
+        }
+    }
+}
+
+/// Problems with the round's queues and its jobs' `queue`, each naming its
+/// path (`queues[2].parent: ...`, `jobs[4] (name).queue: ...`).
+pub fn check(round: &Round, errs: &mut Vec<String>) {
+    let qs = &round.queues;
+    // Without queues the round is one pool: jobs' queue names (a trace's
+    // tenants) are kept for reports but bind nothing.
+    if qs.is_empty() {
+        return;
+    }
+    check_tree(qs, errs);
+    if qs.len() > MAX_QUEUES {
+        return;
+    }
+    let index = |name: &str| qs.iter().position(|q| q.name == name);
+    // The top level within the cluster.
+    let reserved: std::collections::BTreeSet<_> = round.reserved.iter().collect();
+    let capacity = u64::from(round.cluster.total_gpus()).saturating_sub(reserved.len() as u64);
+    let top: u64 = qs
+        .iter()
+        .filter(|q| q.parent.is_none())
+        .map(|q| u64::from(q.guarantee))
+        .sum();
+    if top > capacity {
+        errs.push(format!(
+            "queues: top-level guarantees sum to {top} GPUs, more than the {capacity} jobs of the round may hold"
+        ));
+    }
+    let is_parent = |name: &str| qs.iter().any(|c| c.parent.as_deref() == Some(name));
+    for (i, j) in round.jobs.iter().enumerate() {
+        let name = j.queue.as_deref().unwrap_or(DEFAULT_QUEUE);
+        match index(name) {
+            None if name == DEFAULT_QUEUE => {}
+            None => errs.push(format!(
+                "jobs[{i}] ({}).queue: no queue named '{name}'; queues: {}",
+                j.name,
+                qs.iter().map(|q| q.name.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+            Some(_) if is_parent(name) => errs.push(format!(
+                "jobs[{i}] ({}).queue: '{name}' has queues below it; a job names a leaf queue",
+                j.name
+            )),
+            Some(_) => {}
+        }
+    }
+    // A pinned (non-preemptible, running) job that breaks a limit is kept:
+    // the limits count what pinned jobs hold as allowed. Nothing to refuse.
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{Allocation, GpuId};
+    use crate::round::test_job;
+    use crate::NodeId;
+
+    fn round(queues: Vec<Queue>, jobs: Vec<(&str, u32, u32)>) -> Round {
+        let mut r = crate::round::test_round(Vec::new());
+        r.cluster = "1x8".parse().unwrap();
+        r.queues = queues;
+        r.jobs = jobs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (q, min, max))| crate::RoundJob {
+                name: format!("j{i}"),
+                queue: Some(q.to_string()),
+                min_gpus: min,
+                max_gpus: max,
+                ..test_job(i as u32)
+            })
+            .collect();
+        r
+    }
+
+    fn two_teams() -> Vec<Queue> {
+        vec![
+            Queue {
+                guarantee: 4,
+                ..Queue::new("a")
+            },
+            Queue {
+                guarantee: 4,
+                ..Queue::new("b")
+            },
+        ]
+    }
+
+    #[test]
+    fn a_round_without_queues_has_no_tree_and_no_rules() {
+        let mut r = round(vec![], vec![]);
+        r.jobs.push(test_job(0));
+        assert!(QueueTree::new(&r).is_none());
+        let mut errs = Vec::new();
+        check(&r, &mut errs);
+        assert!(errs.is_empty(), "{errs:?}");
+    }
+
+    #[test]
+    fn a_waiting_job_within_its_guarantee_reclaims_from_a_borrower() {
+        let r = round(two_teams(), vec![("a", 1, 8), ("b", 2, 2)]);
+        let t = QueueTree::new(&r).unwrap();
+        // a holds all 8 while b's job waits: b's guarantee is unused.
+        let b = t.breaches(&r, |i| [8, 0][i]);
+        assert!(
+            matches!(&b[..], [QueueBreach::Unreclaimed { queue, borrower, borrowed: 4, .. }] if queue == "b" && borrower == "a"),
+            "{b:?}"
+        );
+        // a shrinks to its guarantee and b runs: nothing broken.
+        assert!(t.breaches(&r, |i| [4, 2][i]).is_empty());
+        // b's job asks for more than b's guarantee: a may keep borrowing.
+        let r = round(two_teams(), vec![("a", 1, 8), ("b", 5, 5)]);
+        let t = QueueTree::new(&r).unwrap();
+        assert!(t.breaches(&r, |i| [8, 0][i]).is_empty());
+    }
+
+    #[test]
+    fn limits_lending_and_pinned_borrowing() {
+        let mut qs = two_teams();
+        qs[0].borrow_limit = Some(2);
+        let r = round(qs.clone(), vec![("a", 1, 8)]);
+        let t = QueueTree::new(&r).unwrap();
+        assert!(matches!(
+            &t.breaches(&r, |_| 7)[..],
+            [QueueBreach::OverLimit {
+                held: 7,
+                limit: 6,
+                ..
+            }]
+        ));
+        assert!(t.breaches(&r, |_| 6).is_empty());
+        // b does not lend: a may hold only 8 − 4 even with b idle.
+        let mut qs = two_teams();
+        qs[1].lend = false;
+        let r = round(qs, vec![("a", 1, 8)]);
+        let t = QueueTree::new(&r).unwrap();
+        assert!(matches!(
+            &t.breaches(&r, |_| 5)[..],
+            [QueueBreach::Unlent {
+                outside: 5,
+                allowed: 4,
+                ..
+            }]
+        ));
+        // A non-preemptible job may not start on borrowed GPUs, but one
+        // already running keeps its GPUs, and they count as its queue's.
+        let mut r = round(two_teams(), vec![("a", 6, 6), ("b", 2, 2)]);
+        r.jobs[0].preemptible = false;
+        let t = QueueTree::new(&r).unwrap();
+        assert!(matches!(
+            &t.breaches(&r, |i| [6, 2][i])[..],
+            [QueueBreach::PinnedBorrows { .. }]
+        ));
+        r.jobs[0].state.allocation =
+            Allocation::from_gpus((0..6).map(|g| GpuId::new(NodeId(0), g)).collect());
+        let t = QueueTree::new(&r).unwrap();
+        assert!(
+            t.breaches(&r, |i| [6, 2][i]).is_empty(),
+            "pinned and running: spared"
+        );
+        // b waits within its guarantee, but a's extra GPUs are pinned: nothing to reclaim.
+        assert!(t.breaches(&r, |i| [6, 0][i]).is_empty());
+    }
+
+    #[test]
+    fn reclaim_goes_to_the_queues_beside_and_not_within_the_family() {
+        // org x (6) = x1 (3) + x2 (3); y (2). x1 borrows from x2 inside x.
+        let qs = vec![
+            Queue {
+                guarantee: 6,
+                ..Queue::new("x")
+            },
+            Queue {
+                guarantee: 3,
+                parent: Some("x".into()),
+                ..Queue::new("x1")
+            },
+            Queue {
+                guarantee: 3,
+                parent: Some("x".into()),
+                ..Queue::new("x2")
+            },
+            Queue {
+                guarantee: 2,
+                ..Queue::new("y")
+            },
+        ];
+        let r = round(qs, vec![("x1", 1, 8), ("y", 1, 1), ("x2", 1, 1)]);
+        let t = QueueTree::new(&r).unwrap();
+        assert_eq!(t.beside(1), vec![2, 3]);
+        // x1 holds 6 (3 of x2's), y waits: x holds 6 = its guarantee, so
+        // y has nothing to reclaim; x2's waiting job reclaims from x1.
+        let b = t.breaches(&r, |i| [6, 0, 0][i]);
+        assert!(
+            !b.iter()
+                .any(|b| matches!(b, QueueBreach::Unreclaimed { queue, .. } if queue == "y")),
+            "{b:?}"
+        );
+        assert!(b.iter().any(|b| matches!(b, QueueBreach::Unreclaimed { queue, borrower, .. } if queue == "x2" && borrower == "x1")), "{b:?}");
+        // x1 holds 7: x borrows 1 from y, y's job waits.
+        let b = t.breaches(&r, |i| [7, 0, 1][i]);
+        assert!(b.iter().any(|b| matches!(b, QueueBreach::Unreclaimed { queue, borrower, .. } if queue == "y" && borrower == "x")), "{b:?}");
+        // x2's job waits while x1 borrows inside x: x2 reclaims from x1.
+        let b = t.breaches(&r, |i| [6, 1, 0][i]);
+        assert!(b.iter().any(|b| matches!(b, QueueBreach::Unreclaimed { queue, borrower, .. } if queue == "x2" && borrower == "x1")), "{b:?}");
+    }
+
+    #[test]
+    fn queues_files_load_and_their_errors_name_line_and_field() {
+        let text = "# two teams\n[[queue]]\nname = \"org\"\nguarantee = 8\n\n[[queue]]\nname = \"team\"\nparent = \"org\"\nguarantee = 4\nweight = 2\nborrow_limit = 2\nlend = false\n";
+        let qs = parse_queues_toml(text, "q.toml").unwrap();
+        assert_eq!(qs.len(), 2);
+        assert_eq!(
+            qs[1],
+            Queue {
+                parent: Some("org".into()),
+                guarantee: 4,
+                weight: 2.0,
+                borrow_limit: Some(2),
+                lend: false,
+                ..Queue::new("team")
+            }
+        );
+        let bad = text
+            .replace("guarantee = 4", "guarantee = 9")
+            .replace("weight = 2", "weight = -1");
+        let e = parse_queues_toml(&bad, "q.toml").unwrap_err();
+        assert!(
+            e.contains(&"q.toml:4:guarantee: 8 GPUs, less than its children's guarantees (9)".to_string()),
+            "{e:?}"
+        );
+        assert!(
+            e.contains(&"q.toml:10:weight: must be > 0, got -1".to_string()),
+            "{e:?}"
+        );
+        let e = parse_queues_toml("[[queue]]\nname = \"a\"\ngurantee = 3\n", "q.toml").unwrap_err();
+        assert!(e[0].starts_with("q.toml:3: unknown field `gurantee`"), "{e:?}");
+        assert!(parse_queues_toml("", "q.toml").is_err());
+    }
+
+    #[test]
+    fn bad_queues_are_named_by_path() {
+        let qs = vec![
+            Queue {
+                guarantee: 9,
+                ..Queue::new("x")
+            },
+            Queue {
+                guarantee: 5,
+                parent: Some("x".into()),
+                ..Queue::new("x1")
+            },
+            Queue {
+                guarantee: 5,
+                parent: Some("nope".into()),
+                weight: 0.0,
+                ..Queue::new("x1")
+            },
+        ];
+        let r = round(qs, vec![("x", 1, 1), ("z", 1, 1)]);
+        let mut errs = Vec::new();
+        check(&r, &mut errs);
+        let all = errs.join("\n");
+        for want in [
+            "queues[2].name: duplicate 'x1', also queues[1]",
+            "queues[2].weight: must be > 0",
+            "queues[2].parent: no queue named 'nope'",
+            "queues: top-level guarantees sum to",
+            "jobs[0] (j0).queue: 'x' has queues below it",
+            "jobs[1] (j1).queue: no queue named 'z'",
+        ] {
+            assert!(all.contains(want), "missing {want:?} in\n{all}");
+        }
+        let mut qs = two_teams();
+        qs[0].parent = Some("b".into());
+        qs[1].parent = Some("a".into());
+        let r = round(qs, vec![]);
+        let mut errs = Vec::new();
+        check(&r, &mut errs);
+        assert!(errs.iter().any(|e| e.contains("is its own ancestor")), "{errs:?}");
+    }
+}

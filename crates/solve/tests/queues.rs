@@ -1,0 +1,136 @@
+//! Queues through every planner (docs/tenants.md): hand-solved rounds where
+//! the queue rules change the optimum, and the plans every planner gives.
+
+use gpuplan_core::queue::Queue;
+use gpuplan_core::{
+    objective, validate, Allocation, GpuId, JobId, JobState, NodeId, PlanStatus, PolicyParams, Round,
+    RoundJob,
+};
+use gpuplan_solve::{registry, run_round, Limits};
+
+/// One 8-GPU node; queue a (guarantee 4) runs eight 1-GPU jobs, one per
+/// GPU; queue b (guarantee 4) has one waiting 2-GPU job. Pollux's
+/// objective alone keeps all eight running (starting b's job would stop
+/// two to start one); the rules make b's job start on two of a's GPUs, and
+/// a keep six: a holds 8 > its guarantee while b's job fits b's.
+fn borrowed_round() -> Round {
+    let mut jobs: Vec<RoundJob> = (0..8)
+        .map(|i| RoundJob {
+            requested_gpus: 1,
+            min_gpus: 1,
+            max_gpus: 1,
+            batch_size: 32,
+            queue: Some("a".into()),
+            state: JobState {
+                age_s: 3600.0,
+                max_gpus_used: 1,
+                allocation: Allocation::from_gpus(vec![GpuId::new(NodeId(0), i)]),
+                ..Default::default()
+            },
+            ..RoundJob::new(JobId(i), format!("a{i}"), "synthetic")
+        })
+        .collect();
+    jobs.push(RoundJob {
+        requested_gpus: 2,
+        min_gpus: 2,
+        max_gpus: 2,
+        batch_size: 64,
+        queue: Some("b".into()),
+        state: JobState {
+            age_s: 600.0,
+            ..Default::default()
+        },
+        ..RoundJob::new(JobId(8), "b0", "synthetic")
+    });
+    Round {
+        now_s: 0.0,
+        cluster: "1x8".parse().unwrap(),
+        jobs,
+        params: PolicyParams::default(),
+        variability: None,
+        colocation: None,
+        reserved: Vec::new(),
+        queues: vec![
+            Queue {
+                guarantee: 4,
+                ..Queue::new("a")
+            },
+            Queue {
+                guarantee: 4,
+                ..Queue::new("b")
+            },
+        ],
+    }
+}
+
+fn limits() -> Limits {
+    Limits {
+        time_limit_s: 10.0,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn without_queues_the_borrower_keeps_everything() {
+    let r = Round {
+        queues: Vec::new(),
+        ..borrowed_round()
+    };
+    let mut p = registry::create("mip-exact").unwrap();
+    let d = run_round(p.as_mut(), &r, &limits()).unwrap();
+    assert!(d.plan.gpus_of(JobId(8)).is_empty(), "{:?}", d.plan);
+    assert_eq!(d.plan.status, PlanStatus::Optimal);
+}
+
+/// The exact MIP keeps the rules itself (no queue-stage note) and proves
+/// optimality under them: b's job on 2 GPUs, six of a's kept, two of a's
+/// stopped; its objective is the hand-computed one.
+#[test]
+fn the_exact_mip_reclaims_inside_the_model() {
+    let r = borrowed_round();
+    for name in ["mip-exact", "pollux-mip", "gpuplan-mip"] {
+        let mut p = registry::create(name).unwrap();
+        let d = run_round(p.as_mut(), &r, &limits()).unwrap();
+        validate(&r, &d.plan).unwrap();
+        assert_eq!(d.plan.gpus_of(JobId(8)).num_gpus(), 2, "{name}: {:?}", d.plan);
+        let kept = (0..8).filter(|&i| !d.plan.gpus_of(JobId(i)).is_empty()).count();
+        assert_eq!(kept, 6, "{name}");
+        assert_eq!(d.plan.status, PlanStatus::Optimal, "{name}: {:?}", d.plan.reason);
+        assert!(
+            !d.plan.reason.as_deref().unwrap_or("").contains("queues:"),
+            "{name}: the model kept the rules, the stage had nothing to do: {:?}",
+            d.plan.reason
+        );
+        // By hand (p = −1): six kept jobs at speedup 1, two stopped (0),
+        // b's job on 2 GPUs at 2 × its restart factor 600/630: the
+        // harmonic mean of those nine values (+ε), and the bound above it.
+        let eps = objective::EPSILON;
+        // (The fair share is ⌈8/9⌉ = 1 GPU, so a model-less job's speedup
+        // is its GPU count; the round's params apply to every planner.)
+        let vb = 2.0 * 600.0 / 630.0;
+        let by_hand = 9.0 / (6.0 / (1.0 + eps) + 2.0 / eps + 1.0 / (vb + eps));
+        let obj = objective::evaluate(&r, &d.plan);
+        assert!(
+            (obj - by_hand).abs() < 1e-9 * by_hand,
+            "{name}: {obj} vs {by_hand}"
+        );
+        let b = d.plan.bound.unwrap();
+        assert!(b >= obj - 1e-9, "{name}: bound {b} below {obj}");
+    }
+}
+
+/// Every registered planner, through the pipeline's queue stage where it
+/// does not know the rules, keeps them on this round.
+#[test]
+fn every_planner_keeps_the_rules() {
+    let r = borrowed_round();
+    for name in registry::names() {
+        let mut p = registry::create(name).unwrap();
+        if p.traits().needs_oracle {
+            continue;
+        }
+        let d = run_round(p.as_mut(), &r, &limits()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        validate(&r, &d.plan).unwrap_or_else(|v| panic!("{name}: {v:?}"));
+        assert_eq!(d.plan.gpus_of(JobId(8)).num_gpus(), 2, "{name}: {:?}", d.plan);
+    }
+}

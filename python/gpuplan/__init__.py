@@ -9,7 +9,7 @@ json``. The native work runs with the GIL released.
 >>> "gpuplan-mip" in gpuplan.policies()
 True
 >>> p = gpuplan.Planner("greedy", time_limit_s=5)
->>> out = p.plan({"now_s": 0, "cluster": {"nodes": [{"name": "n0", "gpus": 4}]}, "jobs": []})
+>>> out = p.plan({"now_s": 0, "cluster": {"nodes": [{"name": "n0", "gpus": 4, "gpu_type": "t4"}]}, "jobs": []})
 >>> out["planner"], out["allocations"]
 ('greedy', {})
 

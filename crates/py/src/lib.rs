@@ -19,7 +19,7 @@
 //!
 //! ```
 //! let mut s = _gpuplan::api::Session::new("fifo", 10.0, 1e-4, 0, 1).unwrap();
-//! let round = r#"{"now_s": 0, "cluster": {"nodes": [{"name": "n0", "gpus": 4}]}, "jobs": []}"#;
+//! let round = r#"{"now_s": 0, "cluster": {"nodes": [{"name": "n0", "gpus": 4, "gpu_type": "t4"}]}, "jobs": []}"#;
 //! let plan: serde_json::Value = serde_json::from_str(&s.plan_json("round", round).unwrap()).unwrap();
 //! assert_eq!(plan["planner"], "fifo");
 //! ```

@@ -180,7 +180,8 @@ impl PlanOut {
 mod tests {
     use super::*;
 
-    const TINY: &str = r#"{"now_s": 0, "cluster": {"nodes": [{"name": "n0", "gpus": 4}]}, "jobs": []}"#;
+    const TINY: &str =
+        r#"{"now_s": 0, "cluster": {"nodes": [{"name": "n0", "gpus": 4, "gpu_type": "t4"}]}, "jobs": []}"#;
 
     #[test]
     fn registry_defaults_fill_only_what_the_file_leaves_out() {
@@ -211,7 +212,7 @@ mod tests {
         let e = parse_round("t.json", "{\n  \"now_s\": 0,\n}", "fifo").unwrap_err();
         assert!(matches!(e, RoundFileError::Syntax { line: 3, .. }), "{e}");
         assert!(e.to_string().starts_with("t.json:3:"), "{e}");
-        let bad = r#"{"now_s": 0, "cluster": {"nodes": [{"name": "n0", "gpus": 0}]},
+        let bad = r#"{"now_s": 0, "cluster": {"nodes": [{"name": "n0", "gpus": 0, "gpu_type": "t4"}]},
             "jobs": [], "params": {"sharing": 0}}"#;
         let e = parse_round("t.json", bad, "gpuplan-mip").unwrap_err();
         let problems = e.problems();

@@ -32,8 +32,24 @@ unit: setup
 deps-check: setup
 	bash scripts/check-deps.sh
 
-test: fmt-check clippy deps-check unit test-web
+test: fmt-check clippy deps-check unit test-py test-web
 	@echo "make test: all checks passed"
+
+# The Python package (crates/py + python/, docs/python.md): its PyO3 layer
+# under clippy (the workspace's clippy compiles the JSON API alone), then
+# the wheel built by maturin, installed in a fresh virtualenv and tested
+# against the CLI (scripts/test-py.sh).
+PY_VENV ?= $(HOME)/.cache/gpuplan/py-venv
+.PHONY: setup-py clippy-py test-py
+
+setup-py:
+	@PY_VENV="$(PY_VENV)" bash scripts/setup.sh py
+
+clippy-py: setup-py
+	$(CARGO) clippy --release --workspace --all-targets --locked --features gpuplan-py/python -- -D warnings
+
+test-py: setup-py clippy-py build-release
+	bash scripts/test-py.sh "$(PY_VENV)" "$(GPUPLAN)"
 
 # Fuzz every trace loader (not part of `make test`): make fuzz FUZZ_SECONDS=60
 FUZZ_SECONDS ?= 60

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Keeps the crate graph pointing one way: core knows no sibling, solve knows
-# only core, sim knows core and solve. Fails `make test` otherwise.
+# only core, sim knows core and solve; the Python package (py) knows
+# core, solve and sim. Fails `make test` otherwise.
 set -euo pipefail
 check() {
   local crate="$1"; shift
@@ -19,6 +20,7 @@ check gpuplan-sim gpuplan-core gpuplan-solve
 check gpuplan-exec gpuplan-core gpuplan-solve
 check gpuplan-predict gpuplan-core
 check gpuplan-wasm gpuplan-core gpuplan-solve gpuplan-sim
+check gpuplan-py gpuplan-core gpuplan-solve gpuplan-sim
 # The wasm crate alone must not reach HiGHS (C++, no wasm32 build) or rayon.
 for bad in highs-sys rayon; do
   if cargo tree -p gpuplan-wasm -e normal --prefix none --locked --target wasm32-unknown-unknown 2>/dev/null | grep -q "^$bad "; then

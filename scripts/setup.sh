@@ -3,6 +3,8 @@
 # nothing is installed twice, and nothing at all if everything is present.
 #   setup.sh native   cargo + rustfmt/clippy, cmake and clang (HiGHS builds from C++),
 #                     python3 and slurm-wlm (the executor's end-to-end tests)
+#   setup.sh py       native + a virtualenv with maturin and pytest pinned in
+#                     python/requirements-dev.txt (~/.cache/gpuplan/py-venv, or $PY_VENV)
 #   setup.sh web      native + Debian's rustc-web (wasm32 std source), wasm-ld-16,
 #                     chromium (browser tests), node/npm, wasm-bindgen-cli, npm ci in web/
 set -euo pipefail
@@ -13,12 +15,14 @@ apt_missing=()
 need_apt() { dpkg -s "$1" >/dev/null 2>&1 || apt_missing+=("$1"); }
 
 case "$what" in
-  native)
+  native|py)
     need_apt cmake; need_apt clang; need_apt pkg-config
     # The executor's end-to-end tests run examples/sleep_train.py.
     need_apt python3
     # tests/slurm.rs starts a real two-node Slurm cluster (scripts/slurm-cluster.sh).
     need_apt slurm-wlm
+    # The Python package's build and tests make virtualenvs (Debian splits venv out).
+    if [ "$what" = py ] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then need_apt python3-venv; fi
     ;;
   web)
     need_apt cmake; need_apt clang; need_apt pkg-config
@@ -59,5 +63,18 @@ if [ "$what" = web ]; then
   if [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
     echo "setup: npm ci in web/"
     (cd "$here/web" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi
+
+if [ "$what" = py ]; then
+  # The build tools of the wheel, pinned; reinstalled only when the pins change.
+  here="$(cd "$(dirname "$0")/.." && pwd)"
+  venv="${PY_VENV:-$HOME/.cache/gpuplan/py-venv}"
+  req="$here/python/requirements-dev.txt"
+  if ! cmp -s "$req" "$venv/.requirements-dev.txt"; then
+    echo "setup: python tools ($(grep -v '^#' "$req" | tr '\n' ' ')) into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+    cp "$req" "$venv/.requirements-dev.txt"
   fi
 fi

@@ -1,14 +1,12 @@
 //! `gpuplan plan`: solve one round from a file.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpuplan_core::{JobGpus, Plan, PlanReport, Round};
-use gpuplan_solve::{registry, run_round, Change, Decision, Limits};
-use serde::Serialize;
+use gpuplan_core::{JobGpus, Round};
+use gpuplan_solve::{parse_round, registry, run_round, Limits, PlanOut};
 
 use crate::cli::Format;
 
@@ -36,56 +34,6 @@ pub struct PlanArgs {
     pub format: Format,
 }
 
-/// The plan as users' scripts read it.
-#[derive(Serialize)]
-pub struct PlanOut {
-    #[serde(flatten)]
-    pub report: PlanReport,
-    /// Job name → one node index per GPU.
-    pub allocations: BTreeMap<String, Vec<u32>>,
-    /// Job name → its GPUs as `[node, index on the node]`.
-    pub gpus: BTreeMap<String, Vec<(u32, u32)>>,
-    /// Job name → what changes for it (start, stop, move, resize, keep, wait).
-    pub changes: BTreeMap<String, Change>,
-    /// Job name → its GPUs' type and, when the round has variability, its
-    /// slowest GPU and expected factor (as the browser's round inspector shows).
-    pub hardware: BTreeMap<String, JobGpus>,
-}
-
-impl PlanOut {
-    pub fn new(round: &Round, decision: &Decision) -> Self {
-        let plan: &Plan = &decision.plan;
-        let mut allocations = BTreeMap::new();
-        let mut gpus = BTreeMap::new();
-        let mut hardware = BTreeMap::new();
-        for j in &round.jobs {
-            if let Some(a) = plan.allocations.get(&j.id) {
-                if let Some(h) = JobGpus::new(round, j, a) {
-                    hardware.insert(j.name.clone(), h);
-                }
-                allocations.insert(j.name.clone(), a.nodes().map(|n| n.0).collect());
-                gpus.insert(
-                    j.name.clone(),
-                    a.gpus().iter().map(|g| (g.node.0, g.index)).collect(),
-                );
-            }
-        }
-        let changes = round
-            .jobs
-            .iter()
-            .zip(&decision.diff)
-            .map(|(j, c)| (j.name.clone(), c.change))
-            .collect();
-        PlanOut {
-            report: PlanReport::new(round, plan),
-            allocations,
-            gpus,
-            changes,
-            hardware,
-        }
-    }
-}
-
 /// `  t4, slowest node3 GPU 1: 1.12 (class A), expected 1.90`: the table's
 /// words for [`JobGpus`].
 fn hardware_text(h: &JobGpus) -> String {
@@ -99,20 +47,17 @@ fn hardware_text(h: &JobGpus) -> String {
     s
 }
 
-/// Read and check a round file; errors name the file, line and field.
-pub fn load_round(path: &Path) -> Result<Round> {
+/// Read and check a round file for `planner` ([`gpuplan_solve::parse_round`]:
+/// the planner's registry defaults fill the params the file leaves out);
+/// errors name the file, line and field.
+pub fn load_round(path: &Path, planner: &str) -> Result<Round> {
     let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    let round: Round = serde_json::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}:{}:{}: {}", path.display(), e.line(), e.column(), e))?;
-    if let Err(errs) = round.check() {
-        bail!("{}: invalid round:\n  {}", path.display(), errs.join("\n  "));
-    }
-    Ok(round)
+    Ok(parse_round(&path.display().to_string(), &text, planner)?)
 }
 
 pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     let mut planner = registry::create(&a.planner)?;
-    let mut round = load_round(&a.input)?;
+    let mut round = load_round(&a.input, &a.planner)?;
     if let Some(p) = a.p {
         round.params.p = p;
         let errs = round
@@ -124,15 +69,17 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
             bail!("--p: {}", e.problem);
         }
     }
-    if a.time_limit.is_nan() || a.time_limit <= 0.0 || a.gap.is_nan() || a.gap < 0.0 {
-        bail!("--time-limit must be > 0 and --gap >= 0");
-    }
     let limits = Limits {
         time_limit_s: a.time_limit,
         gap: a.gap,
         threads: a.threads.max(1),
         seed: a.seed,
     };
+    if let Err(errs) = limits.check() {
+        let flag = |f: &str| if f == "gap" { "--gap" } else { "--time-limit" };
+        let lines: Vec<String> = errs.iter().map(|(f, e)| format!("{}: {e}", flag(f))).collect();
+        bail!("{}", lines.join("; "));
+    }
     let decision = run_round(planner.as_mut(), &round, &limits)?;
     let out = PlanOut::new(&round, &decision);
     match a.format {

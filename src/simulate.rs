@@ -8,8 +8,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpuplan_core::{Cluster, Interference, Placement, Sticky};
 use gpuplan_sim::{
-    simulate_workload as run_sim, Control, ParamFlags, Profiles, ScenarioError, ScenarioField, SimConfig,
-    SimResult, SimScenario, WorkloadJob,
+    files::simulate_named, Control, ParamFlags, Profiles, ScenarioError, ScenarioField, SimConfig, SimResult,
+    SimScenario, WorkloadJob,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -298,15 +298,9 @@ impl SimOpts {
     /// one: the simulator's ground truth for co-located jobs (measured
     /// pairs, the curve fitted to them) and its rigid jobs' sharing facts.
     fn gavel_table(&self) -> Result<gpuplan_sim::colocation::GavelTable> {
-        use gpuplan_sim::colocation::parse_gavel;
-        let table = match &self.trace.gavel_throughputs {
-            Some(p) => {
-                let b = std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()))?;
-                parse_gavel(&p.display().to_string(), b.as_slice())?
-            }
-            None => parse_gavel("simulation_throughputs.json", crate::trace::GAVEL_THROUGHPUTS)?,
-        };
-        Ok(table)
+        Ok(gpuplan_sim::files::gavel_table(
+            self.trace.gavel_throughputs.as_deref(),
+        )?)
     }
 }
 
@@ -330,12 +324,6 @@ fn load_workload(
         }
     }
     Ok(jobs)
-}
-
-fn workload_name(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_default()
 }
 
 /// A known policy that can honour the run's `--placement`.
@@ -382,7 +370,6 @@ fn run_one_dumping(
     policy: &str,
     dump: Option<&Path>,
 ) -> Result<SimResult> {
-    let mut planner = gpuplan_solve::registry::create(policy)?;
     if let Some(d) = dump {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
@@ -404,13 +391,11 @@ fn run_one_dumping(
         }
         Control::Continue
     };
-    let result = run_sim(cfg, profiles, jobs, planner.as_mut(), &mut observer);
+    let result = simulate_named(cfg, profiles, path, jobs, policy, &mut observer);
     if let Some(e) = dump_err {
         return Err(e);
     }
-    let mut r = result.with_context(|| format!("simulating {} under {policy}", path.display()))?;
-    r.summary.workload = workload_name(path);
-    Ok(r)
+    result.with_context(|| format!("simulating {} under {policy}", path.display()))
 }
 
 pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
@@ -452,9 +437,10 @@ pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
 }
 
 pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
-    let mut cfg = a.opts.config()?;
-    cfg.params = a.opts.params_for(&a.policy)?;
-    check_policy(&a.policy, &cfg.params)?;
+    let cfg = a.opts.scenario()?.config_for(&a.policy).map_err(|es| {
+        let lines: Vec<String> = es.iter().map(flag_error).collect();
+        anyhow::anyhow!("{}", lines.join("; "))
+    })?;
     let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
     let jobs = load_workload(&a.workload, &a.opts, &profiles, &cfg.cluster)?;
     let r = run_one_dumping(
@@ -640,7 +626,7 @@ fn expand_workloads(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Sort `workload-10` after `workload-9`.
 fn natural_key(p: &Path) -> (String, u64) {
-    let s = workload_name(p);
+    let s = gpuplan_sim::files::workload_name(p);
     let digits: String = s
         .chars()
         .rev()
@@ -716,7 +702,7 @@ fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan> {
     for p in &a.policies {
         for w in &workloads {
             for &seed in &seeds {
-                let name = workload_name(w);
+                let name = gpuplan_sim::files::workload_name(w);
                 tasks.push(SweepTask {
                     path: w.clone(),
                     workload: if seeds.len() > 1 {

@@ -7,15 +7,13 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use gpuplan_core::Cluster;
-use gpuplan_sim::trace::workload::{parse_duration_s, sample, to_workload, DurationJobs};
-use gpuplan_sim::trace::{self, alibaba, cluster_file, gavel, native, BadRows, Format as TraceFormat, Trace};
+use gpuplan_sim::files::{load_trace, workload_jobs, TraceLoad};
+use gpuplan_sim::trace::workload::{parse_duration_s, sample, DurationJobs};
+use gpuplan_sim::trace::{self, alibaba, gavel, native, BadRows, Format as TraceFormat, Trace};
 use gpuplan_sim::{Profiles, WorkloadJob};
 use serde::Serialize;
 
 use crate::cli::Format;
-
-/// Gavel's throughput table, bundled so Gavel traces load from anywhere.
-pub(crate) const GAVEL_THROUGHPUTS: &[u8] = include_bytes!("../traces/gavel/simulation_throughputs.json");
 
 #[derive(Subcommand, Debug)]
 pub enum TraceCmd {
@@ -91,38 +89,26 @@ pub struct TraceOpts {
 }
 
 impl TraceOpts {
-    pub fn load(&self, path: &Path) -> Result<Trace> {
-        let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        let source = path.display().to_string();
-        let format = match self.trace_format {
-            Some(f) => Some(f),
-            None => trace::detect(&bytes),
-        };
-        let tputs = if format == Some(TraceFormat::Gavel) {
-            Some(match &self.gavel_throughputs {
-                Some(p) => {
-                    let b = std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()))?;
-                    gavel::Throughputs::parse(&p.display().to_string(), &b)?
-                }
-                None => gavel::Throughputs::parse("simulation_throughputs.json", GAVEL_THROUGHPUTS)?,
-            })
-        } else {
-            None
-        };
-        let opts = trace::LoadOptions {
+    /// The flags as the simulator's file loader reads them.
+    pub fn trace_load(&self) -> TraceLoad {
+        TraceLoad {
+            format: self.trace_format,
             bad_rows: if self.skip_bad_rows {
                 BadRows::Skip
             } else {
                 BadRows::Fail
             },
-            gavel_throughputs: tputs.as_ref(),
-            gavel_gpu_type: Some(&self.gavel_gpu_type),
-        };
-        let t = trace::load_auto(format, &source, &bytes, &opts)?;
+            gavel_gpu_type: self.gavel_gpu_type.clone(),
+            gavel_throughputs: self.gavel_throughputs.clone(),
+        }
+    }
+
+    pub fn load(&self, path: &Path) -> Result<Trace> {
+        let t = load_trace(path, &self.trace_load())?;
         if t.skipped_rows > 0 {
             eprintln!(
                 "warning: {}: skipped {} bad row(s); first: {}",
-                source,
+                path.display(),
                 t.skipped_rows,
                 t.problems.first().map(|p| p.to_string()).unwrap_or_default()
             );
@@ -144,33 +130,13 @@ pub fn load_workload(
         DurationJobsArg::Rigid => DurationJobs::Rigid,
         DurationJobsArg::Pollux => DurationJobs::Pollux,
     };
-    to_workload(&t, treatment, profiles, seed).with_context(|| format!("{}", path.display()))
+    workload_jobs(&t, treatment, profiles, seed).with_context(|| format!("{}", path.display()))
 }
 
 /// `--cluster`: a shape `NxG[:type]`, a cluster file (`name,gpus,gpu_type[,count]`)
-/// or an Alibaba PAI machine spec.
+/// or an Alibaba PAI machine spec ([`gpuplan_sim::files::load_cluster`]).
 pub fn load_cluster(arg: &str) -> Result<Cluster> {
-    let path = Path::new(arg);
-    if path.is_file() {
-        let bytes = std::fs::read(path).with_context(|| format!("{arg}: cannot read"))?;
-        let first = String::from_utf8_lossy(&bytes[..bytes.len().min(256)])
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_string();
-        if first.starts_with("name,") {
-            return Ok(cluster_file::parse(arg, &bytes)?);
-        }
-        let (c, _cpu_only) = alibaba::parse(arg, &bytes)?;
-        return Ok(c);
-    }
-    match arg.parse::<Cluster>() {
-        Ok(c) => Ok(c),
-        Err(e) if arg.contains('/') || arg.ends_with(".csv") => {
-            bail!("--cluster {arg}: no such file (and not a NODESxGPUS shape: {e})")
-        }
-        Err(e) => Err(e).context("--cluster"),
-    }
+    Ok(gpuplan_sim::files::load_cluster(arg)?)
 }
 
 #[derive(Serialize)]

@@ -15,6 +15,9 @@
 //!   Pollux workloads ([`parse_pollux_workload`], [`WORKLOADS`]), and traces
 //!   in seven formats ([`trace::load`] into a [`trace::Trace`], then
 //!   [`trace::workload::to_workload`]).
+//! - Files a user names ([`files`], native only): the cluster, the workload
+//!   and Gavel's table, and [`files::simulate_named`], the run that
+//!   `gpuplan simulate` and the Python package share.
 //! - Ground truth beyond the profiles: per-GPU speed [`variability`] and
 //!   Gavel's measured [`colocation`] slowdowns.
 //!
@@ -33,6 +36,9 @@ pub mod colocation; // kept: `family`, `ground_truth`, `measured_pairs`, `KeyFac
 mod data;
 mod engine;
 mod error;
+// Files a user names (cluster, workload, Gavel's table): native drivers only.
+#[cfg(not(target_arch = "wasm32"))]
+pub mod files; // kept: `files::load_cluster`, `files::load_trace` say they open files
 mod instances;
 mod metrics;
 mod scenario;

@@ -301,6 +301,18 @@ impl SimScenario {
         })
     }
 
+    /// The checked settings of a run of `policy`: [`SimScenario::config`]
+    /// with the policy's own params ([`SimScenario::params_for`]), and the
+    /// policy known and able to honour them ([`SimScenario::planner`]).
+    /// Every driver that runs one policy (`gpuplan simulate`, Python's
+    /// `simulate`) starts here.
+    pub fn config_for(&self, policy: &str) -> Result<SimConfig, Vec<ScenarioError>> {
+        let mut cfg = self.config()?;
+        cfg.params = self.params_for(policy);
+        Self::planner(policy, &cfg.params).map_err(|e| vec![e])?;
+        Ok(cfg)
+    }
+
     /// The run's params under `policy`: its own defaults wherever the
     /// user set no flag.
     pub fn params_for(&self, policy: &str) -> PolicyParams {

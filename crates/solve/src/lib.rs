@@ -15,6 +15,9 @@
 //! - [`run_round`]: the one pipeline every driver calls — check the round,
 //!   plan, validate, diff — giving a [`Decision`] (the plan and each job's
 //!   [`Change`]).
+//! - [`parse_round`] and [`PlanOut`]: a user's round file in, under the
+//!   planner's registry defaults, and the plan as scripts read it out (the
+//!   CLI's `plan` and the Python package share them).
 //! - [`Limits`]: a round's budget (time, gap, threads, seed).
 //! - [`PlanError`]: a malformed round, an unknown or oracle-only planner,
 //!   or an invalid plan; a solver failure is a fallback plan, not an error.
@@ -49,6 +52,7 @@ mod queues;
 mod bound;
 pub mod registry;
 mod reserve;
+mod round_file;
 #[cfg(test)]
 mod sharing_tests;
 mod solver;
@@ -60,6 +64,8 @@ mod testutil;
 pub use pipeline::{
     batch_adapts, check_live, check_placement, rules, run_round, Change, Decision, JobChange,
 };
+// A user's round file in, the plan as their scripts read it out (CLI, Python).
+pub use round_file::{parse_round, with_registry_defaults, PlanOut, RoundFileError};
 // A job's measurements, fit and batch choice, shared by simulator and executor.
 pub use agent::{fixed_batch_split, round_job, Agent, BatchTarget, FitMemo, JobFacts, ObsAgg};
 pub use candidates::{type_capacity, TypeCapacity};
@@ -87,6 +93,25 @@ pub struct Limits {
     pub threads: u32,
     /// Seed for randomized planners.
     pub seed: u64,
+}
+
+impl Limits {
+    /// Every limit out of range, as `(field, problem)`: `time_limit_s` must
+    /// be > 0 and `gap` >= 0. Drivers word the field with their own flag.
+    pub fn check(&self) -> Result<(), Vec<(&'static str, String)>> {
+        let mut errs = Vec::new();
+        if self.time_limit_s.is_nan() || self.time_limit_s <= 0.0 {
+            errs.push(("time_limit_s", format!("must be > 0, got {}", self.time_limit_s)));
+        }
+        if self.gap.is_nan() || self.gap < 0.0 {
+            errs.push(("gap", format!("must be >= 0, got {}", self.gap)));
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs)
+        }
+    }
 }
 
 impl Default for Limits {

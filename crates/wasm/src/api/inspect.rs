@@ -2,7 +2,7 @@
 //! same round (or an uploaded one) solved again by another planner.
 
 use gpuplan_core::{objective, JobGpus, Plan, PlanReport, Round};
-use gpuplan_solve::{max_gpus, registry, run_round, Limits};
+use gpuplan_solve::{max_gpus, parse_round, registry, run_round, Limits};
 use serde::{Deserialize, Serialize};
 
 use super::{invalid, to_json, ApiError, KEPT_RUNS, RUNS};
@@ -199,22 +199,21 @@ impl Default for SolveOpts {
 
 /// Solve one round (the `gpuplan plan --input` format) and return the
 /// inspector's view of the plan: allocations, objective, gap and stats.
+/// The round is read as `gpuplan plan` reads it ([`parse_round`]: the
+/// planner's registry defaults fill the params it leaves out), so the
+/// browser, the CLI and the Python package plan a file alike.
 pub fn solve_round(round_json: &str, opts_json: &str) -> Result<String, ApiError> {
-    let round: Round = serde_json::from_str(round_json)
-        .map_err(|e| invalid(format!("round:{}:{}: {e}", e.line(), e.column())))?;
-    if let Err(errs) = round.check() {
-        return Err(invalid(format!("round: invalid round:\n  {}", errs.join("\n  "))));
-    }
-    to_json(&solve_with(&round, opts_json)?)
+    let opts = solve_opts(opts_json)?;
+    let round = parse_round("round", round_json, &opts.planner).map_err(|e| invalid(e.to_string()))?;
+    to_json(&solve_with(&round, &opts)?)
 }
 
-/// Solve `round` afresh with the planner and limits of `opts_json`.
-fn solve_with(round: &Round, opts_json: &str) -> Result<InspectOut, ApiError> {
-    let opts: SolveOpts = serde_json::from_str(opts_json)
-        .map_err(|e| invalid(format!("options:{}:{}: {e}", e.line(), e.column())))?;
-    if !(opts.time_limit_s > 0.0 && opts.gap >= 0.0) {
-        return Err(invalid("time limit must be > 0 and gap >= 0"));
-    }
+fn solve_opts(opts_json: &str) -> Result<SolveOpts, ApiError> {
+    serde_json::from_str(opts_json).map_err(|e| invalid(format!("options:{}:{}: {e}", e.line(), e.column())))
+}
+
+/// Solve `round` afresh with the planner and limits of `opts`.
+fn solve_with(round: &Round, opts: &SolveOpts) -> Result<InspectOut, ApiError> {
     let mut planner = registry::create(&opts.planner)?;
     let limits = Limits {
         time_limit_s: opts.time_limit_s,
@@ -222,6 +221,10 @@ fn solve_with(round: &Round, opts_json: &str) -> Result<InspectOut, ApiError> {
         threads: 1,
         seed: opts.seed,
     };
+    if let Err(errs) = limits.check() {
+        let lines: Vec<String> = errs.iter().map(|(f, e)| format!("{f}: {e}")).collect();
+        return Err(invalid(lines.join("; ")));
+    }
     let decision = run_round(planner.as_mut(), round, &limits)?;
     Ok(inspect_round(0, 1, round, &decision.plan))
 }
@@ -230,7 +233,7 @@ fn solve_with(round: &Round, opts_json: &str) -> Result<InspectOut, ApiError> {
 /// no cross-round state), to compare with what the run's planner chose.
 pub fn resolve(run_id: u32, index: usize, opts_json: &str) -> Result<String, ApiError> {
     let (round, _, total) = kept_round(run_id, index)?;
-    let mut out = solve_with(&round, opts_json)?;
+    let mut out = solve_with(&round, &solve_opts(opts_json)?)?;
     out.index = index;
     out.rounds = total;
     to_json(&out)

@@ -1,0 +1,176 @@
+"""gpuplan.adapters.sia on stub job infos shaped as Sia's simulator passes
+them (CI cannot fetch the artifact; nothing of it is used here)."""
+
+import collections
+import json
+
+import pytest
+
+import gpuplan
+from gpuplan.adapters import sia
+
+Perf = collections.namedtuple("Perf", "alpha_c beta_c alpha_n beta_n alpha_r beta_r gamma")
+Grad = collections.namedtuple("Grad", "sqr var")
+
+# cifar10's Pollux parameters (tests/data/round-tiny.json).
+CIFAR = Perf(0.0174, 0.0007, 0.1221, 0.00264, 0.0329, 0.00087, 2.07)
+
+
+class Goodput:
+    def __init__(self, perf, grad=Grad(1.27, 1.44), init_batch=128, stages=1):
+        self._perf_params, self._grad_params, self._init_batch_size = perf, grad, init_batch
+        self._num_stages = stages
+
+
+class Speedup:
+    def __init__(self, goodput, max_batch=4096, bsz_range=(32, 1024)):
+        self._goodput_fn, self._max_batch_size = goodput, max_batch
+        self._atomic_bsz_range, self._accumulation = bsz_range, True
+
+
+class Node:
+    def __init__(self, gpus):
+        self.resources = {"nvidia.com/gpu": gpus}
+        self.preemptible = False
+
+
+class Info:
+    """The attributes Sia's Cluster.get_sia_multi_job_info sets."""
+
+    def __init__(self, fns, max_replicas, **kw):
+        self.speedup_fn = fns
+        self.max_replicas = max_replicas
+        self.min_replicas = {t: 0 for t in max_replicas}
+        self.creation_timestamp = kw.get("submit", 0.0)
+        self.attained_service = kw.get("attained", 0.0)
+        self.num_restarts = kw.get("restarts", 0)
+        self.age = kw.get("age", 600.0)
+        self.category = kw.get("category")
+        self.scaling_underway = kw.get("scaling", False)
+        self.cluster_throughput_ratios = kw.get("ratios", {})
+        self.preemptible = True
+
+
+NODES = {"t4": {0: Node(4), 1: Node(4)}, "a100": {0: Node(8)}}
+
+
+def fast(perf, k):
+    return Perf(*(v / k if n != "gamma" else v for n, v in zip(Perf._fields, perf)))
+
+
+def infos():
+    return {
+        # Profiled on both types: the A100 model runs 3x faster.
+        "cifar10-0": Info({"t4": Speedup(Goodput(CIFAR)), "a100": Speedup(Goodput(fast(CIFAR, 3)))},
+                          {"t4": 8, "a100": 8}, age=1200.0, restarts=1),
+        # Profiled on the T4 only: A100 derived by Sia's ratio (T4 step 2x A100's).
+        "cifar10-1": Info({"t4": Speedup(Goodput(CIFAR)), "a100": None}, {"t4": 4, "a100": 4},
+                          ratios={"t4": {"a100": 0.5}, "a100": {"t4": 2.0}}),
+        # Never ran: no model anywhere.
+        "cifar10-2": Info({"t4": None, "a100": None}, {"t4": 2, "a100": 2}),
+        # Restoring a checkpoint on T4 node 1: pinned.
+        "cifar10-3": Info({"t4": Speedup(Goodput(CIFAR)), "a100": None}, {"t4": 4, "a100": 4},
+                          scaling=True, ratios={"t4": {"a100": 0.5}}),
+    }
+
+
+BASE = {"cifar10-0": ("a100", (0, 0)), "cifar10-3": ("t4", (1, 1))}
+
+
+def test_nodes_are_numbered_per_type_and_mapped_back():
+    nm = sia.node_map(NODES)
+    assert nm.nodes == [("t4", 0), ("t4", 1), ("a100", 0)]
+    assert nm.gpus == [4, 4, 8]
+    assert nm.index("a100", 0) == 2
+    with pytest.raises(ValueError, match="no node 5"):
+        nm.index("t4", 5)
+
+
+def test_round_from_sia_job_infos():
+    round, nm = sia.build_round(infos(), NODES, BASE, restart_penalty=lambda name: 30.0 + len(name))
+    jobs = {j["name"]: j for j in round["jobs"]}
+    assert [n["gpu_type"] for n in round["cluster"]["nodes"]] == ["t4", "t4", "a100"]
+    assert round["params"] == {"p": -0.5, "left_out_cost": 1.1, "spare_waiting": True, "interference": "allow"}
+    # Current allocations, in gpuplan's node numbering.
+    assert jobs["cifar10-0"]["state"]["allocation"] == [2, 2]
+    assert jobs["cifar10-3"]["state"]["allocation"] == [1, 1]
+    # The reference model is the current type's; the other type's own fit is kept.
+    j0 = jobs["cifar10-0"]
+    assert j0["model_type"] == "a100"
+    assert j0["model"]["perf"]["alpha_c"] == pytest.approx(CIFAR.alpha_c / 3)
+    assert j0["type_models"][0]["gpu_type"] == "t4"
+    assert j0["type_models"][0]["model"]["perf"] == dict(zip(Perf._fields, CIFAR))
+    assert j0["model"]["grad"] == {"sqr": 1.27, "var": 1.44}
+    assert j0["model"]["limits"] == {"init_batch": 128, "max_batch": 4096, "min_local": 32, "max_local": 1024}
+    assert j0["state"]["restarts"] == 1 and j0["state"]["age_s"] == 1200.0
+    # A type without a fit: Sia's throughput ratio scales every time term.
+    j1 = jobs["cifar10-1"]
+    assert j1["model_type"] == "t4"
+    derived = j1["type_models"][0]
+    assert derived["gpu_type"] == "a100"
+    assert derived["model"]["perf"]["beta_c"] == pytest.approx(CIFAR.beta_c * 0.5)
+    assert derived["model"]["perf"]["gamma"] == CIFAR.gamma
+    assert jobs["cifar10-2"]["model"] is None
+    # Checkpoint-restore keeps its GPUs; the rest may move.
+    assert jobs["cifar10-3"]["preemptible"] is False
+    assert jobs["cifar10-0"]["preemptible"] is True
+    assert j1["restart_penalty_s"] == 30.0 + len("cifar10-1")
+    assert round["now_s"] == 1200.0
+
+
+def test_the_round_plans_and_goes_back_to_sia_valid():
+    round, nm = sia.build_round(infos(), NODES, BASE)
+    plan = gpuplan.plan(round, planner="gpuplan-mip")
+    allocs = sia.to_sia_allocations(plan, nm)
+    assert sia.check_allocations(allocs, NODES, infos()) == []
+    # The pinned job is where it was.
+    assert allocs["cifar10-3"] == ("t4", [1, 1])
+    for name, (gpu_type, nodes) in allocs.items():
+        assert gpu_type in NODES and nodes == sorted(nodes)
+
+
+def test_checks_catch_what_sia_would_trip_on():
+    allocs = {
+        "cifar10-0": ("t4", [0, 0, 0, 0, 0]),   # node 0 has 4 GPUs
+        "cifar10-1": ("a100", [0, 0, 0, 0, 0, 0]),  # max_replicas 4 on a100
+        "nope": ("t4", [1]),
+        "cifar10-2": ("v100", [0]),
+        "cifar10-3": ("t4", [0, 1]),
+    }
+    problems = sia.check_allocations(allocs, NODES, infos(), max_nodes={"t4": 1})
+    text = "\n".join(problems)
+    assert "node 0 of t4: 6 GPUs allocated, it has 4" in text
+    assert "cifar10-1: 6 GPUs of a100, above its max_replicas 4" in text
+    assert "nope: not a job of the round" in text
+    assert "cifar10-2: unknown GPU type 'v100'" in text
+    assert "cifar10-3: 2 nodes of t4, above 1" in text
+    _, nm = sia.build_round(infos(), NODES, BASE)
+    with pytest.raises(ValueError, match="several types"):
+        sia.to_sia_allocations({"allocations": {"x": [0, 2]}}, nm)
+
+
+def test_pipeline_jobs_are_refused_by_name():
+    with pytest.raises(ValueError, match="pipeline"):
+        sia.speedup_model(Speedup(Goodput(CIFAR, stages=2)))
+
+
+def test_a_policy_subclass_of_sias_answers_rounds_and_logs_them(tmp_path):
+    class SiaPolicy:  # stands in for Sia's class, as its Cluster checks isinstance
+        def __init__(self, p_fairness=0.5, lambda_n=None):
+            self.p_fairness = p_fairness
+
+        def optimize(self, jobs, nodes, base_allocations):
+            raise AssertionError("Sia's own ILP must not run")
+
+    cls = sia.policy_class(SiaPolicy)
+    log = tmp_path / "rounds.jsonl"
+    policy = cls("gpuplan-mip", sia_kwargs={"p_fairness": -0.5}, time_limit_s=5, log_path=str(log))
+    assert isinstance(policy, SiaPolicy) and policy.p_fairness == -0.5
+    first = policy.optimize(infos(), NODES, BASE)
+    second = policy.optimize(infos(), NODES, first)
+    assert sia.check_allocations(second, NODES, infos()) == []
+    assert policy.optimize({}, NODES, {}) == {}
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["round"] for e in lines] == [0, 1]
+    assert all(e["status"] in ("optimal", "feasible", "fallback") and e["jobs"] == 4 for e in lines)
+    assert policy.gpuplan.log == lines

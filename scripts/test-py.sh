@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make test-py`: build the gpuplan wheel (maturin, from python/pyproject.toml,
+# reusing $CARGO_TARGET_DIR's compiled crates), install it in a fresh
+# virtualenv, and run the pytest suite against the CLI binary.
+#   test-py.sh TOOLS_VENV GPUPLAN_BIN
+set -euo pipefail
+tools="$1"; bin="$2"
+here="$(cd "$(dirname "$0")/.." && pwd)"
+: "${CARGO_TARGET_DIR:?CARGO_TARGET_DIR must be set (the Makefile exports it)}"
+wheels="$CARGO_TARGET_DIR/wheels"
+fresh="$CARGO_TARGET_DIR/py-test-venv"
+
+rm -f "$wheels"/gpuplan-*.whl
+start=$(date +%s)
+(cd "$here/python" && "$tools/bin/maturin" build --release --locked --interpreter python3 --out "$wheels")
+echo "test-py: wheel built in $(( $(date +%s) - start )) s"
+wheel=$(ls "$wheels"/gpuplan-*.whl)
+
+# A fresh environment each run: the wheel must install on its own.
+python3 -m venv --clear "$fresh"
+pytest_pin=$(grep '^pytest==' "$here/python/requirements-dev.txt")
+"$fresh/bin/pip" install --quiet --disable-pip-version-check "$wheel" "$pytest_pin"
+"$fresh/bin/python" -c "import gpuplan; print('gpuplan.policies():', gpuplan.policies())"
+# From the repository root, so `import gpuplan` finds the installed wheel,
+# not python/gpuplan (which has no native module).
+cd "$here"
+GPUPLAN_BIN="$bin" "$fresh/bin/pytest" -q -p no:cacheprovider python/tests

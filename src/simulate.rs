@@ -22,6 +22,11 @@ pub struct SimOpts {
     /// Cluster: shape NODESxGPUS (e.g. 16x4), a cluster file (traces/clusters/*.csv) or an Alibaba PAI machine spec.
     #[arg(long, default_value = "16x4")]
     pub cluster: String,
+    /// Teams' queues (TOML, docs/tenants.md): guarantees, borrowing limits and
+    /// reclaim in every round; jobs go to the queue their workload's `queue`
+    /// (or `group`) column names, else `default`. Per-queue figures in the result.
+    #[arg(long, value_name = "FILE")]
+    pub queues: Option<std::path::PathBuf>,
     /// Seconds between scheduling rounds.
     #[arg(long, default_value_t = 60.0)]
     pub interval: f64,
@@ -245,6 +250,15 @@ impl SimOpts {
             colocation,
             colocation_gpu_type: self.trace.gavel_gpu_type.clone(),
             params: self.param_flags()?,
+            queues: match &self.queues {
+                None => Vec::new(),
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| anyhow::anyhow!("--queues {}: cannot read: {e}", path.display()))?;
+                    gpuplan_core::queue::parse_queues_toml(&text, &path.display().to_string())
+                        .map_err(|es| anyhow::anyhow!("{}", es.join("\n")))?
+                }
+            },
         })
     }
 
@@ -345,6 +359,7 @@ fn flag_error(e: &ScenarioError) -> String {
         F::CrossNodeFactor => "--cross-node-factor",
         // The other field is a flag too: name it.
         F::VariabilityDraw => return "--variability-draw: needs --variability".into(),
+        F::Queues => "--queues",
         F::Policy => "--policy",
         F::Param(P::P) => "--p",
         F::Param(P::RestartPenalty) => "--restart-penalty",
@@ -473,10 +488,14 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
                 summary: &'a gpuplan_sim::Summary,
                 #[serde(skip_serializing_if = "Option::is_none")]
                 analysis: Option<&'a gpuplan_sim::Analysis>,
+                /// Per queue, with --queues.
+                #[serde(skip_serializing_if = "<[_]>::is_empty")]
+                queues: &'a [gpuplan_sim::QueueSummary],
             }
             let out = Out {
                 summary: &r.summary,
                 analysis: analysis.as_ref(),
+                queues: &r.queues,
             };
             println!("{}", serde_json::to_string_pretty(&out)?)
         }
@@ -485,9 +504,33 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
             if let Some(an) = &analysis {
                 print_analysis(an);
             }
+            print_queues(&r.queues);
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The per-queue figures of a run with --queues (docs/tenants.md).
+fn print_queues(qs: &[gpuplan_sim::QueueSummary]) {
+    if qs.is_empty() {
+        return;
+    }
+    println!(
+        "\n{:<16} {:>5} {:>10} {:>10} {:>10} {:>12} {:>12}",
+        "queue", "jobs", "avg_jct_h", "p99_jct_h", "gpu_hours", "borrowed_h", "shortfall_h"
+    );
+    for q in qs {
+        println!(
+            "{:<16} {:>5} {:>10.3} {:>10.3} {:>10.2} {:>12.2} {:>12.2}",
+            q.queue,
+            q.jobs,
+            q.avg_jct_s / 3600.0,
+            q.p99_jct_s / 3600.0,
+            q.gpu_hours,
+            q.borrowed_gpu_s / 3600.0,
+            q.shortfall_gpu_s / 3600.0
+        );
+    }
 }
 
 fn print_analysis(an: &gpuplan_sim::Analysis) {

@@ -995,3 +995,71 @@ fn gavel_traces_share_with_sharing_pairs() {
         assert!(on["gpu_shared"].as_f64().unwrap() > 0.0, "{extra:?}: {on}");
     }
 }
+
+/// `simulate --queues`: every round keeps the queues' rules (the pipeline
+/// validates each plan), so no queue is short while another borrows; the
+/// result has a row per queue with the jobs the workload's `queue` column
+/// puts there; without --queues the same run has no per-queue figures.
+#[test]
+fn simulate_with_queues_reports_each_queue_and_never_leaves_one_short() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-queues-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let q = dir.join("queues.toml");
+    std::fs::write(
+        &q,
+        "[[queue]]\nname = \"a\"\nguarantee = 8\n\n[[queue]]\nname = \"b\"\nguarantee = 8\n",
+    )
+    .unwrap();
+    let q = q.to_str().unwrap();
+    for policy in ["fifo", "pollux-mip"] {
+        let args = [
+            "simulate",
+            "--workload",
+            "tests/data/queued-workload.csv",
+            "--cluster",
+            "4x4",
+        ];
+        let out = json(&run(&[
+            &args[..],
+            &["--policy", policy, "--queues", q, "--format", "json"],
+        ]
+        .concat()));
+        let queues = out["queues"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{policy}: {out}"));
+        let names: Vec<&str> = queues.iter().map(|x| x["queue"].as_str().unwrap()).collect();
+        assert_eq!(names, ["a", "b"], "{policy}");
+        assert_eq!(queues[0]["jobs"], 9);
+        assert_eq!(queues[1]["jobs"], 5);
+        for x in queues {
+            assert_eq!(x["shortfall_gpu_s"], 0.0, "{policy}: {x}");
+        }
+        let plain = json(&run(
+            &[&args[..], &["--policy", policy, "--format", "json"]].concat()
+        ));
+        assert!(plain.get("queues").is_none());
+    }
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[queue]]\nname = \"a\"\nguarantee = 8\n\n[[queue]]\nname = \"b\"\nparent = \"a\"\nguarantee = 9\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "simulate",
+        "--workload",
+        "tests/data/queued-workload.csv",
+        "--cluster",
+        "4x4",
+        "--policy",
+        "fifo",
+        "--queues",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("bad.toml:3:guarantee: 8 GPUs, less than its children's guarantees (9)"),
+        "{}",
+        stderr(&o)
+    );
+}

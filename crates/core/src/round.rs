@@ -865,7 +865,16 @@ impl Round {
         if let Some(v) = &self.variability {
             v.check(&self.cluster, &mut errs);
         }
-        crate::queue::check(self, &mut errs);
+        {
+            let reserved: std::collections::BTreeSet<_> = self.reserved.iter().collect();
+            let capacity = total.saturating_sub(reserved.len() as u64);
+            let jobs: Vec<(&str, Option<&str>)> = self
+                .jobs
+                .iter()
+                .map(|j| (j.name.as_str(), j.queue.as_deref()))
+                .collect();
+            crate::queue::check_parts(&self.queues, capacity, &jobs, &mut errs);
+        }
         // Sorted ids find duplicates without hashing (the simulator checks
         // every round).
         let mut ids: Vec<u32> = self.jobs.iter().map(|j| j.id.0).collect();

@@ -73,6 +73,10 @@ pub struct SimConfig {
     /// memory, and never share.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub colocation_jobs: BTreeMap<String, crate::colocation::KeyFacts>,
+    /// The teams' queues every round carries (docs/tenants.md), jobs in
+    /// the queue their workload names (`queue`/`group`); empty: one pool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<gpuplan_core::queue::Queue>,
 }
 
 /// Rounds in which no job has arrived yet or all arrived jobs are done.
@@ -134,6 +138,7 @@ impl Default for SimConfig {
             variability: None,
             colocation: None,
             colocation_jobs: BTreeMap::new(),
+            queues: Vec::new(),
         }
     }
 }
@@ -507,6 +512,9 @@ struct World<'a> {
     rounds: Vec<RoundRecord>,
     segments: Vec<Segment>,
     planner_ms: Vec<f64>,
+    /// Per queue (the run's queues, then `default`): GPU-seconds borrowed
+    /// and short of guarantee, summed over rounds.
+    queue_gpu_s: Vec<(f64, f64)>,
 }
 
 impl<'a> World<'a> {
@@ -540,7 +548,7 @@ impl<'a> World<'a> {
                 )
             }),
             reserved: Vec::new(),
-            queues: Vec::new(),
+            queues: cfg.queues.clone(),
         };
         Ok(World {
             cfg,
@@ -561,6 +569,7 @@ impl<'a> World<'a> {
             rounds: Vec::new(),
             segments: Vec::new(),
             planner_ms: Vec::new(),
+            queue_gpu_s: Vec::new(),
         })
     }
 
@@ -812,8 +821,64 @@ impl<'a> World<'a> {
         restarts_now
     }
 
+    /// The run's queues with `default` after them unless defined: the
+    /// queues every per-queue figure is kept for, in a stable order.
+    fn queue_list(&self) -> Vec<gpuplan_core::queue::Queue> {
+        use gpuplan_core::queue::{Queue, DEFAULT_QUEUE};
+        let mut qs = self.cfg.queues.clone();
+        if !qs.is_empty() && !qs.iter().any(|q| q.name == DEFAULT_QUEUE) {
+            qs.push(Queue::new(DEFAULT_QUEUE));
+        }
+        qs
+    }
+
+    /// Add this round's borrowed and short GPU-seconds per queue (until the
+    /// next round, `interval_s` later): a queue borrows what it holds
+    /// beyond its guarantee; while a queue beside it borrows, it is short by
+    /// what its waiting jobs' minimums ask within its unused guarantee
+    /// (min(guarantee − held, Σ min_gpus of its waiting jobs)): the demand
+    /// the reclaim rule answers (docs/tenants.md).
+    fn account_queues(&mut self) {
+        let qs = self.queue_list();
+        let (jobs, active) = (&self.jobs, &self.active);
+        let names: Vec<Option<&str>> = active.iter().map(|&i| jobs[i].spec.queue.as_deref()).collect();
+        let Some(tree) =
+            gpuplan_core::queue::QueueTree::from_queues(&qs, &names, self.cfg.cluster.total_gpus())
+        else {
+            return;
+        };
+        let h = tree.holdings(|k| jobs[active[k]].alloc.num_gpus(), |_| false);
+        let waiting = |k: usize| {
+            let j = &jobs[active[k]];
+            if j.alloc.is_empty() {
+                j.spec.min_gpus.max(1)
+            } else {
+                0
+            }
+        };
+        let demand = tree.holdings(waiting, |_| false).held;
+        let dt = self.cfg.interval_s;
+        self.queue_gpu_s.resize(tree.queues.len(), (0.0, 0.0));
+        for (q, &want) in demand.iter().enumerate() {
+            let g = tree.queues[q].guarantee;
+            self.queue_gpu_s[q].0 += f64::from(h.held[q].saturating_sub(g)) * dt;
+            let short = g.saturating_sub(h.held[q]).min(want);
+            if short > 0
+                && tree
+                    .beside(q)
+                    .iter()
+                    .any(|&b| h.held[b] > tree.queues[b].guarantee)
+            {
+                self.queue_gpu_s[q].1 += f64::from(short) * dt;
+            }
+        }
+    }
+
     /// One round's record.
     fn record(&mut self, plan: &Plan, restarts: u32) {
+        if !self.cfg.queues.is_empty() {
+            self.account_queues();
+        }
         let (jobs, active) = (&self.jobs, &self.active);
         self.planner_ms.push(plan.solve_ms);
         self.rounds.push(RoundRecord {
@@ -829,7 +894,8 @@ impl<'a> World<'a> {
 
     /// The run's results.
     fn finish(self, planner: &str, wall_s: f64) -> SimResult {
-        let results = self
+        let queued = !self.cfg.queues.is_empty();
+        let results: Vec<JobResult> = self
             .jobs
             .iter()
             .map(|j| JobResult {
@@ -842,9 +908,20 @@ impl<'a> World<'a> {
                 restarts: j.restarts.unwrap_or(0),
                 attained_gpu_s: j.attained_gpu_s,
                 max_gpus_used: j.max_gpus_used,
+                queue: queued.then(|| {
+                    j.spec
+                        .queue
+                        .clone()
+                        .unwrap_or_else(|| gpuplan_core::queue::DEFAULT_QUEUE.to_string())
+                }),
             })
             .collect();
-        SimResult::new(
+        let queues = if queued {
+            crate::metrics::queue_summaries(&self.queue_list(), &results, &self.queue_gpu_s)
+        } else {
+            Vec::new()
+        };
+        let mut r = SimResult::new(
             planner,
             self.cfg.cluster.total_gpus(),
             results,
@@ -853,7 +930,9 @@ impl<'a> World<'a> {
             self.planner_ms,
             wall_s,
         )
-        .with_gpu_usage(self.gpu_use.gpus, self.gpu_use.double_counted_s)
+        .with_gpu_usage(self.gpu_use.gpus, self.gpu_use.double_counted_s);
+        r.queues = queues;
+        r
     }
 }
 

@@ -54,6 +54,8 @@ pub use engine::{
 };
 pub use error::SimError;
 pub use instances::{fitted_params, generate_round, with_types};
-pub use metrics::{percentile, GpuUsage, JobResult, PlannerMs, RoundRecord, Segment, SimResult, Summary};
+pub use metrics::{
+    percentile, GpuUsage, JobResult, PlannerMs, QueueSummary, RoundRecord, Segment, SimResult, Summary,
+};
 pub use scenario::{ParamFlags, ScenarioError, ScenarioField, SimScenario};
 pub use workload::parse_pollux_workload;

@@ -25,6 +25,9 @@ pub struct JobResult {
     pub attained_gpu_s: f64,
     /// Most GPUs it ever held at once.
     pub max_gpus_used: u32,
+    /// Its queue, in a run with queues (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 /// The state after one scheduling round, for time series and plots.
@@ -44,6 +47,27 @@ pub struct RoundRecord {
     pub planner_ms: f64,
     /// Whether the plan was proven optimal, merely feasible, or a fallback.
     pub status: PlanStatus,
+}
+
+/// One queue's figures over a run with queues (docs/tenants.md); each
+/// queue counts its whole subtree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueSummary {
+    /// The queue's name.
+    pub queue: String,
+    /// Jobs of the workload in it.
+    pub jobs: usize,
+    /// Mean completion time of its finished jobs.
+    pub avg_jct_s: f64,
+    /// 99th-percentile completion time of its finished jobs.
+    pub p99_jct_s: f64,
+    /// GPU-hours its jobs held.
+    pub gpu_hours: f64,
+    /// GPU-seconds it held beyond its guarantee.
+    pub borrowed_gpu_s: f64,
+    /// GPU-seconds its waiting jobs' minimums went unmet within its unused
+    /// guarantee while a queue beside it held more than its own guarantee.
+    pub shortfall_gpu_s: f64,
 }
 
 /// One job holding the same GPUs over [start_s, end_s): the Gantt chart's bars.
@@ -142,6 +166,9 @@ pub struct SimResult {
     /// Per GPU, in cluster order (empty in results written before it).
     #[serde(default)]
     pub gpus: Vec<GpuUsage>,
+    /// Per queue, in the queues' order, for a run with queues (absent otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<QueueSummary>,
 }
 
 /// Percentile with linear interpolation between order statistics (numpy's default).
@@ -153,6 +180,43 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     let lo = pos.floor() as usize;
     let hi = pos.ceil() as usize;
     sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// Each queue's figures (its subtree's jobs by their `queue`), in `queues`
+/// order; `gpu_s[q]` is (borrowed, short) GPU-seconds as the run summed them.
+pub fn queue_summaries(
+    queues: &[gpuplan_core::queue::Queue],
+    jobs: &[JobResult],
+    gpu_s: &[(f64, f64)],
+) -> Vec<QueueSummary> {
+    let names: Vec<Option<&str>> = jobs.iter().map(|j| j.queue.as_deref()).collect();
+    let Some(tree) = gpuplan_core::queue::QueueTree::from_queues(queues, &names, 0) else {
+        return Vec::new();
+    };
+    (0..queues.len())
+        // The implicit `default` only where jobs are in it.
+        .filter(|&q| queues[q].name != gpuplan_core::queue::DEFAULT_QUEUE || tree.leaf.contains(&q))
+        .map(|q| {
+            let mine: Vec<&JobResult> = jobs
+                .iter()
+                .zip(&tree.leaf)
+                .filter(|(_, &leaf)| tree.is_ancestor_or_self(q, leaf))
+                .map(|(j, _)| j)
+                .collect();
+            let mut jcts: Vec<f64> = mine.iter().map(|j| j.jct_s).filter(|x| x.is_finite()).collect();
+            jcts.sort_by(f64::total_cmp);
+            let (borrowed, short) = gpu_s.get(q).copied().unwrap_or((0.0, 0.0));
+            QueueSummary {
+                queue: queues[q].name.clone(),
+                jobs: mine.len(),
+                avg_jct_s: if jcts.is_empty() { f64::NAN } else { mean(&jcts) },
+                p99_jct_s: percentile(&jcts, 99.0),
+                gpu_hours: mine.iter().fold(0.0, |s, j| s + j.attained_gpu_s) / 3600.0,
+                borrowed_gpu_s: borrowed,
+                shortfall_gpu_s: short,
+            }
+        })
+        .collect()
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -227,6 +291,7 @@ impl SimResult {
             rounds,
             segments,
             gpus: Vec::new(),
+            queues: Vec::new(),
         }
     }
 

@@ -134,6 +134,8 @@ pub struct SimScenario {
     pub colocation_gpu_type: String,
     /// The policy parameters the user set, over each policy's defaults.
     pub params: ParamFlags,
+    /// The teams' queues (docs/tenants.md); empty: one pool.
+    pub queues: Vec<gpuplan_core::queue::Queue>,
 }
 
 impl Default for SimScenario {
@@ -154,6 +156,7 @@ impl Default for SimScenario {
             colocation: None,
             colocation_gpu_type: String::new(),
             params: ParamFlags::default(),
+            queues: Vec::new(),
         }
     }
 }
@@ -177,6 +180,8 @@ pub enum ScenarioField {
     CrossNodeFactor,
     /// [`SimScenario::variability_draw`].
     VariabilityDraw,
+    /// [`SimScenario::queues`].
+    Queues,
     /// The policy's name.
     Policy,
     /// A policy parameter, as the core's check names it.
@@ -194,6 +199,7 @@ impl ScenarioField {
             ScenarioField::MaxSim => "max_sim_s",
             ScenarioField::CrossNodeFactor => "cross_node_factor",
             ScenarioField::VariabilityDraw => "variability_draw",
+            ScenarioField::Queues => "queues",
             ScenarioField::Policy => "policy",
             ScenarioField::Param(p) => p.key(),
         }
@@ -266,6 +272,16 @@ impl SimScenario {
         if self.variability.is_none() && self.variability_draw.is_some() {
             bad(F::VariabilityDraw, "needs variability".into());
         }
+        if !self.queues.is_empty() {
+            // The tree's rules and its guarantees against this cluster, by
+            // the round check's own words.
+            let mut qerrs = Vec::new();
+            let capacity = u64::from(self.cluster.total_gpus());
+            gpuplan_core::queue::check_parts(&self.queues, capacity, &[], &mut qerrs);
+            for e in qerrs {
+                bad(F::Queues, e);
+            }
+        }
         let params = self.params.over(PolicyParams::default(), self.restart_delay_s);
         if let Err(es) = params.check(self.variability.is_some()) {
             errs.extend(es.into_iter().map(ScenarioError::from));
@@ -297,6 +313,7 @@ impl SimScenario {
             }),
             colocation,
             colocation_jobs,
+            queues: self.queues.clone(),
             ..SimConfig::default()
         })
     }

@@ -65,7 +65,9 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Rows, CoreError> {
                 batch_size: batch?,
                 duration_s: duration?,
                 model: r.opt_text("model"),
-                group: r.opt_text("group"),
+                // `queue` names the job's team queue (docs/tenants.md);
+                // `group`, the older name, is read where it is absent.
+                group: r.opt_text("queue").or_else(|| r.opt_text("group")),
             })
         })();
         push(&mut rows, r, job);

@@ -134,3 +134,21 @@ fn every_planner_keeps_the_rules() {
         assert_eq!(d.plan.gpus_of(JobId(8)).num_gpus(), 2, "{name}: {:?}", d.plan);
     }
 }
+
+/// mip-aggregate states the rules as rows too: on the same round its plan
+/// starts b's job with no help from the queue stage.
+#[test]
+fn the_aggregate_mip_reclaims_inside_the_model() {
+    let r = borrowed_round();
+    for name in ["mip-aggregate", "pollux-mip-aggregate"] {
+        let mut p = registry::create(name).unwrap();
+        let d = run_round(p.as_mut(), &r, &limits()).unwrap();
+        validate(&r, &d.plan).unwrap();
+        assert_eq!(d.plan.gpus_of(JobId(8)).num_gpus(), 2, "{name}: {:?}", d.plan);
+        assert!(
+            !d.plan.reason.as_deref().unwrap_or("").contains("queues:"),
+            "{name}: {:?}",
+            d.plan.reason
+        );
+    }
+}

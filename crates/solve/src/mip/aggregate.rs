@@ -290,13 +290,28 @@ fn build(
     // Nodes that a fixed "keep" occupies for sure.
     let mut node_fixed = vec![false; n_nodes];
     let mut objective = good_lp::Expression::from(0.0);
+    // Each job's GPUs and "nothing", for the queue rows.
+    let mut q_gpus: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); slots.len()];
+    let mut q_none: Vec<good_lp::Expression> = vec![good_lp::Expression::from(0.0); slots.len()];
+    let mut q_pinned = vec![0u32; slots.len()];
+    let gpus_of = |j: usize, choice: Choice| match choice {
+        Choice::Keep => round.jobs[j].current().num_gpus(),
+        Choice::Config { gpus, .. } => gpus,
+    };
     for (j, slot) in slots.iter().enumerate() {
         let c = &cands[j];
+        if pinned[j] {
+            q_pinned[j] = round.jobs[j].current().num_gpus();
+        }
         // Resources of one option: GPUs per type, whole nodes, kept nodes.
         let mut value = good_lp::Expression::from(0.0);
         let mut vars = Vec::new();
         match slot {
             Slot::Fixed(pick) => {
+                match pick {
+                    Some(i) => q_gpus[j] = good_lp::Expression::from(f64::from(gpus_of(j, c[*i].0))),
+                    None => q_none[j] = good_lp::Expression::from(1.0),
+                }
                 let term = pick.map_or(none_term[j], |i| sense.term(c[i].2));
                 value += term;
                 m.offset += term;
@@ -329,6 +344,7 @@ fn build(
                     let v = m.binary();
                     vars.push((v, i));
                     pick += v;
+                    q_gpus[j] += f64::from(gpus_of(j, c[i].0)) * v;
                     value += sense.term(c[i].2) * v;
                     let on = match first {
                         Some(f) => f == Some(i),
@@ -370,6 +386,7 @@ fn build(
                     };
                     m.initial.push((none, if on { 1.0 } else { 0.0 }));
                     pick += none;
+                    q_none[j] = good_lp::Expression::from(none);
                 }
                 for &(v, val) in &joint[j] {
                     pick += v;
@@ -398,6 +415,16 @@ fn build(
         } else {
             gpu_sum[p.ty] += p.gpus as f64 * v;
         }
+    }
+    for (p, &v) in pairs.iter().zip(&y) {
+        for &j in &p.members {
+            if let Some(g) = q_gpus.get_mut(j) {
+                *g += f64::from(p.gpus) * v;
+            }
+        }
+    }
+    if let Some(tree) = gpuplan_core::queue::QueueTree::new(round) {
+        super::queue_rows(round, &tree, &mut m, &q_gpus, &q_none, &q_pinned);
     }
     // Two jobs that share GPUs now cannot both keep them alone: one keeps
     // (the other moves or stops), or both keep them as a pair.
@@ -966,7 +993,10 @@ pub(crate) fn solve_prepared(
     // with jobs that share GPUs now (whose keeps exclude each other), the
     // whole model goes to the solver.
     let shared = !prep.pairs.is_empty() || (round.params.sharing >= 2 && !overlapping_now(round).is_empty());
-    if pricing == Pricing::Lagrangian && sense != Sense::MaxMin && n > 0 && !shared {
+    // Under queues the pricing, which knows no queue rule, would fix jobs
+    // the rules need free (a borrower's kept jobs): the full model runs.
+    let queued = !round.queues.is_empty();
+    if pricing == Pricing::Lagrangian && sense != Sense::MaxMin && n > 0 && !shared && !queued {
         if let Some((s, st, l)) = reduce(round, &prep) {
             slots = s;
             start = Some(st);
@@ -1186,7 +1216,15 @@ impl Planner for MipAggregate {
                     evaluate_cached(round, &plan, &mut caches),
                     evaluate_cached(round, &greedy, &mut caches),
                 );
-                if theirs > ours + 1e-12 * ours.abs().max(1.0) {
+                // Under queues, greedy (which knows no queue rule) competes
+                // only with a plan that keeps them.
+                let keeps_queues = |p: &Plan| {
+                    gpuplan_core::queue::QueueTree::new(round).is_none_or(|t| {
+                        t.breaches(round, |i| p.gpus_of(round.jobs[i].id).num_gpus())
+                            .is_empty()
+                    })
+                };
+                if theirs > ours + 1e-12 * ours.abs().max(1.0) && keeps_queues(&greedy) {
                     plan.allocations = greedy.allocations;
                     plan.status = PlanStatus::Feasible;
                     super::set_gap_cached(round, &mut plan, &mut caches);

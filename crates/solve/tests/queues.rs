@@ -135,12 +135,13 @@ fn every_planner_keeps_the_rules() {
     }
 }
 
-/// mip-aggregate states the rules as rows too: on the same round its plan
-/// starts b's job with no help from the queue stage.
+/// mip-aggregate states the rules as rows too, and sia builds its model
+/// there: on the same round their plans start b's job with no help from
+/// the queue stage.
 #[test]
 fn the_aggregate_mip_reclaims_inside_the_model() {
     let r = borrowed_round();
-    for name in ["mip-aggregate", "pollux-mip-aggregate"] {
+    for name in ["mip-aggregate", "pollux-mip-aggregate", "sia"] {
         let mut p = registry::create(name).unwrap();
         let d = run_round(p.as_mut(), &r, &limits()).unwrap();
         validate(&r, &d.plan).unwrap();

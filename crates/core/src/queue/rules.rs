@@ -490,6 +490,17 @@ mod tests {
         assert!(parse_queues_toml("", "q.toml").is_err());
     }
 
+    /// The shipped example loads, and its tree fits the 64 GPUs it is written for.
+    #[test]
+    fn the_example_queues_file_loads() {
+        let text = include_str!("../../../../examples/queues.toml");
+        let qs = parse_queues_toml(text, "examples/queues.toml").unwrap();
+        assert_eq!(qs.len(), 4);
+        let mut errs = Vec::new();
+        crate::queue::check_parts(&qs, 64, &[], &mut errs);
+        assert!(errs.is_empty(), "{errs:?}");
+    }
+
     #[test]
     fn bad_queues_are_named_by_path() {
         let qs = vec![

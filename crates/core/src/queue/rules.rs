@@ -95,6 +95,8 @@ pub struct QueueTree {
     pub leaf: Vec<usize>,
     /// GPUs jobs of the round may hold: the cluster's, less reserved ones.
     pub capacity: u32,
+    /// Each queue's [`QueueTree::path`].
+    paths: Vec<Vec<usize>>,
 }
 
 /// GPUs held per queue (each queue counts its whole subtree).
@@ -139,32 +141,40 @@ impl QueueTree {
             .iter()
             .map(|j| index(&queues, j.unwrap_or(DEFAULT_QUEUE)).unwrap_or(default))
             .collect();
+        // Each queue's path, walked once here: the validator asks for
+        // paths per job and pair every round. Bounded by the queue count,
+        // so a cycle (refused by the round check) cannot hang it.
+        let paths = (0..queues.len())
+            .map(|q| {
+                let mut out = vec![q];
+                let mut at = q;
+                while let Some(p) = parent[at] {
+                    if out.len() > queues.len() {
+                        break;
+                    }
+                    out.push(p);
+                    at = p;
+                }
+                out
+            })
+            .collect();
         Some(QueueTree {
             queues,
             parent,
             leaf,
             capacity,
+            paths,
         })
     }
 
-    /// The queue and its ancestors, the queue first. Bounded by the
-    /// queue count, so a cycle (refused by [`check`]) cannot hang it.
-    pub fn path(&self, q: usize) -> Vec<usize> {
-        let mut out = vec![q];
-        let mut at = q;
-        while let Some(p) = self.parent[at] {
-            if out.len() > self.queues.len() {
-                break;
-            }
-            out.push(p);
-            at = p;
-        }
-        out
+    /// The queue and its ancestors, the queue first.
+    pub fn path(&self, q: usize) -> &[usize] {
+        &self.paths[q]
     }
 
     /// Whether `a` is `b` or one of its ancestors.
     pub fn is_ancestor_or_self(&self, a: usize, b: usize) -> bool {
-        self.path(b).contains(&a)
+        self.paths[b].contains(&a)
     }
 
     /// The queues beside `q`: siblings of it and of each of its ancestors
@@ -189,7 +199,7 @@ impl QueueTree {
                 continue;
             }
             let k = keeps(i);
-            for q in self.path(leaf) {
+            for &q in self.path(leaf) {
                 held[q] = held[q].saturating_add(g);
                 if k {
                     pinned[q] = pinned[q].saturating_add(g);
@@ -270,7 +280,7 @@ impl QueueTree {
                 continue;
             }
             let min = j.min_gpus.max(1);
-            'path: for a in self.path(self.leaf[i]) {
+            'path: for &a in self.path(self.leaf[i]) {
                 // A limit on the way up that the job's start would pass
                 // blocks it here and above: it could not start anyway.
                 if h.held[a].saturating_add(min) > self.limit(a, &h) {

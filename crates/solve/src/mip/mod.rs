@@ -48,7 +48,7 @@ pub(crate) fn queue_rows(
     let nq = tree.queues.len();
     let mut held: Vec<Expression> = vec![Expression::from(0.0); nq];
     for (j, g) in gpus.iter().enumerate() {
-        for q in tree.path(tree.leaf[j]) {
+        for &q in tree.path(tree.leaf[j]) {
             held[q] += g.clone();
         }
     }
@@ -77,7 +77,7 @@ pub(crate) fn queue_rows(
             continue;
         }
         if !job.preemptible && job.current().is_empty() {
-            for a in tree.path(tree.leaf[j]) {
+            for &a in tree.path(tree.leaf[j]) {
                 let g = f64::from(tree.queues[a].guarantee);
                 m.constraints.push(held[a].clone().leq(g + cap * none[j].clone()));
             }
@@ -86,7 +86,7 @@ pub(crate) fn queue_rows(
             continue;
         }
         let min = job.min_gpus.max(1);
-        for a in tree.path(tree.leaf[j]) {
+        for &a in tree.path(tree.leaf[j]) {
             if tree.queues[a].borrow_limit.is_some() {
                 break;
             }

@@ -174,3 +174,48 @@ def test_a_policy_subclass_of_sias_answers_rounds_and_logs_them(tmp_path):
     assert [e["round"] for e in lines] == [0, 1]
     assert all(e["status"] in ("optimal", "feasible", "fallback") and e["jobs"] == 4 for e in lines)
     assert policy.gpuplan.log == lines
+
+
+def test_a_rigid_jobs_flat_throughputs_give_its_step_ratio():
+    # Sia puts {type: throughput} in a rigid job's cluster_throughput_ratios.
+    flat = {"t4": 100.0, "a100": 400.0}
+    assert sia.step_ratio(flat, "t4", "a100") == pytest.approx(0.25)
+    assert sia.step_ratio({"t4": {"a100": 0.5}}, "t4", "a100") == 0.5
+    assert sia.step_ratio({"t4": {}}, "t4", "a100") is None
+    assert sia.step_ratio({}, "t4", "a100") is None
+    rigid = Info({"t4": Speedup(Goodput(CIFAR)), "a100": None}, {"t4": 1, "a100": 1},
+                 category="rigid", ratios=flat)
+    models = sia.job_models(rigid, ["t4", "a100"], None)
+    assert models["type_models"][0]["model"]["perf"]["alpha_c"] == pytest.approx(CIFAR.alpha_c / 4)
+
+
+def test_shared_max_replicas_caps_every_type_at_the_most():
+    allocs = {"cifar10-1": ("a100", [0, 0, 0, 0, 0, 0])}  # max_replicas t4 4, a100 4
+    assert sia.check_allocations(allocs, NODES, infos(), share_max_replicas=True) != []
+    mixed = dict(infos())
+    mixed["cifar10-1"] = Info({"t4": None, "a100": None}, {"t4": 8, "a100": 4})
+    assert sia.check_allocations(allocs, NODES, mixed) != []
+    assert sia.check_allocations(allocs, NODES, mixed, share_max_replicas=True) == []
+
+
+def test_runner_reads_workload_lists_and_summarises_sias_logs(tmp_path):
+    from gpuplan.adapters import sia_run
+
+    assert sia_run.parse_workloads("1-3,5") == [1, 2, 3, 5]
+    assert sia_run.parse_workloads("8") == [8]
+    for bad in ("x", "3-1", "1-"):
+        with pytest.raises(ValueError, match="--workloads"):
+            sia_run.parse_workloads(bad)
+    # Two records of Sia's Cluster.output_logs; JCTs come from the last.
+    records = [
+        {"submitted_jobs": [{"name": "a", "submission_time": 0, "completion_time": None}]},
+        {"submitted_jobs": [{"name": "a", "submission_time": 0, "completion_time": 600},
+                            {"name": "b", "submission_time": 100, "completion_time": 1300},
+                            {"name": "c", "submission_time": 200, "completion_time": None}]},
+    ]
+    (tmp_path / "workload-2.log").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = sia_run.summarize(str(tmp_path))
+    assert summary["jcts"] == {"workload-2": {"a": 600, "b": 1200}}
+    assert summary["avgs"] == {"workload-2": 900} and summary["mean"] == 900
+    with pytest.raises(SystemExit, match="no sia-simulator"):
+        sia_run.simulator_dir(str(tmp_path))

@@ -1,4 +1,4 @@
-"""gpuplan's planners inside Sia's simulator (a skeleton; issue 34).
+"""gpuplan's planners inside Sia's simulator.
 
 Sia's simulator (the artifact of "Sia: Heterogeneity-aware, goodput-optimized
 ML-cluster scheduling", SOSP'23) calls ``policy.optimize(job_infos,
@@ -25,8 +25,8 @@ across rounds, checks the plan, and hands Sia back its allocations:
   ``SiaPolicy`` so that Sia's ``Cluster`` accepts it.
 
 Nothing here imports Sia: the artifact has no licence, so none of its code
-or data is in this repository. A runner (to come: ``sia_run.py``) takes the
-path of a checkout, imports ``SiaPolicy`` from it and passes it to
+or data is in this repository. The runner (:mod:`gpuplan.adapters.sia_run`) takes
+the path of a checkout, imports ``SiaPolicy`` from it and passes it to
 :func:`policy_class`. The unit tests use stub job infos.
 """
 
@@ -118,6 +118,20 @@ def scaled_model(model: Dict[str, Any], step_time_ratio: float) -> Dict[str, Any
     return out
 
 
+def step_ratio(ratios: Mapping[str, Any], src: str, dst: str) -> Optional[float]:
+    """How many times longer a step takes on ``dst`` than on ``src``, from a
+    job info's ``cluster_throughput_ratios``: Sia's nested
+    ``{src: {dst: xput_src / xput_dst}}``, or, for a rigid job, the flat
+    ``{type: throughput}`` Sia puts there instead; ``None`` when unknown."""
+    inner = ratios.get(src)
+    if isinstance(inner, Mapping):
+        r = inner.get(dst)
+        return None if r is None else float(r)
+    if inner is not None and ratios.get(dst):
+        return float(inner) / float(ratios[dst])
+    return None
+
+
 def job_models(info: Any, types: Sequence[str], current: Optional[str]) -> Dict[str, Any]:
     """A job's ``model``, ``model_type`` and ``type_models`` round keys.
 
@@ -140,7 +154,7 @@ def job_models(info: Any, types: Sequence[str], current: Optional[str]) -> Dict[
             continue
         m = models[t]
         if m is None:
-            r = ratios.get(ref, {}).get(t)
+            r = step_ratio(ratios, ref, t)
             if r is None:
                 continue  # gpuplan's type-speed table values it
             m = scaled_model(models[ref], float(r))
@@ -255,12 +269,15 @@ def check_allocations(
     node_infos: Mapping[str, Mapping[int, Any]],
     job_infos: Mapping[str, Any],
     max_nodes: Optional[Mapping[str, int]] = None,
+    share_max_replicas: bool = False,
 ) -> List[str]:
     """Every problem Sia's simulator would trip on, each naming the job or node.
 
     Checks: each job known and on one existing type; no node over its GPUs;
-    no more GPUs than the job's ``max_replicas`` on that type; no more nodes
-    than ``max_nodes[type]`` (Sia's ``max_physical_nodes``), where given.
+    no more GPUs than the job's ``max_replicas`` on that type (the most over
+    its types with ``share_max_replicas``, as Sia's own policy then caps
+    every type); no more nodes than ``max_nodes[type]`` (Sia's
+    ``max_physical_nodes``), where given.
     """
     problems = []
     used: Dict[Tuple[str, int], int] = {}
@@ -276,8 +293,10 @@ def check_allocations(
                 problems.append(f"{name}: no node {n} of type {gpu_type!r}")
             used[(gpu_type, n)] = used.get((gpu_type, n), 0) + 1
         max_r = getattr(job_infos[name], "max_replicas", None)
-        if isinstance(max_r, Mapping) and gpu_type in max_r and len(nodes) > max_r[gpu_type]:
-            problems.append(f"{name}: {len(nodes)} GPUs of {gpu_type}, above its max_replicas {max_r[gpu_type]}")
+        if isinstance(max_r, Mapping) and gpu_type in max_r:
+            cap = max(max_r.values()) if share_max_replicas else max_r[gpu_type]
+            if len(nodes) > cap:
+                problems.append(f"{name}: {len(nodes)} GPUs of {gpu_type}, above its max_replicas {cap}")
         if max_nodes and gpu_type in max_nodes and len(set(nodes)) > max_nodes[gpu_type]:
             problems.append(f"{name}: {len(set(nodes))} nodes of {gpu_type}, above {max_nodes[gpu_type]}")
     for (gpu_type, n), k in sorted(used.items()):
@@ -308,12 +327,14 @@ class GpuplanSia:
         interference: str = "allow",
         restart_penalty: Optional[Callable[[str], float]] = None,
         max_nodes: Optional[Mapping[str, int]] = None,
+        share_max_replicas: bool = False,
         log_path: Optional[str] = None,
     ) -> None:
         self.planner = gpuplan.Planner(planner, time_limit_s=time_limit_s, seed=seed)
         self.p, self.lambda_n, self.interference = p, lambda_n, interference
         self.restart_penalty = restart_penalty
         self.max_nodes = dict(max_nodes) if max_nodes else None
+        self.share_max_replicas = share_max_replicas
         self.log_path = log_path
         self.log: List[Dict[str, Any]] = []
 
@@ -336,7 +357,7 @@ class GpuplanSia:
         )
         plan = self.planner.plan(round)
         allocs = to_sia_allocations(plan, nm)
-        problems = check_allocations(allocs, node_infos, job_infos, self.max_nodes)
+        problems = check_allocations(allocs, node_infos, job_infos, self.max_nodes, self.share_max_replicas)
         if problems:
             raise RuntimeError("gpuplan's plan breaks Sia's rules:\n  " + "\n  ".join(problems))
         entry = {

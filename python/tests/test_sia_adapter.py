@@ -219,3 +219,27 @@ def test_runner_reads_workload_lists_and_summarises_sias_logs(tmp_path):
     assert summary["avgs"] == {"workload-2": 900} and summary["mean"] == 900
     with pytest.raises(SystemExit, match="no sia-simulator"):
         sia_run.simulator_dir(str(tmp_path))
+
+
+def test_compare_puts_arms_side_by_side(tmp_path):
+    from gpuplan.adapters import sia_compare
+
+    def run(folder, jcts, restarts, ms):
+        folder.mkdir()
+        jobs = [{"name": f"j{i}", "submission_time": 0, "completion_time": t, "num_restarts": restarts}
+                for i, t in enumerate(jcts)]
+        (folder / "workload-1.log").write_text(json.dumps({"submitted_jobs": jobs}) + "\n")
+        (folder / "workload-1.stdout").write_text(
+            "".join(f"Policy optimization took {m:.2f}ms, reallocating+migrating jobs took 0.1ms\n" for m in ms))
+
+    run(tmp_path / "a", [3600, 7200], 1, [10.0, 30.0])
+    run(tmp_path / "b", [1800, 3600], 0, [5.0])
+    c = sia_compare.compare([("a", str(tmp_path / "a")), ("b", str(tmp_path / "b"))])
+    assert c["workloads"] == ["workload-1"]
+    a = c["runs"]["a"]["workload-1"]
+    assert a["avg_jct_h"] == 1.5 and a["makespan_h"] == 2.0 and a["restarts"] == 2
+    assert a["policy_ms_mean"] == 20.0 and a["rounds"] == 2
+    assert c["summary"]["b"]["mean_ratio"] == pytest.approx(0.5)
+    assert c["summary"]["b"]["geomean_ratio"] == pytest.approx(0.5)
+    text = sia_compare.markdown(c)
+    assert "| workload-1 | b | 0.750 |" in text

@@ -114,6 +114,12 @@ pub struct ServeArgs {
     /// jobs whose state may be stale (docs/job-protocol.md, "Limits and failure").
     #[arg(long)]
     pub recover: bool,
+    /// Teams' queues (TOML, docs/tenants.md): guarantees, borrowing limits and reclaim in every
+    /// round. A job names its leaf queue (`queue = "..."`; none: `default`); a submission to a
+    /// queue not in FILE is refused with the list. Under --engine slurm a job adopted from
+    /// Slurm is in the queue named after its account unless its script names one.
+    #[arg(long, value_name = "FILE")]
+    pub queues: Option<PathBuf>,
     /// Append the daemon's log (launch failures, engine failures, refused plans, journal damage)
     /// to FILE instead of stderr; GPUPLAN_LOG sets the level (default info).
     #[arg(long, value_name = "FILE")]
@@ -157,6 +163,9 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     }
     cfg.params.sharing_pairs = a.sharing_pairs.into();
     cfg.mps = a.mps;
+    if let Some(path) = &a.queues {
+        cfg.queues = crate::simulate::read_queues(path)?;
+    }
     if a.recover {
         cfg.on_damage = gpuplan_exec::OnDamage::Recover;
     }
@@ -172,6 +181,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
                 ConfigField::Interval => format!("--interval: {}", e.problem),
                 ConfigField::Grace => format!("--grace: {}", e.problem),
                 ConfigField::Mps => format!("--mps: {}", e.problem),
+                ConfigField::Queues => format!("--queues: {}", e.problem),
                 _ => e.to_string(),
             })
             .collect();
@@ -315,15 +325,32 @@ pub fn jobs(client: ClientArgs, format: Format) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let jobs: Vec<JobView> = serde_json::from_value(v).context("unexpected reply from the daemon")?;
+    // A queue column under `serve --queues` only, so other output is unchanged.
+    let queued = jobs.iter().any(|j| j.queue.is_some());
+    let queue = |q: &str| {
+        if queued {
+            format!(" {q:<12}")
+        } else {
+            String::new()
+        }
+    };
     println!(
-        "{:>5}  {:<20} {:<10} {:>4} {:>8} {:>6} {:>8}  reason",
-        "id", "name", "phase", "gpus", "restarts", "crash", "step"
+        "{:>5}  {:<20}{} {:<10} {:>4} {:>8} {:>6} {:>8}  reason",
+        "id",
+        "name",
+        queue("queue"),
+        "phase",
+        "gpus",
+        "restarts",
+        "crash",
+        "step"
     );
     for j in jobs {
         println!(
-            "{:>5}  {:<20} {:<10} {:>4} {:>8} {:>6} {:>8}  {}",
+            "{:>5}  {:<20}{} {:<10} {:>4} {:>8} {:>6} {:>8}  {}",
             j.id.0,
             j.name,
+            queue(j.queue.as_deref().unwrap_or("")),
             j.phase,
             j.gpus.len(),
             j.restarts,

@@ -252,12 +252,7 @@ impl SimOpts {
             params: self.param_flags()?,
             queues: match &self.queues {
                 None => Vec::new(),
-                Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .map_err(|e| anyhow::anyhow!("--queues {}: cannot read: {e}", path.display()))?;
-                    gpuplan_core::queue::parse_queues_toml(&text, &path.display().to_string())
-                        .map_err(|es| anyhow::anyhow!("{}", es.join("\n")))?
-                }
+                Some(path) => read_queues(path)?,
             },
         })
     }
@@ -1048,4 +1043,13 @@ fn write_report(dir: &Path, results: &[SimResult], out: &SweepOut, cfg: &SimConf
     }
     std::fs::write(dir.join("report.md"), md)?;
     Ok(())
+}
+
+/// A queues file (`--queues FILE` of simulate, sweep and serve), every
+/// problem named `FILE:LINE:FIELD`.
+pub(crate) fn read_queues(path: &std::path::Path) -> Result<Vec<gpuplan_core::queue::Queue>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("--queues {}: cannot read: {e}", path.display()))?;
+    gpuplan_core::queue::parse_queues_toml(&text, &path.display().to_string())
+        .map_err(|es| anyhow::anyhow!("{}", es.join("\n")))
 }

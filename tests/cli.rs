@@ -1062,4 +1062,17 @@ fn simulate_with_queues_reports_each_queue_and_never_leaves_one_short() {
         "{}",
         stderr(&o)
     );
+    // `serve --queues` reads the same files the same way, before it starts.
+    let o = run(&[
+        "serve",
+        "--devices",
+        "fake:1x8",
+        "--state",
+        dir.join("state").to_str().unwrap(),
+        "--queues",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("bad.toml:3:guarantee:"), "{}", stderr(&o));
+    assert!(!dir.join("state").exists(), "nothing written");
 }

@@ -71,6 +71,7 @@ fn main() {
             uid: None,
             features: None,
             mem_gib: None,
+            queue: None,
         })
         .expect("submit");
     }

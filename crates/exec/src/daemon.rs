@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use gpuplan_core::queue::Queue;
 use gpuplan_core::{GoodputModel, GradParams, JobId, Observation, PolicyParams};
 use gpuplan_solve::{Agent, Decision, FitMemo, Limits, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
@@ -61,6 +62,9 @@ pub struct Config {
     /// What a damaged journal does at start: stop the daemon (default), or
     /// keep what is intact (`serve --recover`).
     pub on_damage: OnDamage,
+    /// The queue tree (`serve --queues FILE`, docs/tenants.md); empty: one
+    /// pool. Submissions must name one of its leaves or none (`default`).
+    pub queues: Vec<Queue>,
 }
 
 impl Config {
@@ -82,6 +86,7 @@ impl Config {
             report_base: String::new(),
             mps: None,
             on_damage: OnDamage::Stop,
+            queues: Vec::new(),
         }
     }
 
@@ -118,6 +123,14 @@ impl Config {
                 problem: "needs --sharing: without sharing no two jobs run on one GPU".into(),
             });
         }
+        let mut tree = Vec::new();
+        // The cluster is not known yet: guarantees beyond it are scaled
+        // each round (`queue::fit_guarantees`), so only the tree is checked.
+        gpuplan_core::queue::check_parts(&self.queues, u64::MAX, &[], &mut tree);
+        errs.extend(tree.into_iter().map(|problem| ConfigError {
+            field: ConfigField::Queues,
+            problem,
+        }));
         if errs.is_empty() {
             Ok(())
         } else {
@@ -138,6 +151,8 @@ pub enum ConfigField {
     Grace,
     /// `mps`.
     Mps,
+    /// `queues` (the problem names the queue's path).
+    Queues,
 }
 
 /// One problem of a [`Config`]: its field and what is wrong, worded to
@@ -158,6 +173,7 @@ impl std::fmt::Display for ConfigError {
             ConfigField::Interval => write!(f, "interval_s: {}", self.problem),
             ConfigField::Grace => write!(f, "grace_s: {}", self.problem),
             ConfigField::Mps => write!(f, "mps: {}", self.problem),
+            ConfigField::Queues => write!(f, "{}", self.problem),
         }
     }
 }
@@ -551,6 +567,7 @@ impl Daemon {
     /// Check and journal a new job; returns its id and the token its processes report with.
     pub fn submit(&mut self, spec: JobSubmission) -> Result<(JobId, String), ExecError> {
         spec.check("request").map_err(ExecError::Spec)?;
+        self.check_queue(&spec)?;
         self.check_fits(&spec)?;
         let id = self.claim_id()?;
         let token = random_token()?;
@@ -558,6 +575,23 @@ impl Daemon {
         let queued = self.sup.engine_mut().admit(id, &spec)?;
         self.enter(id, spec, token.clone(), queued)?;
         Ok((id, token))
+    }
+
+    /// A submission's queue must be a leaf of the daemon's tree (the
+    /// message lists the queues), and a daemon without queues takes none.
+    fn check_queue(&self, spec: &JobSubmission) -> Result<(), ExecError> {
+        let Some(q) = spec.queue.as_deref() else {
+            return Ok(());
+        };
+        let why = if self.cfg.queues.is_empty() {
+            Some(format!("'{q}': this daemon has no queues (serve --queues FILE)"))
+        } else {
+            gpuplan_core::queue::leaf_problem(&self.cfg.queues, Some(q))
+        };
+        match why {
+            Some(why) => Err(ExecError::Spec(vec![format!("request:queue: {why}")])),
+            None => Ok(()),
+        }
     }
 
     /// A job whose `min_gpus` exceeds every GPU of the cluster (healthy
@@ -591,7 +625,16 @@ impl Daemon {
         for (sid, why) in refused {
             tracing::warn!("Slurm job {sid} has --comment=gpuplan but is not adopted: {why}");
         }
-        for (sid, spec) in found {
+        for (sid, mut spec) in found {
+            // Its queue (named in its script, else its Slurm account) must
+            // be one of ours; otherwise it runs in `default`, said once.
+            if let Some(q) = spec.queue.take() {
+                match gpuplan_core::queue::leaf_problem(&self.cfg.queues, Some(&q)) {
+                    _ if self.cfg.queues.is_empty() => {}
+                    None => spec.queue = Some(q),
+                    Some(why) => tracing::warn!("Slurm job {sid}: queue {why}; it runs in default"),
+                }
+            }
             let id = self.claim_id()?;
             self.sup.engine_mut().known(id, sid);
             tracing::info!("adopted Slurm job {sid} ({}) as job {}", spec.name, id.0);
@@ -808,7 +851,23 @@ impl Daemon {
             } else {
                 None
             },
+            queue: self.queue_of(j).map(str::to_string),
         })
+    }
+
+    /// The queue a job is planned in: its own if the daemon has it, else
+    /// `default`; `None` without queues.
+    pub fn queue_of<'a>(&'a self, j: &'a JobRecord) -> Option<&'a str> {
+        if self.cfg.queues.is_empty() {
+            return None;
+        }
+        Some(
+            j.spec
+                .queue
+                .as_deref()
+                .filter(|q| gpuplan_core::queue::leaf_problem(&self.cfg.queues, Some(q)).is_none())
+                .unwrap_or(gpuplan_core::queue::DEFAULT_QUEUE),
+        )
     }
 
     /// Every job as the API shows it, by id.
@@ -898,6 +957,7 @@ impl Daemon {
             &mut self.memo,
             params,
             colocation,
+            &self.cfg.queues,
             now,
         ))
     }
@@ -1153,6 +1213,18 @@ mod tests {
         cfg.interval_s = 0.0;
         cfg.mps = Some("/mps".into());
         cfg.params.restart_penalty_s = -1.0;
+        // A child guaranteed more than its parent.
+        cfg.queues = vec![
+            Queue {
+                guarantee: 2,
+                ..Queue::new("org")
+            },
+            Queue {
+                guarantee: 3,
+                parent: Some("org".into()),
+                ..Queue::new("team")
+            },
+        ];
         let errs = cfg.check().unwrap_err();
         let fields: Vec<ConfigField> = errs.iter().map(|e| e.field).collect();
         assert_eq!(
@@ -1160,8 +1232,16 @@ mod tests {
             vec![
                 ConfigField::Param(gpuplan_core::ParamField::RestartPenalty),
                 ConfigField::Interval,
-                ConfigField::Mps
+                ConfigField::Mps,
+                ConfigField::Queues
             ]
+        );
+        assert!(
+            errs[3]
+                .to_string()
+                .starts_with("queues[0].guarantee: 2 GPUs, less than its children's"),
+            "{}",
+            errs[3]
         );
         assert_eq!(errs[1].to_string(), "interval_s: must be > 0");
         let e = Daemon::open(

@@ -521,4 +521,8 @@ pub struct JobView {
     pub finished_unix_s: Option<f64>,
     /// Its fitted goodput model; `None` until its reports allow a fit.
     pub model: Option<GoodputModel>,
+    /// The queue it is planned in, under `serve --queues` (`default` for
+    /// a job that names none); absent without queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }

@@ -49,6 +49,16 @@ struct JobRow {
     restarts: u64,
 }
 
+/// One queue's row (`serve --queues`), each counting its subtree.
+#[derive(Debug, Clone)]
+struct QueueRow {
+    labels: NodeLabels,
+    guarantee: u64,
+    gpus: u64,
+    jobs: u64,
+    waiting: u64,
+}
+
 #[derive(Debug, Clone)]
 struct NodeRow {
     labels: NodeLabels,
@@ -64,6 +74,37 @@ pub struct Snapshot {
     phases: Vec<(&'static str, u64)>,
     jobs: Vec<JobRow>,
     nodes: Vec<NodeRow>,
+    queues: Vec<QueueRow>,
+}
+
+/// Per queue of the daemon's tree: its guarantee, GPUs its jobs hold, its
+/// jobs not final and those of them without GPUs. Empty without queues.
+fn queue_rows(d: &Daemon) -> Vec<QueueRow> {
+    let live: Vec<&JobRecord> = d.jobs().filter(|j| !j.status.is_final() || j.live()).collect();
+    let names: Vec<Option<&str>> = live.iter().map(|j| d.queue_of(j)).collect();
+    let Some(tree) = gpuplan_core::queue::QueueTree::from_queues(&d.config().queues, &names, u32::MAX) else {
+        return Vec::new();
+    };
+    let mut rows: Vec<QueueRow> = tree
+        .queues
+        .iter()
+        .map(|q| QueueRow {
+            labels: [("queue", q.name.clone())],
+            guarantee: u64::from(q.guarantee),
+            gpus: 0,
+            jobs: 0,
+            waiting: 0,
+        })
+        .collect();
+    for (j, &leaf) in live.iter().zip(&tree.leaf) {
+        for &q in tree.path(leaf) {
+            let r = &mut rows[q];
+            r.gpus += j.gpus.len() as u64;
+            r.jobs += 1;
+            r.waiting += u64::from(j.gpus.is_empty());
+        }
+    }
+    rows
 }
 
 /// Predicted goodput (examples/s, scaled by statistical efficiency) of the
@@ -140,6 +181,7 @@ impl Snapshot {
             phases,
             jobs,
             nodes,
+            queues: queue_rows(d),
         }
     }
 
@@ -295,6 +337,42 @@ impl Collector for Snapshot {
                 .iter()
                 .map(|n| (n.labels.clone(), ConstGauge::new(n.healthy_gpus))),
         )?;
+        if !self.queues.is_empty() {
+            let mut per_queue = |name: &str, help: &str, f: fn(&QueueRow) -> i64| -> std::fmt::Result {
+                family(
+                    &mut *e,
+                    name,
+                    help,
+                    None,
+                    self.queues
+                        .iter()
+                        .map(|q| (q.labels.clone(), ConstGauge::new(f(q)))),
+                )
+            };
+            per_queue(
+                "gpuplan_queue_guarantee_gpus",
+                "GPUs the queue is guaranteed (serve --queues), as configured.",
+                |q| q.guarantee as i64,
+            )?;
+            per_queue(
+                "gpuplan_queue_gpus",
+                "GPUs the last plan gives the queue's jobs (its subtree's).",
+                |q| q.gpus as i64,
+            )?;
+            per_queue(
+                "gpuplan_queue_borrowed_gpus",
+                "GPUs the queue's jobs hold beyond its guarantee.",
+                |q| q.gpus.saturating_sub(q.guarantee) as i64,
+            )?;
+            per_queue("gpuplan_queue_jobs", "The queue's jobs not yet final.", |q| {
+                q.jobs as i64
+            })?;
+            per_queue(
+                "gpuplan_queue_waiting_jobs",
+                "The queue's jobs not yet final that hold no GPUs.",
+                |q| q.waiting as i64,
+            )?;
+        }
         family(
             e,
             "gpuplan_node_healthy",
@@ -338,12 +416,20 @@ mod tests {
 
     impl Rig {
         fn new(tag: &str) -> Rig {
+            Rig::with(tag, "greedy", (2, 4), |_| {})
+        }
+
+        /// A rig with `planner` on `nodes` fake NODESxGPUS, its config
+        /// changed by `set` first.
+        fn with(tag: &str, planner: &str, nodes: (u32, u32), set: impl FnOnce(&mut Config)) -> Rig {
             let dir = std::env::temp_dir().join(format!("gpuplan-metrics-{tag}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             let clock = ManualClock::new(1_000.0);
+            let mut cfg = Config::new(dir.clone(), planner);
+            set(&mut cfg);
             let d = Daemon::open_with_clock(
-                Config::new(dir.clone(), "greedy"),
-                Box::new(FakeDevices::new(2, 4)),
+                cfg,
+                Box::new(FakeDevices::new(nodes.0, nodes.1)),
                 Box::new(FakeEngine::new(clock.clone())),
                 std::sync::Arc::new(clock.clone()),
             )
@@ -570,5 +656,93 @@ mod tests {
         let old = r#"{"round":3,"collect_ms":1.0,"plan_ms":2.0,"apply_ms":0.5,"active_jobs":1,"healthy_gpus":4,"changed_jobs":1,"status":"optimal","note":null}"#;
         let st: RoundStats = serde_json::from_str(old).unwrap();
         assert_eq!((st.objective, st.gap, st.round), (None, None, 3));
+    }
+
+    /// The issue's two teams on one 8-GPU node (docs/tenants.md): queues
+    /// a and b guaranteed 4 each. a's elastic job takes all 8 while b is
+    /// idle; b submits a 4-GPU job, and within one round a's job is down
+    /// to 4 and b's runs. A submission to a queue the daemon lacks is
+    /// refused with the list; the job view and /metrics say who holds what.
+    #[test]
+    fn a_queue_gets_its_guarantee_back_within_one_round() {
+        use gpuplan_core::queue::Queue;
+        for planner in ["gpuplan-mip", "greedy", "fifo"] {
+            let mut rig = Rig::with(&format!("queues-{planner}"), planner, (1, 8), |cfg| {
+                cfg.queues = ["a", "b"]
+                    .map(|n| Queue {
+                        guarantee: 4,
+                        ..Queue::new(n)
+                    })
+                    .to_vec();
+            });
+            let submit = |rig: &Rig, text: &str| {
+                let spec = JobSubmission::from_toml(text, "t").unwrap();
+                rig.lock().submit(spec)
+            };
+            let a = submit(
+                &rig,
+                "name = \"a\"\ncommand = \"run=100000\"\nmin_gpus = 1\nmax_gpus = 8\nbatch_size = 64\nmax_batch_size = 4096\nqueue = \"a\"\n",
+            )
+            .unwrap()
+            .0;
+            let gpus = |rig: &Rig, id: JobId| rig.lock().view(id).unwrap().gpus.len();
+            // A new elastic job grows round by round (the exploration cap);
+            // fifo runs it at its request (max_gpus) at once.
+            rig.clock.advance(600.0);
+            for _ in 0..6 {
+                rig.round();
+                if gpus(&rig, a) == 8 {
+                    break;
+                }
+                rig.clock.advance(60.0);
+            }
+            assert_eq!(gpus(&rig, a), 8, "{planner}: b is idle, a borrows its guarantee");
+            let before = rig.lock().rounds();
+            let e = submit(
+                &rig,
+                "name = \"x\"\ncommand = \"run=1\"\nmin_gpus = 1\nmax_gpus = 1\nbatch_size = 8\nqueue = \"c\"\n",
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("request:queue: no queue named 'c'; queues: a, b"),
+                "{e}"
+            );
+            let b = submit(
+                &rig,
+                "name = \"b\"\ncommand = \"run=100000\"\nmin_gpus = 4\nmax_gpus = 4\nbatch_size = 64\nqueue = \"b\"\n",
+            )
+            .unwrap()
+            .0;
+            rig.clock.advance(60.0);
+            rig.round();
+            // The stop of a's old attempt and the relaunches follow in ticks.
+            for _ in 0..20 {
+                rig.clock.advance(0.5);
+                rig.round();
+            }
+            assert_eq!(
+                rig.lock().rounds(),
+                before + 1,
+                "{planner}: one round after b's submission"
+            );
+            assert_eq!((gpus(&rig, a), gpus(&rig, b)), (4, 4), "{planner}");
+            let v = rig.lock().view(b).unwrap();
+            assert_eq!(
+                (v.phase.as_str(), v.queue.as_deref()),
+                ("running", Some("b")),
+                "{planner}"
+            );
+            let m = scrape(&rig.lock());
+            for (series, value) in [
+                ("gpuplan_queue_gpus{queue=\"a\"}", 4.0),
+                ("gpuplan_queue_gpus{queue=\"b\"}", 4.0),
+                ("gpuplan_queue_guarantee_gpus{queue=\"b\"}", 4.0),
+                ("gpuplan_queue_borrowed_gpus{queue=\"a\"}", 0.0),
+                ("gpuplan_queue_waiting_jobs{queue=\"b\"}", 0.0),
+            ] {
+                assert_eq!(m.get(series), Some(&value), "{planner}: {series} in {m:?}");
+            }
+        }
     }
 }

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use gpuplan_core::colocation::Colocation;
 use gpuplan_core::predict::PredictAt;
+use gpuplan_core::queue::{self, Queue};
 use gpuplan_core::{
     Allocation, Cluster, GoodputModel, GpuId, GpuType, JobId, JobSpec, JobState, Node, NodeId, PlanStatus,
     PolicyParams, Round,
@@ -342,6 +343,7 @@ impl Rounds {
         memo: &mut FitMemo,
         params: PolicyParams,
         colocation: Option<Colocation>,
+        queues: &[Queue],
         now: f64,
     ) -> Option<Prepared> {
         let Begun { t0, mut stats } = begun;
@@ -387,7 +389,14 @@ impl Rounds {
                     min_gpus: j.spec.min_gpus,
                     max_gpus: j.spec.max_gpus,
                     preemptible: j.spec.preemptible,
-                    queue: None,
+                    // A queue the daemon no longer has (the file changed
+                    // since the job was journaled) puts it in `default`
+                    // rather than failing every round.
+                    queue: j
+                        .spec
+                        .queue
+                        .clone()
+                        .filter(|q| queue::leaf_problem(queues, Some(q)).is_none()),
                 },
                 restart_penalty_s: j.spec.restart_cost_s,
                 limits: Some(j.limits()),
@@ -420,6 +429,19 @@ impl Rounds {
             self.last = Some(stats);
             return None;
         }
+        // GPUs lost to faults shrink every guarantee in proportion
+        // rather than make the round invalid.
+        let capacity = (nodes.iter().map(|n| n.gpus).sum::<u32>())
+            .saturating_sub(reserved.iter().collect::<BTreeSet<_>>().len() as u32);
+        let queues = match queue::fit_guarantees(queues, capacity) {
+            Some(fitted) => {
+                stats.note = Some(format!(
+                    "queues: guarantees scaled to the {capacity} GPUs jobs may hold"
+                ));
+                fitted
+            }
+            None => queues.to_vec(),
+        };
         Some(Prepared {
             round: Round {
                 now_s: now,
@@ -429,7 +451,7 @@ impl Rounds {
                 variability: None,
                 colocation,
                 reserved,
-                queues: Vec::new(),
+                queues,
             },
             node_gpus,
             targets,

@@ -64,6 +64,10 @@ pub struct JobSubmission {
     /// bundled app's estimate applies, else the job never shares.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_gib: Option<f64>,
+    /// The leaf queue the job is in, under `serve --queues`; absent:
+    /// `default` (docs/tenants.md). A daemon refuses a queue it has not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 fn yes() -> bool {
@@ -110,7 +114,7 @@ impl JobSubmission {
                 ),
             ));
         }
-        for (f, v) in [("app", &self.app), ("model", &self.model)] {
+        for (f, v) in [("app", &self.app), ("model", &self.model), ("queue", &self.queue)] {
             if v.as_ref()
                 .is_some_and(|v| v.chars().count() > MAX_HINT_CHARS || v.chars().any(char::is_control))
             {

@@ -9,7 +9,7 @@ use crate::mip::node::MipNode;
 use crate::mip::sia::Sia;
 use crate::planners::greedy::Greedy;
 use crate::planners::{
-    fifo::Fifo, optimus::Optimus, pollux_ga::PolluxGa, srtf::Srtf, tiresias::Tiresias,
+    fair_share::FairShare, fifo::Fifo, optimus::Optimus, pollux_ga::PolluxGa, srtf::Srtf, tiresias::Tiresias,
     tiresias_gittins::TiresiasGittins,
 };
 use crate::solver::Solver;
@@ -94,6 +94,13 @@ const ENTRIES: &[Entry] = &[
         description: "Tiresias 2D-Gittins: Gittins index over attained service.",
         params: pollux_params,
         create: || Box::new(TiresiasGittins::default()),
+    },
+    Entry {
+        name: "fair-share",
+        description: "Operators' quota scheduler (KAI-Scheduler, Kueue): guarantees, then weighted \
+            fair shares, reclaim from queues above theirs; 2D-LAS inside a queue.",
+        params: pollux_params,
+        create: || Box::new(FairShare),
     },
     Entry {
         name: "pollux-ga",

@@ -11,4 +11,6 @@ mod rules;
 mod spec;
 
 pub use rules::{Holdings, QueueBreach, QueueTree};
-pub use spec::{check_parts, parse_queues_toml, Queue, DEFAULT_QUEUE, MAX_QUEUES};
+pub use spec::{
+    check_parts, fit_guarantees, leaf_problem, parse_queues_toml, Queue, DEFAULT_QUEUE, MAX_QUEUES,
+};

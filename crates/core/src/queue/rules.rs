@@ -500,7 +500,7 @@ mod tests {
         assert!(parse_queues_toml("", "q.toml").is_err());
     }
 
-    /// The shipped example loads, and its tree fits the 64 GPUs it is written for.
+    /// The shipped examples load, and their trees fit the clusters they are written for.
     #[test]
     fn the_example_queues_file_loads() {
         let text = include_str!("../../../../examples/queues.toml");
@@ -509,6 +509,71 @@ mod tests {
         let mut errs = Vec::new();
         crate::queue::check_parts(&qs, 64, &[], &mut errs);
         assert!(errs.is_empty(), "{errs:?}");
+        // The files docs/tenants.md measures with, on their clusters.
+        for (text, name, gpus, n) in [
+            (
+                include_str!("../../../../examples/queues-ab.toml"),
+                "queues-ab.toml",
+                16,
+                2,
+            ),
+            (
+                include_str!("../../../../examples/philly-sampled-vcs.toml"),
+                "philly-sampled-vcs.toml",
+                64,
+                6,
+            ),
+        ] {
+            let qs = parse_queues_toml(text, name).unwrap();
+            assert_eq!(qs.len(), n, "{name}");
+            crate::queue::check_parts(&qs, gpus, &[], &mut errs);
+            assert!(errs.is_empty(), "{name}: {errs:?}");
+        }
+    }
+
+    /// A cluster that lost GPUs owes each queue its proportion of what is
+    /// left, children within parents; guarantees that fit are kept.
+    #[test]
+    fn guarantees_shrink_with_the_cluster() {
+        let qs = vec![
+            Queue {
+                guarantee: 6,
+                ..Queue::new("org")
+            },
+            Queue {
+                guarantee: 3,
+                parent: Some("org".into()),
+                ..Queue::new("t1")
+            },
+            Queue {
+                guarantee: 3,
+                parent: Some("org".into()),
+                ..Queue::new("t2")
+            },
+            Queue {
+                guarantee: 2,
+                ..Queue::new("other")
+            },
+        ];
+        assert!(crate::queue::fit_guarantees(&qs, 8).is_none());
+        let fitted = crate::queue::fit_guarantees(&qs, 5).unwrap();
+        let g: Vec<u32> = fitted.iter().map(|q| q.guarantee).collect();
+        assert_eq!(g, vec![3, 1, 1, 1]);
+        let mut errs = Vec::new();
+        crate::queue::check_parts(&fitted, 5, &[], &mut errs);
+        assert!(errs.is_empty(), "{errs:?}");
+        // Where a job may be, worded for the round check and the daemon.
+        use crate::queue::leaf_problem;
+        assert_eq!(leaf_problem(&qs, Some("t1")), None);
+        assert_eq!(leaf_problem(&qs, None), None, "the implicit default queue");
+        assert_eq!(
+            leaf_problem(&qs, Some("x")).unwrap(),
+            "no queue named 'x'; queues: org, t1, t2, other"
+        );
+        assert!(leaf_problem(&qs, Some("org"))
+            .unwrap()
+            .contains("a job names a leaf queue"));
+        assert_eq!(leaf_problem(&[], Some("x")), None, "no queues: one pool");
     }
 
     #[test]

@@ -197,6 +197,55 @@ fn check_tree(qs: &[Queue], errs: &mut Vec<String>) {
     }
 }
 
+/// Why a job may not be in `queue` (`None`: `default`) of `qs`: no such
+/// queue (the message lists them), or one with queues below it. `None` when
+/// it may, and always without queues. The round check and the daemon's
+/// submissions word it alike.
+pub fn leaf_problem(qs: &[Queue], queue: Option<&str>) -> Option<String> {
+    if qs.is_empty() {
+        return None;
+    }
+    let name = queue.unwrap_or(DEFAULT_QUEUE);
+    if !qs.iter().any(|q| q.name == name) {
+        if name == DEFAULT_QUEUE {
+            return None; // the implicit default queue: guarantee 0
+        }
+        return Some(format!(
+            "no queue named '{name}'; queues: {}",
+            qs.iter().map(|q| q.name.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if qs.iter().any(|c| c.parent.as_deref() == Some(name)) {
+        return Some(format!("'{name}' has queues below it; a job names a leaf queue"));
+    }
+    None
+}
+
+/// `qs` with every guarantee scaled by capacity ÷ the top level's sum
+/// (rounded down) when the top level asks for more than `capacity` GPUs:
+/// a live cluster that loses GPUs keeps planning, each queue owed its
+/// proportion of what is left, rather than refusing every round. Children
+/// stay within their parents (a sum of floors is at most the floor of the
+/// sum). `None` when the guarantees fit.
+pub fn fit_guarantees(qs: &[Queue], capacity: u32) -> Option<Vec<Queue>> {
+    let top: u64 = qs
+        .iter()
+        .filter(|q| q.parent.is_none())
+        .map(|q| u64::from(q.guarantee))
+        .sum();
+    if top <= u64::from(capacity) {
+        return None;
+    }
+    Some(
+        qs.iter()
+            .map(|q| Queue {
+                guarantee: (u64::from(q.guarantee) * u64::from(capacity) / top) as u32,
+                ..q.clone()
+            })
+            .collect(),
+    )
+}
+
 /// Problems with `queues` on a cluster whose jobs may hold `capacity`
 /// GPUs, and with the queue each job names (`jobs`: its name and queue, in
 /// round order), each naming its path (`queues[2].parent: ...`, `jobs[4]
@@ -211,7 +260,6 @@ pub fn check_parts(qs: &[Queue], capacity: u64, jobs: &[(&str, Option<&str>)], e
     if qs.len() > MAX_QUEUES {
         return;
     }
-    let index = |name: &str| qs.iter().position(|q| q.name == name);
     // The top level within the cluster.
     let top: u64 = qs
         .iter()
@@ -223,19 +271,9 @@ pub fn check_parts(qs: &[Queue], capacity: u64, jobs: &[(&str, Option<&str>)], e
             "queues: top-level guarantees sum to {top} GPUs, more than the {capacity} jobs of the round may hold"
         ));
     }
-    let is_parent = |name: &str| qs.iter().any(|c| c.parent.as_deref() == Some(name));
     for (i, &(job, queue)) in jobs.iter().enumerate() {
-        let name = queue.unwrap_or(DEFAULT_QUEUE);
-        match index(name) {
-            None if name == DEFAULT_QUEUE => {}
-            None => errs.push(format!(
-                "jobs[{i}] ({job}).queue: no queue named '{name}'; queues: {}",
-                qs.iter().map(|q| q.name.as_str()).collect::<Vec<_>>().join(", ")
-            )),
-            Some(_) if is_parent(name) => errs.push(format!(
-                "jobs[{i}] ({job}).queue: '{name}' has queues below it; a job names a leaf queue"
-            )),
-            Some(_) => {}
+        if let Some(why) = leaf_problem(qs, queue) {
+            errs.push(format!("jobs[{i}] ({job}).queue: {why}"));
         }
     }
     // A pinned (non-preemptible, running) job that breaks a limit is kept:

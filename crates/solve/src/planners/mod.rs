@@ -1,6 +1,7 @@
 //! One file per policy (a folder where a policy has seams of its own:
 //! `pollux_ga`). Shared helpers for fixed-size policies live here.
 
+pub mod fair_share;
 pub mod fifo;
 pub mod greedy;
 pub mod optimus;

@@ -142,6 +142,10 @@ pub struct SlurmJob {
     /// Path of the batch script's output file.
     #[serde(default)]
     pub standard_output: String,
+    /// The Slurm account it is charged to: its queue under `serve
+    /// --queues` unless its script names one.
+    #[serde(default)]
+    pub account: String,
     /// The submitting user's uid.
     #[serde(default)]
     pub user_id: Option<u32>,

@@ -152,6 +152,9 @@ pub fn spec_from_script(job: &SlurmJob, script: &str) -> Result<JobSubmission, S
     if !table.contains_key("command") {
         text.push_str("\ncommand = \"(the Slurm batch script)\"");
     }
+    if !table.contains_key("queue") && !job.account.is_empty() {
+        text.push_str(&format!("\nqueue = {}", toml::Value::String(job.account.clone())));
+    }
     JobSubmission::from_toml(&text, &format!("slurm job {}", job.job_id)).map_err(|e| e.join("; "))
 }
 
@@ -482,6 +485,19 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("min_gpus"), "{e}");
+        // Its Slurm account is its queue unless the script names one.
+        assert_eq!(spec.queue, None, "no account, no queue");
+        let mut job = held("resnet");
+        job.account = "vision".into();
+        assert_eq!(
+            spec_from_script(&job, s).unwrap().queue.as_deref(),
+            Some("vision")
+        );
+        let named = format!("{s}#GPUPLAN queue = \"speech\"\n");
+        assert_eq!(
+            spec_from_script(&job, &named).unwrap().queue.as_deref(),
+            Some("speech")
+        );
     }
 
     #[test]

@@ -243,3 +243,12 @@ def test_compare_puts_arms_side_by_side(tmp_path):
     assert c["summary"]["b"]["geomean_ratio"] == pytest.approx(0.5)
     text = sia_compare.markdown(c)
     assert "| workload-1 | b | 0.750 |" in text
+
+
+def test_slow_rounds_are_dumped_for_replay(tmp_path):
+    g = sia.GpuplanSia("greedy", dump_dir=str(tmp_path), dump_over_ms=-1.0)
+    g.optimize(infos(), NODES, BASE)
+    dumped = json.loads((tmp_path / "round-0.json").read_text())
+    assert [j["name"] for j in dumped["jobs"]] == sorted(infos())
+    # The dump is a round file: it plans again as it is.
+    assert gpuplan.plan(dumped, planner="greedy")["status"] in ("optimal", "feasible")

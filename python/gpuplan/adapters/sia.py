@@ -313,7 +313,9 @@ class GpuplanSia:
     Keeps one :class:`gpuplan.Planner` (its warm start and state carry across
     rounds) and ``log``: one dict per round with ``round``, ``jobs``,
     ``status``, ``objective``, ``bound``, ``solve_ms`` and ``wall_ms``
-    (written as JSON lines to ``log_path`` too, when given).
+    (written as JSON lines to ``log_path`` too, when given). A round whose
+    solve took more than ``dump_over_ms`` is written to
+    ``dump_dir/round-N.json``, for ``gpuplan plan`` to replay.
     """
 
     def __init__(
@@ -329,6 +331,8 @@ class GpuplanSia:
         max_nodes: Optional[Mapping[str, int]] = None,
         share_max_replicas: bool = False,
         log_path: Optional[str] = None,
+        dump_dir: Optional[str] = None,
+        dump_over_ms: float = float("inf"),
     ) -> None:
         self.planner = gpuplan.Planner(planner, time_limit_s=time_limit_s, seed=seed)
         self.p, self.lambda_n, self.interference = p, lambda_n, interference
@@ -336,6 +340,7 @@ class GpuplanSia:
         self.max_nodes = dict(max_nodes) if max_nodes else None
         self.share_max_replicas = share_max_replicas
         self.log_path = log_path
+        self.dump_dir, self.dump_over_ms = dump_dir, dump_over_ms
         self.log: List[Dict[str, Any]] = []
 
     def optimize(self, job_infos, node_infos, base_allocations) -> SiaAllocations:
@@ -369,6 +374,10 @@ class GpuplanSia:
             "solve_ms": plan["solve_ms"],
             "wall_ms": (time.perf_counter() - t0) * 1e3,
         }
+        if self.dump_dir and plan["solve_ms"] > self.dump_over_ms:
+            # The very round planned, for `gpuplan plan FILE` to replay.
+            with open(f"{self.dump_dir}/round-{entry['round']}.json", "w") as f:
+                json.dump(round, f)
         self.log.append(entry)
         if self.log_path:
             with open(self.log_path, "a") as f:

@@ -131,6 +131,7 @@ def make_policy(args: argparse.Namespace, workload: int, sia_mod: Any, cfg: Any)
         time_limit_s=args.time_limit, seed=args.seed, interference=args.interference,
         restart_penalty=sia_mod.get_restart_penalty, max_nodes=cfg.cluster_max_physical_nnodes,
         share_max_replicas=True, log_path=rounds,
+        dump_dir=args.dump_dir, dump_over_ms=args.dump_over_ms,
     )
 
 
@@ -217,6 +218,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--interference", choices=["allow", "forbid"], default="allow",
                     help="gpuplan planners (Sia's simulator never charges for interference)")
+    ap.add_argument("--dump-over-ms", type=float, default=float("inf"),
+                    help="gpuplan planners: write each round whose solve took longer to --dump-dir")
+    ap.add_argument("--dump-dir", default=None, help="where --dump-over-ms writes round-N.json (made if absent)")
     ap.add_argument("--max-rounds", type=int, default=0, help="stop each workload after this many rounds (0: run to the end)")
     ap.add_argument("--no-stats", action="store_true", help="skip Sia's print_run_stats.py")
     args = ap.parse_args(argv)
@@ -232,6 +236,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sim_dir = simulator_dir(args.sia_dir)
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)
+    if args.dump_dir:
+        args.dump_dir = os.path.abspath(args.dump_dir)
+        os.makedirs(args.dump_dir, exist_ok=True)
     sys.path.insert(0, sim_dir)
     os.chdir(sim_dir)
     for w in workloads:

@@ -627,3 +627,92 @@ fn a_sweep_on_slurm_gives_the_local_summary_and_resumes_with_only_the_missing_ce
     assert_eq!(array_tasks(&cl, id).len(), 1);
     assert_eq!(sweep_summary(&dir.join("out/sweep.json")), expected);
 }
+
+/// The daemon's two-team scenario through Slurm (docs/tenants.md): queues
+/// a and b guaranteed 4 GPUs each of the test cluster's 8, and users'
+/// own held jobs whose Slurm accounts name their queues. a's elastic job
+/// grows to all 8 while b is idle; b's 4-GPU job arrives, and a shrinks to
+/// 4 while b's runs.
+#[test]
+fn slurm_accounts_are_queues_and_a_queue_gets_its_guarantee_back() {
+    let Some(cl) = Cluster::start("queues") else {
+        return;
+    };
+    let dir = tmp("slurm-queues-run");
+    let queues = dir.join("queues.toml");
+    std::fs::write(
+        &queues,
+        "[[queue]]\nname = \"a\"\nguarantee = 4\n\n[[queue]]\nname = \"b\"\nguarantee = 4\n",
+    )
+    .unwrap();
+    let srv = cl.server(&dir.join("state"), &["--queues", &queues.to_string_lossy()], &[]);
+    let held = |name: &str, account: &str, min: u32, max: u32| {
+        let script = dir.join(format!("{name}.sh"));
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n#GPUPLAN min_gpus = {min}\n#GPUPLAN max_gpus = {max}\n\
+                 #GPUPLAN batch_size = 256\n#GPUPLAN max_batch_size = 4096\nsleep 600\n"
+            ),
+        )
+        .unwrap();
+        let out = cl.run(
+            "sbatch",
+            &[
+                "--parsable",
+                "-H",
+                "--comment=gpuplan",
+                "-p",
+                "all",
+                &format!("--account={account}"),
+                "-J",
+                name,
+                "-o",
+                &dir.join(format!("{name}-%j.out")).to_string_lossy(),
+                &script.to_string_lossy(),
+            ],
+        );
+        assert!(out.trim().parse::<u64>().is_ok(), "{out}");
+    };
+    let gpus = |js: &[Value], name: &str| {
+        js.iter()
+            .find(|j| j["name"] == name)
+            .map_or(0, |j| j["gpus"].as_array().map_or(0, Vec::len))
+    };
+    held("team-a", "a", 1, 8);
+    srv.wait_for(
+        "a's job to take all 8 GPUs while b is idle",
+        |_| {},
+        |js| gpus(js, "team-a") == 8,
+    );
+    let a = srv.jobs().into_iter().find(|j| j["name"] == "team-a").unwrap();
+    assert_eq!(a["queue"], "a", "its account is its queue: {a:#}");
+    held("team-b", "b", 4, 4);
+    srv.wait_for(
+        "b's job to run on its guarantee and a's to give it back",
+        |_| {},
+        |js| {
+            gpus(js, "team-a") == 4
+                && gpus(js, "team-b") == 4
+                && js
+                    .iter()
+                    .any(|j| j["name"] == "team-b" && j["phase"] == "running")
+        },
+    );
+    let b = srv.jobs().into_iter().find(|j| j["name"] == "team-b").unwrap();
+    assert_eq!(b["queue"], "b", "{b:#}");
+    let metrics = ureq::get(&srv.url("/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(metrics.contains("gpuplan_queue_gpus{queue=\"b\"} 4"), "{metrics}");
+    for j in srv.jobs() {
+        srv.req(
+            "POST",
+            &format!("/v1/jobs/{}/cancel", j["id"]),
+            Some(&srv.token.clone()),
+            None,
+        );
+    }
+}

@@ -120,6 +120,7 @@ def simulate(
     left_out_cost: Optional[float] = None,
     spare_waiting: Optional[bool] = None,
     interference: Optional[str] = None,
+    queues: Optional[Union[str, "os.PathLike[str]"]] = None,
 ) -> Dict[str, Any]:
     """Simulate a workload file under one policy; ``gpuplan simulate --format json``'s summary.
 
@@ -129,7 +130,9 @@ def simulate(
     ``None`` keeps the CLI's default, and for a policy parameter (``p``,
     ``restart_weight``, ``exploration_factor``, ...) the policy's own registry
     default, as an absent flag does. Raises ``ValueError`` for bad arguments
-    or an unreadable workload, naming the argument or file.
+    or an unreadable workload, naming the argument or file. With ``queues``
+    (a queues file, as ``--queues``) the result has one row per queue under
+    ``"queues"`` (docs/tenants.md).
     """
     args: Dict[str, Any] = {"workload": os.fspath(workload), "policy": policy}
     given = {
@@ -152,6 +155,7 @@ def simulate(
         "left_out_cost": left_out_cost,
         "spare_waiting": spare_waiting,
         "interference": interference,
+        "queues": os.fspath(queues) if queues is not None else None,
     }
     args.update({k: v for k, v in given.items() if v is not None})
     return json.loads(_gpuplan.simulate_json(json.dumps(args)))

@@ -38,4 +38,5 @@ def simulate(
     left_out_cost: Optional[float] = None,
     spare_waiting: Optional[bool] = None,
     interference: Optional[str] = None,
+    queues: Optional[Union[str, "os.PathLike[str]"]] = None,
 ) -> Dict[str, Any]: ...

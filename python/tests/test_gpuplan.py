@@ -251,6 +251,23 @@ def test_simulate_is_the_clis_summary(cli, policy, flags, kwargs):
     assert got == want
 
 
+def test_simulate_with_queues_gives_the_clis_rows_per_queue(cli, tmp_path):
+    workload = REPO / "tests" / "data" / "queued-workload.csv"
+    queues = REPO / "examples" / "queues-ab.toml"
+    want = json.loads(cli("simulate", "--workload", workload, "--policy", "fifo", "--cluster", "4x4",
+                          "--queues", queues, "--format", "json").stdout)
+    got = gpuplan.simulate(workload, "fifo", cluster="4x4", queues=queues)
+    assert [q["queue"] for q in got["queues"]] == ["a", "b"]
+    for key in ("wall_s", "planner_ms"):
+        got.pop(key)
+        want.pop(key)
+    assert got == want
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[queue]]\nname = "a"\nguarantee = 8\n\n[[queue]]\nname = "b"\nparent = "x"\n')
+    with pytest.raises(ValueError, match="bad.toml:7:parent: no queue named .x."):
+        gpuplan.simulate(workload, "fifo", cluster="4x4", queues=bad)
+
+
 def test_simulate_names_bad_arguments():
     with pytest.raises(ValueError, match="interval_s"):
         gpuplan.simulate(WORKLOAD, "fifo", interval_s=-1)

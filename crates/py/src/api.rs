@@ -151,6 +151,8 @@ pub struct SimArgs {
     pub spare_waiting: Option<bool>,
     /// `avoid` or `allow`: multi-node jobs sharing nodes.
     pub interference: Option<String>,
+    /// A queues file (TOML, docs/tenants.md), as `--queues`.
+    pub queues: Option<PathBuf>,
 }
 
 fn value<T>(key: &str, r: Result<T, impl std::fmt::Display>) -> Result<T, ApiError> {
@@ -175,8 +177,18 @@ impl SimArgs {
                 )))
             }
         };
+        let queues = match &self.queues {
+            None => Vec::new(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| ApiError::Value(format!("queues: {}: cannot read: {e}", path.display())))?;
+                gpuplan_core::queue::parse_queues_toml(&text, &path.display().to_string())
+                    .map_err(|es| ApiError::Value(format!("queues: {}", es.join("; "))))?
+            }
+        };
         Ok(SimScenario {
             cluster,
+            queues,
             interval_s: self.interval_s.unwrap_or(d.interval_s),
             restart_delay_s: self.restart_delay_s.unwrap_or(d.restart_delay_s),
             interference_slowdown: self.interference_slowdown.unwrap_or(d.interference_slowdown),
@@ -262,7 +274,13 @@ pub fn simulate_json(args_json: &str) -> Result<String, ApiError> {
             a.policy
         ))
     })?;
-    serde_json::to_string(&r.summary).map_err(|e| ApiError::Runtime(e.to_string()))
+    // As `gpuplan simulate --format json`: the summary's keys, and one row
+    // per queue under `queues`.
+    let mut out = serde_json::to_value(&r.summary).map_err(|e| ApiError::Runtime(e.to_string()))?;
+    if !r.queues.is_empty() {
+        out["queues"] = serde_json::to_value(&r.queues).map_err(|e| ApiError::Runtime(e.to_string()))?;
+    }
+    Ok(out.to_string())
 }
 
 #[cfg(test)]
@@ -350,5 +368,29 @@ mod tests {
         assert_eq!(v["policy"], "fifo");
         assert_eq!(v["workload"], "short-workload");
         assert_eq!(v["jobs"], 14);
+        assert!(v.get("queues").is_none(), "no queues, no rows");
+        // With a queues file: one row per queue, as the CLI's JSON.
+        let w = repo("tests/data/queued-workload.csv");
+        let q = repo("examples/queues-ab.toml");
+        let out = simulate_json(&format!(
+            r#"{{"workload": "{w}", "policy": "fifo", "cluster": "4x4", "queues": "{q}"}}"#
+        ))
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let names: Vec<&str> = v["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["queue"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        let e = simulate_json(&format!(
+            r#"{{"workload": "{w}", "policy": "fifo", "queues": "/no/such.toml"}}"#
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("queues: /no/such.toml: cannot read"),
+            "{e}"
+        );
     }
 }

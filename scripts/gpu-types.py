@@ -15,7 +15,8 @@ import json, math, sys
 path = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/anchors/traces/gavel/simulation_throughputs.json"
 d = json.load(open(path))
 # Public datasheet figures: FP32 TFLOPS, memory bandwidth GB/s.
-SHEET = {"t4": (8.1, 320), "rtx2080ti": (13.4, 616), "v100": (15.7, 900), "a100": (19.5, 1555)}
+SHEET = {"t4": (8.1, 320), "rtx2080ti": (13.4, 616), "v100": (15.7, 900), "a100": (19.5, 1555),
+         "h100": (67.0, 3350), "h200": (67.0, 4800)}  # H100 SXM5, H200 SXM
 def speed_vs_t4(t):
     f, b = SHEET[t]; f0, b0 = SHEET["t4"]
     return math.sqrt(f / f0 * b / b0)

@@ -12,13 +12,15 @@
 //! - **k80, p100**: Gavel's per-type throughput table (one GPU, each model
 //!   alone; geometric mean over its batch sizes) relative to the V100, times
 //!   the V100's datasheet ratio to the T4.
-//! - **t4, rtx2080ti, v100, a100**: the geometric mean of the FP32 TFLOPS
-//!   ratio and the memory-bandwidth ratio to the T4 (datasheets: 8.1/320,
-//!   13.4/616, 15.7/900, 19.5/1555 TFLOPS/GB/s). Gavel has no T4,
-//!   RTX 2080 Ti or A100, so these do not depend on the application.
+//! - **t4, rtx2080ti, v100, a100, h100, h200**: the geometric mean of the
+//!   FP32 TFLOPS ratio and the memory-bandwidth ratio to the T4 (datasheets:
+//!   8.1/320, 13.4/616, 15.7/900, 19.5/1555, 67/3350 (H100 SXM5),
+//!   67/4800 (H200 SXM) TFLOPS/GB/s). Gavel has none of these but the
+//!   V100, so they do not depend on the application.
 //! - **Sync within a node**: PCIe 3.0 x16 (15.75 GB/s) for t4, rtx2080ti,
-//!   k80, p100; NVLink 2 (300 GB/s) for v100, NVLink 3 (600 GB/s) for a100;
-//!   time scales with the inverse bandwidth.
+//!   k80, p100; NVLink 2 (300 GB/s) for v100, NVLink 3 (600 GB/s) for a100,
+//!   NVLink 4 (900 GB/s) for h100 and h200; time scales with the inverse
+//!   bandwidth.
 //! - A type not in the table runs as a T4, so clusters with other names keep
 //!   their old results.
 //! - A type may be named by its table key (`a100`) or as NVML reports it
@@ -113,11 +115,13 @@ impl GavelModel {
 }
 
 /// Datasheet-derived compute multipliers (no per-application data).
-const SHEET: [(&str, f64); 4] = [
+const SHEET: [(&str, f64); 6] = [
     ("t4", 1.0),
     ("rtx2080ti", 0.560),
     ("v100", 0.428),
     ("a100", 0.292),
+    ("h100", 0.107),
+    ("h200", 0.090),
 ];
 
 /// Gavel-derived compute multipliers relative to T4, per model:
@@ -128,10 +132,15 @@ const GAVEL: [(&str, [f64; 5]); 2] = [
 ];
 
 /// Intra-node all-reduce multipliers (PCIe 3.0 x16 = 1).
-const SYNC: [(&str, f64); 2] = [("v100", 15.75 / 300.0), ("a100", 15.75 / 600.0)];
+const SYNC: [(&str, f64); 4] = [
+    ("v100", 15.75 / 300.0),
+    ("a100", 15.75 / 600.0),
+    ("h100", 15.75 / 900.0),
+    ("h200", 15.75 / 900.0),
+];
 
 /// Every type the tables know.
-const KEYS: [&str; 6] = ["t4", "rtx2080ti", "v100", "a100", "k80", "p100"];
+const KEYS: [&str; 8] = ["t4", "rtx2080ti", "v100", "a100", "h100", "h200", "k80", "p100"];
 
 /// Vendor and brand words NVML puts before the model.
 const BRANDS: [&str; 4] = ["nvidia", "tesla", "geforce", "quadro"];
@@ -217,7 +226,10 @@ mod tests {
             ("NVIDIA T400", None),
             ("Tesla V100S-PCIE-32GB", None),
             ("NVIDIA GeForce RTX 2080", None),
-            ("NVIDIA H100 80GB HBM3", None),
+            ("NVIDIA H100 80GB HBM3", Some("h100")),
+            ("NVIDIA H100 PCIe", Some("h100")),
+            ("NVIDIA H200", Some("h200")),
+            ("NVIDIA H20", None),
             ("gpu", None),
             ("", None),
         ] {

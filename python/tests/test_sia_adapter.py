@@ -219,6 +219,10 @@ def test_runner_reads_workload_lists_and_summarises_sias_logs(tmp_path):
     assert summary["avgs"] == {"workload-2": 900} and summary["mean"] == 900
     with pytest.raises(SystemExit, match="no sia-simulator"):
         sia_run.simulator_dir(str(tmp_path))
+    # --interference takes the round's own values, so an `avoid` arm plans.
+    with pytest.raises(SystemExit):
+        sia_run.main(["--sia-dir", str(tmp_path), "--policy", "sia", "--out", str(tmp_path), "--interference", "forbid"])
+    assert sia.build_round(infos(), NODES, BASE, interference="avoid")[0]["params"]["interference"] == "avoid"
 
 
 def test_compare_puts_arms_side_by_side(tmp_path):

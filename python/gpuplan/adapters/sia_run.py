@@ -216,7 +216,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--lambda-a", type=float, default=SIA_FLAGS["lambda_a"], help="Sia's own policy only")
     ap.add_argument("--time-limit", type=float, default=10.0, help="gpuplan planners: seconds per round")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--interference", choices=["allow", "forbid"], default="allow",
+    ap.add_argument("--interference", choices=["allow", "avoid"], default="allow",
                     help="gpuplan planners (Sia's simulator never charges for interference)")
     ap.add_argument("--dump-over-ms", type=float, default=float("inf"),
                     help="gpuplan planners: write each round whose solve took longer to --dump-dir")

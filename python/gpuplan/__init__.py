@@ -121,6 +121,11 @@ def simulate(
     spare_waiting: Optional[bool] = None,
     interference: Optional[str] = None,
     queues: Optional[Union[str, "os.PathLike[str]"]] = None,
+    type_blind: Optional[bool] = None,
+    variability_blind: Optional[bool] = None,
+    placement: Optional[str] = None,
+    sticky: Optional[bool] = None,
+    sharing: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Simulate a workload file under one policy; ``gpuplan simulate --format json``'s summary.
 
@@ -156,6 +161,11 @@ def simulate(
         "spare_waiting": spare_waiting,
         "interference": interference,
         "queues": os.fspath(queues) if queues is not None else None,
+        "type_blind": type_blind,
+        "variability_blind": variability_blind,
+        "placement": placement,
+        "sticky": sticky,
+        "sharing": sharing,
     }
     args.update({k: v for k, v in given.items() if v is not None})
     return json.loads(_gpuplan.simulate_json(json.dumps(args)))

@@ -39,4 +39,9 @@ def simulate(
     spare_waiting: Optional[bool] = None,
     interference: Optional[str] = None,
     queues: Optional[Union[str, "os.PathLike[str]"]] = None,
+    type_blind: Optional[bool] = None,
+    variability_blind: Optional[bool] = None,
+    placement: Optional[str] = None,
+    sticky: Optional[bool] = None,
+    sharing: Optional[int] = None,
 ) -> Dict[str, Any]: ...

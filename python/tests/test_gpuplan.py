@@ -239,6 +239,9 @@ def test_simulate_releases_the_gil():
          dict(cluster="8x4", interval_s=120, restart_delay_s=20, seed=2, p=-0.5)),
         ("gpuplan-mip", ["--exploration-factor", 3, "--restart-weight", 1.5, "--interference", "allow"],
          dict(exploration_factor=3, restart_weight=1.5, interference="allow")),
+        ("pollux-mip", ["--cluster", "2x4:t4+1x4:a100", "--type-blind"],
+         dict(cluster="2x4:t4+1x4:a100", type_blind=True)),
+        ("fifo", ["--placement", "packed", "--sticky"], dict(placement="packed", sticky=True)),
     ],
 )
 def test_simulate_is_the_clis_summary(cli, policy, flags, kwargs):
@@ -277,6 +280,8 @@ def test_simulate_names_bad_arguments():
         gpuplan.simulate(WORKLOAD, "nope")
     with pytest.raises(ValueError, match="interference"):
         gpuplan.simulate(WORKLOAD, "fifo", interference="sometimes")
+    with pytest.raises(ValueError, match="placement"):
+        gpuplan.simulate(WORKLOAD, "fifo", placement="everywhere")
     with pytest.raises(TypeError):
         gpuplan.simulate(WORKLOAD, "fifo", no_such_flag=1)
 

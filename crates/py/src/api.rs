@@ -153,6 +153,16 @@ pub struct SimArgs {
     pub interference: Option<String>,
     /// A queues file (TOML, docs/tenants.md), as `--queues`.
     pub queues: Option<PathBuf>,
+    /// Plan as Pollux, not knowing GPU types (`--type-blind`).
+    pub type_blind: Option<bool>,
+    /// Plan without per-GPU speeds (`--variability-blind`).
+    pub variability_blind: Option<bool>,
+    /// How fixed-size policies pick GPUs (`--placement`).
+    pub placement: Option<String>,
+    /// With `placement`: running jobs keep their GPUs (`--sticky`).
+    pub sticky: Option<bool>,
+    /// Up to this many jobs may share a GPU (`--sharing K`).
+    pub sharing: Option<u32>,
 }
 
 fn value<T>(key: &str, r: Result<T, impl std::fmt::Display>) -> Result<T, ApiError> {
@@ -204,6 +214,14 @@ impl SimArgs {
                 restart_weight: self.restart_weight,
                 left_out_cost: self.left_out_cost,
                 spare_waiting: self.spare_waiting,
+                placement: match &self.placement {
+                    Some(p) => Some(value("placement", p.parse::<gpuplan_core::Placement>())?),
+                    None => None,
+                },
+                sticky: self.sticky.and_then(|k| k.then_some(gpuplan_core::Sticky::Keep)),
+                sharing: self.sharing,
+                type_blind: self.type_blind,
+                variability_blind: self.variability_blind,
                 ..ParamFlags::default()
             },
             ..d

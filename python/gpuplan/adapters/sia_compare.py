@@ -26,6 +26,8 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
+from gpuplan.adapters.sia_run import last_jobs
+
 _POLICY_MS = re.compile(r"Policy optimization took ([0-9.]+)ms")
 
 
@@ -39,14 +41,7 @@ def percentile(xs: Sequence[float], q: float) -> float:
 def read_run(log_path: str) -> Optional[Dict[str, Any]]:
     """One workload's figures from Sia's log (and its stdout beside it);
     ``None`` if the log is empty or a job never finished."""
-    last = None
-    with open(log_path) as f:
-        for line in f:
-            if line.strip():
-                last = line
-    if last is None:
-        return None
-    jobs = json.loads(last)["submitted_jobs"]
+    jobs = last_jobs(log_path)
     if not jobs or any(j["completion_time"] is None for j in jobs):
         return None
     jcts = [j["completion_time"] - j["submission_time"] for j in jobs]

@@ -73,20 +73,26 @@ def simulator_dir(sia_dir: str) -> str:
     raise SystemExit(f"--sia-dir {sia_dir}: no sia-simulator (cluster.py, sia.py) there")
 
 
+def last_jobs(log_path: str) -> Optional[List[Dict[str, Any]]]:
+    """The jobs of the last record of Sia's log (``Cluster.output_logs``:
+    one JSON record per round); ``None`` for an empty log."""
+    last = None
+    with open(log_path) as f:
+        for line in f:
+            if line.strip():
+                last = line
+    return None if last is None else json.loads(last)["submitted_jobs"]
+
+
 def summarize(out_dir: str) -> Dict[str, Any]:
     """Sia's ``summary.json`` from every ``workload-*.log`` in ``out_dir``:
     each job's JCT from the last record, as Sia's ``Cluster.get_jcts``."""
     summary: Dict[str, Any] = {"jcts": {}, "avgs": {}}
     for path in sorted(glob.glob(os.path.join(out_dir, "workload-*.log"))):
         name = os.path.basename(path)[: -len(".log")]
-        last = None
-        with open(path) as f:
-            for line in f:
-                if line.strip():
-                    last = line
-        if last is None:
+        jobs = last_jobs(path)
+        if jobs is None:
             continue
-        jobs = json.loads(last)["submitted_jobs"]
         jcts = {j["name"]: j["completion_time"] - j["submission_time"] for j in jobs if j["completion_time"] is not None}
         summary["jcts"][name] = jcts
         summary["avgs"][name] = sum(jcts.values()) / len(jcts) if jcts else 0.0

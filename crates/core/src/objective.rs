@@ -161,6 +161,43 @@ pub fn prioritise(job: &RoundJob, params: &PolicyParams, value: f64) -> f64 {
     }
 }
 
+/// A job's value shifted by [`EPSILON`], the base of its term (v+ε)^p.
+/// Values below 0 come only from [`weigh`] and [`prioritise`], whose
+/// shifted value they encode (down to just above 0), so they are kept;
+/// values of 0 and above shift exactly as they always have.
+pub fn shifted(v: f64) -> f64 {
+    if v >= 0.0 {
+        v + EPSILON
+    } else {
+        (v + EPSILON).max(f64::MIN_POSITIVE)
+    }
+}
+
+/// Each round job's weight in the nested objective across queues
+/// ([`crate::queue::QueueTree::shares`]); `None` for a round without
+/// queues, where every job weighs 1.
+pub fn queue_shares(round: &Round) -> Option<Vec<f64>> {
+    crate::queue::QueueTree::new(round).map(|t| t.shares())
+}
+
+/// A job's value weighted by its queue share `share`: the value whose term
+/// is `share` times the unweighted one, so the power mean of weighted
+/// values is the nested mean (docs/tenants.md, "The objective"). For
+/// p ≠ 0, (v'+ε)^p = share·(v+ε)^p; for p = 0, ln(v'+ε) = share·ln(v+ε);
+/// under max-min (p = −∞) weights change nothing. Identity at share 1.
+pub fn weigh(value: f64, share: f64, p: f64) -> f64 {
+    if share == 1.0 || p == f64::NEG_INFINITY {
+        return value;
+    }
+    let x = shifted(value);
+    let w = if p == 0.0 {
+        x.libm_pow(share)
+    } else {
+        share.libm_pow(1.0 / p) * x
+    };
+    w - EPSILON
+}
+
 /// Generalized mean of `values + EPSILON` with exponent `p`
 /// (p = −∞: minimum; p = 0: geometric mean).
 pub fn power_mean(values: &[f64], p: f64) -> f64 {
@@ -168,7 +205,7 @@ pub fn power_mean(values: &[f64], p: f64) -> f64 {
         return 0.0;
     }
     let n = values.len() as f64;
-    let v = values.iter().map(|x| x.max(0.0) + EPSILON);
+    let v = values.iter().map(|&x| shifted(x));
     if p == f64::NEG_INFINITY {
         v.fold(f64::INFINITY, f64::min)
     } else if p == f64::INFINITY {
@@ -188,9 +225,21 @@ pub fn evaluate(round: &Round, plan: &Plan) -> f64 {
         .iter()
         .map(|j| job_value(j, &round.cluster, plan.gpus_of(j.id), fair, &round.params))
         .collect();
+    weigh_values(round, &mut values);
     shared_values(round, plan, &mut values);
     variability_values(round, plan, &mut values);
     power_mean(&values, round.params.p)
+}
+
+/// Weigh each job's value by its queue share ([`weigh`]); nothing without
+/// queues. Before slowdowns divide values, as the planners' candidate
+/// values are weighed before their placements' slowdowns divide them.
+pub fn weigh_values(round: &Round, values: &mut [f64]) {
+    if let Some(shares) = queue_shares(round) {
+        for (v, s) in values.iter_mut().zip(shares) {
+            *v = weigh(*v, s, round.params.p);
+        }
+    }
 }
 
 /// Divide each job's value by how much slower its GPUs run it

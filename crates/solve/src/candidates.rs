@@ -5,7 +5,7 @@
 //! planner, so they agree on what a choice is worth without importing each
 //! other.
 
-use gpuplan_core::objective::{left_out_value, prioritise, restart_factor, EPSILON};
+use gpuplan_core::objective::{left_out_value, prioritise, restart_factor, weigh};
 use gpuplan_core::{Allocation, Cluster, Libm, Round, RoundJob};
 
 use crate::speedup::{max_gpus, SpeedupCache};
@@ -71,11 +71,15 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
     let nodes = round.cluster.num_nodes() as u32;
     let max_nodes = round.params.max_nodes_per_job.min(nodes);
     let types = type_capacity(&round.cluster);
+    let shares = gpuplan_core::objective::queue_shares(round);
     round
         .jobs
         .iter()
         .zip(caches.iter_mut())
-        .map(|(j, cache)| {
+        .enumerate()
+        .map(|(i, (j, cache))| {
+            let share = shares.as_ref().map_or(1.0, |s| s[i]);
+            let val = |v: f64| weigh(v, share, round.params.p);
             let cur = j.current();
             let pinned = !j.preemptible && !cur.is_empty();
             let mut candidates = Vec::new();
@@ -84,7 +88,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             if pinned || round.keepable(j) {
                 candidates.push(Candidate {
                     choice: Choice::Keep,
-                    value: prioritise(j, &round.params, cache.get_alloc(j, cur)),
+                    value: val(prioritise(j, &round.params, cache.get_alloc(j, cur))),
                     ty: cache.type_of(cur),
                 });
             }
@@ -115,7 +119,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                             }
                         };
                         for n in counts {
-                            offer(&mut candidates, cache, j, ty, n, k, &round.params);
+                            offer(&mut candidates, cache, j, ty, n, k, &round.params, &val);
                         }
                     }
                 }
@@ -130,7 +134,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                             if n > max_nodes.min(t.nodes) {
                                 break;
                             }
-                            offer(&mut candidates, cache, j, ty, n, k, &round.params);
+                            offer(&mut candidates, cache, j, ty, n, k, &round.params, &val);
                         }
                     }
                 }
@@ -143,7 +147,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             }
             JobOptions {
                 candidates,
-                none_value: prioritise(j, &round.params, left_out_value(&round.params)),
+                none_value: val(prioritise(j, &round.params, left_out_value(&round.params))),
                 pinned,
                 infeasible,
             }
@@ -151,7 +155,9 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
         .collect()
 }
 
-/// Offer `k` GPUs on `n` nodes of type `ty` where the job gains anything there.
+/// Offer `k` GPUs on `n` nodes of type `ty` where the job gains anything
+/// there, valued through `val` (the job's queue weighting).
+#[allow(clippy::too_many_arguments)]
 fn offer(
     out: &mut Vec<Candidate>,
     cache: &mut SpeedupCache,
@@ -160,13 +166,14 @@ fn offer(
     n: u32,
     k: u32,
     params: &gpuplan_core::PolicyParams,
+    val: &dyn Fn(f64) -> f64,
 ) {
     let s = cache.get(j, ty, n, k);
     if s > 0.0 {
         let factor = restart_factor(j, params);
         out.push(Candidate {
             choice: Choice::Config { nodes: n, gpus: k },
-            value: prioritise(j, params, s * factor),
+            value: val(prioritise(j, params, s * factor)),
             ty,
         });
     }
@@ -227,7 +234,7 @@ impl Sense {
     }
 
     pub fn term(self, v: f64) -> f64 {
-        let x = v.max(0.0) + EPSILON;
+        let x = gpuplan_core::objective::shifted(v);
         match self {
             Sense::MinPower(p) | Sense::MaxPower(p) => x.libm_pow(p),
             Sense::MaxLog => x.libm_ln(),

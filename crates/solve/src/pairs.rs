@@ -396,10 +396,16 @@ fn prune(round: &Round, sharers: &[Sharer], groups: Vec<GroupOpt>) -> Vec<GroupO
         Sense::MinPower(_) => -sense.term(v),
         _ => sense.term(v),
     };
+    let shares = gpuplan_core::objective::queue_shares(round);
     let none: Vec<f64> = round
         .jobs
         .iter()
-        .map(|j| score(gpuplan_core::objective::prioritise(j, &round.params, 0.0)))
+        .enumerate()
+        .map(|(i, j)| {
+            let v = gpuplan_core::objective::prioritise(j, &round.params, 0.0);
+            let share = shares.as_ref().map_or(1.0, |s| s[i]);
+            score(gpuplan_core::objective::weigh(v, share, round.params.p))
+        })
         .collect();
     let solo = |j: usize, ty: usize, k: u32| sharers[j].single(ty, k).map_or(f64::NEG_INFINITY, score);
     let mut by: HashMap<(usize, usize, u32), Vec<(f64, usize)>> = HashMap::new();

@@ -160,6 +160,7 @@ pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) 
             objective::prioritise(j, &round.params, v)
         })
         .collect();
+    objective::weigh_values(round, &mut values);
     objective::shared_values(round, plan, &mut values);
     objective::variability_values(round, plan, &mut values);
     objective::power_mean(&values, round.params.p)

@@ -102,13 +102,15 @@ fn the_exact_mip_reclaims_inside_the_model() {
             d.plan.reason
         );
         // By hand (p = −1): six kept jobs at speedup 1, two stopped (0),
-        // b's job on 2 GPUs at 2 × its restart factor 600/630: the
-        // harmonic mean of those nine values (+ε), and the bound above it.
+        // b's job on 2 GPUs at 2 × its restart factor 600/630; the nested
+        // mean: half the weight to a's harmonic mean of eight values (+ε),
+        // half to b's one. The bound is above it.
         let eps = objective::EPSILON;
         // (The fair share is ⌈8/9⌉ = 1 GPU, so a model-less job's speedup
         // is its GPU count; the round's params apply to every planner.)
         let vb = 2.0 * 600.0 / 630.0;
-        let by_hand = 9.0 / (6.0 / (1.0 + eps) + 2.0 / eps + 1.0 / (vb + eps));
+        let a = (6.0 / (1.0 + eps) + 2.0 / eps) / 8.0;
+        let by_hand = 1.0 / (0.5 * a + 0.5 / (vb + eps));
         let obj = objective::evaluate(&r, &d.plan);
         assert!(
             (obj - by_hand).abs() < 1e-9 * by_hand,
@@ -116,6 +118,91 @@ fn the_exact_mip_reclaims_inside_the_model() {
         );
         let b = d.plan.bound.unwrap();
         assert!(b >= obj - 1e-9, "{name}: bound {b} below {obj}");
+    }
+}
+
+/// One 8-GPU node, no guarantees (no rule binds): queue a has three
+/// elastic jobs, queue b one, all waiting, model-less (the fair share is
+/// ⌈8/4⌉ = 2 GPUs, so a job's speedup is g/2).
+fn nesting_round(weights: Option<(f64, f64)>) -> Round {
+    let jobs = (0..4)
+        .map(|i| RoundJob {
+            requested_gpus: 1,
+            min_gpus: 1,
+            max_gpus: 8,
+            batch_size: 32,
+            queue: Some(if i < 3 { "a" } else { "b" }.into()),
+            state: JobState {
+                age_s: 600.0,
+                max_gpus_used: 8,
+                ..Default::default()
+            },
+            ..RoundJob::new(JobId(i), format!("j{i}"), "synthetic")
+        })
+        .collect();
+    let queues = weights.map_or(Vec::new(), |(a, b)| {
+        vec![
+            Queue {
+                weight: a,
+                ..Queue::new("a")
+            },
+            Queue {
+                weight: b,
+                ..Queue::new("b")
+            },
+        ]
+    });
+    Round {
+        queues,
+        jobs,
+        ..borrowed_round()
+    }
+}
+
+/// The nested objective by hand (p = −1, restart factor r = 600/630 for
+/// every start, ε aside; values g·r/2). One pool: Σ 1/g over four jobs is
+/// least at 2 GPUs each. Queues a (weight 1) and b (weight 3): each of a's
+/// three jobs weighs ¼·⅓ = 1/12 and b's job ¾, and ¹⁄₁₂·Σ_a 1/g + ¾·1/g_b
+/// is least with b's job on 4 GPUs and a's on 2, 1, 1 (next: 5 | 1, 1, 1,
+/// 1% worse). Weights 3 and 1 give each job ¼, the plain mean: the
+/// pool's plan. Every goodput MIP finds them and proves them.
+#[test]
+fn the_nested_objective_gives_a_queue_its_weight_not_its_job_count() {
+    let eps = objective::EPSILON;
+    let f = 600.0 / 630.0;
+    let t = |g: f64| 1.0 / (g / 2.0 * f + eps);
+    let nested = 1.0 / ((t(2.0) + 2.0 * t(1.0)) / 12.0 + 0.75 * t(4.0));
+    let plain = 1.0 / t(2.0);
+    let cases = [
+        (None, 2, plain),
+        (Some((1.0, 3.0)), 4, nested),
+        (Some((3.0, 1.0)), 2, plain),
+    ];
+    for name in ["mip-exact", "mip-aggregate", "pollux-mip", "gpuplan-mip"] {
+        for (weights, b, by_hand) in cases {
+            let r = nesting_round(weights);
+            let mut p = registry::create(name).unwrap();
+            let d = run_round(p.as_mut(), &r, &limits()).unwrap();
+            validate(&r, &d.plan).unwrap();
+            let got = d.plan.gpus_of(JobId(3)).num_gpus();
+            assert_eq!(got, b, "{name} {weights:?}: {:?}", d.plan);
+            assert_eq!(
+                d.plan.status,
+                PlanStatus::Optimal,
+                "{name} {weights:?}: {:?}",
+                d.plan.reason
+            );
+            let obj = objective::evaluate(&r, &d.plan);
+            assert!(
+                (obj - by_hand).abs() < 1e-9 * by_hand,
+                "{name} {weights:?}: {obj} vs {by_hand}"
+            );
+            let bound = d.plan.bound.unwrap();
+            assert!(
+                bound >= obj - 1e-9,
+                "{name} {weights:?}: bound {bound} below {obj}"
+            );
+        }
     }
 }
 

@@ -187,6 +187,42 @@ impl QueueTree {
             .collect()
     }
 
+    /// Each round job's weight in the nested objective (docs/tenants.md,
+    /// "The objective"), in round order, scaled so they sum to the job
+    /// count: the job count over its leaf's jobs, times, for each queue on
+    /// its path, that queue's weight over the summed weights of it and its
+    /// siblings that have jobs in the round. Queues without jobs take no
+    /// share, so an idle team's weight goes to the teams beside it. With
+    /// every job in one leaf each share is 1: the round's plain mean.
+    pub fn shares(&self) -> Vec<f64> {
+        let n = self.queues.len();
+        let mut jobs_in = vec![0usize; n];
+        for &leaf in &self.leaf {
+            for &q in self.path(leaf) {
+                jobs_in[q] += 1;
+            }
+        }
+        let (mut top, mut under) = (0.0, vec![0.0; n]);
+        for q in (0..n).filter(|&q| jobs_in[q] > 0) {
+            match self.parent[q] {
+                Some(p) => under[p] += self.queues[q].weight,
+                None => top += self.queues[q].weight,
+            }
+        }
+        let jobs = self.leaf.len() as f64;
+        self.leaf
+            .iter()
+            .map(|&leaf| {
+                let mut s = jobs / jobs_in[leaf] as f64;
+                for &q in self.path(leaf) {
+                    let total = self.parent[q].map_or(top, |p| under[p]);
+                    s *= self.queues[q].weight / total;
+                }
+                s
+            })
+            .collect()
+    }
+
     /// GPUs held per queue when round job `i` holds `gpus(i)`; `keeps(i)`
     /// says whether it is a non-preemptible job keeping its GPUs.
     pub fn holdings(&self, gpus: impl Fn(usize) -> u32, keeps: impl Fn(usize) -> bool) -> Holdings {
@@ -347,6 +383,38 @@ mod tests {
                 ..Queue::new("b")
             },
         ]
+    }
+
+    #[test]
+    fn shares_nest_weights_by_hand() {
+        // a (weight 1): 3 jobs; b (weight 3): 1 job; 4 jobs in all.
+        let mut qs = two_teams();
+        qs[1].weight = 3.0;
+        let r = round(
+            qs.clone(),
+            vec![("a", 1, 8), ("a", 1, 8), ("a", 1, 8), ("b", 1, 8)],
+        );
+        let s = QueueTree::new(&r).unwrap().shares();
+        // a's jobs: 4/3 × 1/4; b's job: 4/1 × 3/4.
+        let want = [1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0, 3.0];
+        for (got, want) in s.iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{s:?}");
+        }
+        assert!((s.iter().sum::<f64>() - 4.0).abs() < 1e-12);
+        // One queue with jobs: a's weight is all there is, plain mean.
+        let r = round(qs, vec![("a", 1, 8), ("a", 1, 8)]);
+        assert_eq!(QueueTree::new(&r).unwrap().shares(), vec![1.0, 1.0]);
+        // A tree: org x (weight 1) over x1, x2 (weights 1, 1); y (weight 1).
+        let tree = parse_queues_toml(
+            "[[queue]]\nname = \"x\"\n[[queue]]\nname = \"x1\"\nparent = \"x\"\n\
+             [[queue]]\nname = \"x2\"\nparent = \"x\"\n[[queue]]\nname = \"y\"\n",
+            "t",
+        )
+        .unwrap();
+        let r = round(tree, vec![("x1", 1, 8), ("x1", 1, 8), ("x2", 1, 8), ("y", 1, 8)]);
+        let s = QueueTree::new(&r).unwrap().shares();
+        // x1: 4/2 × 1/2 × 1/2; x2: 4 × 1/2 × 1/2; y: 4 × 1/2.
+        assert_eq!(s, vec![0.5, 0.5, 1.0, 2.0]);
     }
 
     #[test]

@@ -21,6 +21,8 @@ case "$what" in
     need_apt python3
     # tests/slurm.rs starts a real two-node Slurm cluster (scripts/slurm-cluster.sh).
     need_apt slurm-wlm
+    # ... with job accounting (ACCOUNTING=1), for `trace import-slurm`'s test.
+    need_apt slurmdbd; need_apt mariadb-server
     # The Python package's build and tests make virtualenvs (Debian splits venv out).
     if [ "$what" = py ] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then need_apt python3-venv; fi
     ;;

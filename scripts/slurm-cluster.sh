@@ -4,6 +4,9 @@
 #   slurm-cluster.sh start DIR [GPUS_PER_NODE [SHARDS_PER_GPU [GPU_TYPE]]]
 #                                                prints `export SLURM_CONF=...`
 #   slurm-cluster.sh stop DIR                    stops the daemons by their pids
+# ACCOUNTING=1 (start) adds job accounting, so `sacct` works: a MariaDB
+# server and slurmdbd of this cluster's own, under DIR (Debian's
+# mariadb-server and slurmdbd; `gpuplan trace import-slurm`'s tests use it).
 # Needs root and Debian's slurm-wlm (scripts/setup.sh native installs it).
 # Ports are picked free, so several clusters (parallel tests) never collide.
 set -euo pipefail
@@ -17,7 +20,7 @@ shards="${4:-0}"
 gtype="${5:-fake}"
 
 stop() {
-  for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid; do
+  for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid "$dir"/dbd.pid "$dir"/db.pid; do
     [ -f "$f" ] || continue
     pid=$(cat "$f" 2>/dev/null || true)
     [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
@@ -25,7 +28,7 @@ stop() {
   # slurmd forks slurmstepd per job; leave none behind.
   for i in $(seq 1 50); do
     alive=0
-    for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid; do
+    for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid "$dir"/dbd.pid "$dir"/db.pid; do
       [ -f "$f" ] || continue
       pid=$(cat "$f" 2>/dev/null || true)
       [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
@@ -33,7 +36,7 @@ stop() {
     [ $alive -eq 0 ] && break
     sleep 0.1
   done
-  for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid; do
+  for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid "$dir"/dbd.pid "$dir"/db.pid; do
     [ -f "$f" ] || continue
     pid=$(cat "$f" 2>/dev/null || true)
     [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
@@ -127,6 +130,44 @@ NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p1 CPUs=8 Gres=$node_gre
 NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p2 CPUs=8 Gres=$node_gres State=UNKNOWN
 PartitionName=all Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 EOF
+if [ "${ACCOUNTING:-0}" = 1 ]; then
+  command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null ||
+    { echo "slurm-cluster.sh: ACCOUNTING=1 needs slurmdbd and mariadb-server" >&2; exit 1; }
+  dbport=$(free_port); dbdport=$(free_port)
+  mkdir -p "$dir/db"
+  [ -d "$dir/db/mysql" ] || mariadb-install-db --no-defaults --datadir="$dir/db" --user=root \
+    --auth-root-authentication-method=socket > "$dir/log/db-install.log" 2>&1
+  mariadbd --no-defaults --datadir="$dir/db" --user=root --port="$dbport" \
+    --bind-address=127.0.0.1 --skip-name-resolve --socket="$dir/db/sock" \
+    --pid-file="$dir/db.pid" --log-error="$dir/log/db.log" --innodb-buffer-pool-size=32M &
+  for i in $(seq 1 100); do [ -S "$dir/db/sock" ] && break; sleep 0.2; done
+  mariadb --no-defaults --socket="$dir/db/sock" -u root -e \
+    "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'gp'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1';"
+  cat > "$dir/slurmdbd.conf" <<EOF
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$dbdport
+SlurmUser=root
+PidFile=$dir/dbd.pid
+LogFile=$dir/log/dbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$dbport
+StorageUser=slurm
+StoragePass=gp
+StorageLoc=slurm_acct_db
+EOF
+  chmod 600 "$dir/slurmdbd.conf"
+  cat >> "$dir/slurm.conf" <<EOF
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$dbdport
+AccountingStorageTRES=gres/gpu
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+EOF
+fi
 {
   echo "NodeName=n[1-2] Name=gpu Type=$gtype File=$dir/gpu[0-$((gpus - 1))]"
   # One line per GPU: a shard belongs to its device.
@@ -137,6 +178,13 @@ EOF
   fi
 } > "$dir/gres.conf"
 export SLURM_CONF="$dir/slurm.conf"
+if [ "${ACCOUNTING:-0}" = 1 ]; then
+  # slurmdbd reads slurmdbd.conf beside $SLURM_CONF; the cluster is
+  # registered before slurmctld first reports to it.
+  slurmdbd
+  for i in $(seq 1 100); do sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.2; done
+  sacctmgr -i add cluster gp >/dev/null
+fi
 slurmctld -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF" -N n1
 slurmd -f "$SLURM_CONF" -N n2

@@ -1,4 +1,4 @@
-//! `gpuplan trace inspect|convert|sample`, and the one place the binary
+//! `gpuplan trace inspect|convert|sample|import-slurm`, and the one place the binary
 //! turns a workload path or a `--cluster` value into library types.
 
 use std::path::{Path, PathBuf};
@@ -53,6 +53,27 @@ pub enum TraceCmd {
         seed: u64,
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Your own cluster's history: `sacct --json` and `sinfo --json` (or
+    /// `scontrol show node --json`) as a workload (accounts as queues), a
+    /// cluster file and a queues file, for `simulate`/`sweep`.
+    ImportSlurm {
+        /// `sacct --json` output (e.g. `sacct --json -a -X -S 2026-10-01 -E 2026-11-01`).
+        #[arg(long)]
+        sacct: PathBuf,
+        /// `sinfo --json` or `scontrol show node --json` output.
+        #[arg(long)]
+        nodes: PathBuf,
+        /// The workload to write (native CSV; `group` = the job's account).
+        #[arg(long)]
+        out: PathBuf,
+        /// The cluster file to write (`name,gpus,gpu_type`).
+        #[arg(long)]
+        cluster_out: PathBuf,
+        /// Also write a queues file: one queue per account, guaranteed its
+        /// share of the cluster by imported GPU-time.
+        #[arg(long)]
+        queues_out: Option<PathBuf>,
     },
 }
 
@@ -220,7 +241,85 @@ pub fn run(cmd: TraceCmd) -> Result<ExitCode> {
             eprintln!("wrote {} jobs to {}", picked.len(), out.display());
             Ok(ExitCode::SUCCESS)
         }
+        TraceCmd::ImportSlurm {
+            sacct,
+            nodes,
+            out,
+            cluster_out,
+            queues_out,
+        } => import_slurm(&sacct, &nodes, &out, &cluster_out, queues_out.as_deref()),
     }
+}
+
+/// `trace import-slurm`: read both files completely (every problem
+/// reported, nothing written) before writing any output.
+fn import_slurm(
+    sacct: &Path,
+    nodes: &Path,
+    out: &Path,
+    cluster_out: &Path,
+    queues_out: Option<&Path>,
+) -> Result<ExitCode> {
+    let read = |p: &Path| std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()));
+    let (sacct_text, nodes_text) = (read(sacct)?, read(nodes)?);
+    let jobs = trace::slurm::parse_sacct(&sacct.display().to_string(), &sacct_text)?;
+    let cluster = trace::slurm::parse_nodes(&nodes.display().to_string(), &nodes_text)?;
+    if jobs.jobs.is_empty() {
+        bail!("{}: no job that ran on GPUs to import", sacct.display());
+    }
+    let largest = cluster
+        .types()
+        .iter()
+        .map(|t| {
+            cluster
+                .nodes
+                .iter()
+                .filter(|n| &n.gpu_type == t)
+                .map(|n| n.gpus)
+                .sum::<u32>()
+        })
+        .max()
+        .unwrap_or(0);
+    if let Some(j) = jobs.jobs.iter().find(|j| j.gpus > largest) {
+        eprintln!(
+            "warning: {} ran on {} GPUs, more than the {largest} of the largest GPU type in {}: \
+             simulate with --shrink-to-fit or a larger cluster",
+            j.name,
+            j.gpus,
+            nodes.display()
+        );
+    }
+    write_native(out, &jobs.jobs)?;
+    write_file(cluster_out, &trace::cluster_file::write(&cluster))?;
+    if let Some(q) = queues_out {
+        write_file(q, &trace::slurm::queues_toml(&jobs.jobs, cluster.total_gpus()))?;
+    }
+    let accounts: std::collections::BTreeSet<_> =
+        jobs.jobs.iter().filter_map(|j| j.group.as_deref()).collect();
+    let skipped: Vec<String> = jobs.skipped.iter().map(|(why, n)| format!("{n} {why}")).collect();
+    eprintln!(
+        "wrote {} jobs ({} accounts) to {}, {} nodes ({} GPUs) to {}{}; time 0 is epoch second {}",
+        jobs.jobs.len(),
+        accounts.len(),
+        out.display(),
+        cluster.nodes.len(),
+        cluster.total_gpus(),
+        cluster_out.display(),
+        if skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; skipped {}", skipped.join(", "))
+        },
+        jobs.epoch_s
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))
 }
 
 /// A file that is a cluster description rather than a trace (a cluster file

@@ -1076,3 +1076,70 @@ fn simulate_with_queues_reports_each_queue_and_never_leaves_one_short() {
     assert!(stderr(&o).contains("bad.toml:3:guarantee:"), "{}", stderr(&o));
     assert!(!dir.join("state").exists(), "nothing written");
 }
+
+/// `trace import-slurm` on the bundled real output (tests/data/slurm)
+/// writes a workload that simulates; a damaged file is named with its
+/// line and field, exit 2, and nothing is written.
+#[test]
+fn import_slurm_writes_simulable_files_and_names_bad_fields() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-cli-import-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let o = run(&[
+        "trace",
+        "import-slurm",
+        "--sacct",
+        "tests/data/slurm/sacct.json",
+        "--nodes",
+        "tests/data/slurm/sinfo.json",
+        "--out",
+        &p("w.csv"),
+        "--cluster-out",
+        &p("c.csv"),
+        "--queues-out",
+        &p("q.toml"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("wrote 5 jobs (2 accounts)"), "{}", stderr(&o));
+    let q = std::fs::read_to_string(p("q.toml")).unwrap();
+    assert!(q.contains("name = \"a\"") && q.contains("name = \"b\""), "{q}");
+    let v = json(&run(&[
+        "simulate",
+        "--workload",
+        &p("w.csv"),
+        "--cluster",
+        &p("c.csv"),
+        "--queues",
+        &p("q.toml"),
+        "--policy",
+        "fifo",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["jobs"], 5);
+    let text = std::fs::read_to_string("tests/data/slurm/sacct.json").unwrap();
+    let bad = text.replacen("\"submission\": 1795809945", "\"submission\": \"yesterday\"", 1);
+    std::fs::write(p("bad.json"), bad).unwrap();
+    let o = run(&[
+        "trace",
+        "import-slurm",
+        "--sacct",
+        &p("bad.json"),
+        "--nodes",
+        "tests/data/slurm/sinfo.json",
+        "--out",
+        &p("w2.csv"),
+        "--cluster-out",
+        &p("c2.csv"),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("bad.json:")
+            && e.contains("jobs[0].time.submission: expected a number, got \"yesterday\""),
+        "{e}"
+    );
+    assert!(!dir.join("w2.csv").exists() && !dir.join("c2.csv").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

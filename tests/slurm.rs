@@ -27,6 +27,12 @@ struct Cluster {
 impl Cluster {
     /// `None` (with a message) when GPUPLAN_SKIP_SLURM is set.
     fn start(tag: &str) -> Option<Cluster> {
+        Self::start_with(tag, false)
+    }
+
+    /// With `accounting`, the cluster keeps job accounting (`sacct`):
+    /// slurm-cluster.sh's ACCOUNTING=1, its own MariaDB and slurmdbd.
+    fn start_with(tag: &str, accounting: bool) -> Option<Cluster> {
         if std::env::var_os("GPUPLAN_SKIP_SLURM").is_some() {
             eprintln!("GPUPLAN_SKIP_SLURM is set: the Slurm test {tag} is skipped");
             return None;
@@ -36,6 +42,7 @@ impl Cluster {
             .arg(root().join("scripts/slurm-cluster.sh"))
             .arg("start")
             .arg(&dir)
+            .env("ACCOUNTING", if accounting { "1" } else { "0" })
             .output()
             .expect("run scripts/slurm-cluster.sh");
         assert!(
@@ -715,4 +722,159 @@ fn slurm_accounts_are_queues_and_a_queue_gets_its_guarantee_back() {
             None,
         );
     }
+}
+
+/// The import check on a real run: jobs of two accounts on the
+/// test cluster with accounting (one on GPUs of both nodes, one that
+/// fails, one cancelled while pending, one cancelled while running);
+/// `trace import-slurm` turns `sacct --json` and `sinfo --json` into a
+/// workload, cluster and queues file; every imported job's submit time,
+/// run time, GPUs and account agree with `sacct`'s own text output; and
+/// the files simulate, every job finishing, with the accounts as queues.
+#[test]
+fn import_slurm_reads_a_real_clusters_accounting_and_simulates() {
+    let Some(cl) = Cluster::start_with("import", true) else {
+        return;
+    };
+    let dir = tmp("slurm-import-run");
+    cl.run("sacctmgr", &["-i", "add", "account", "a,b"]);
+    cl.run("sacctmgr", &["-i", "add", "user", "root", "account=a,b"]);
+    let sbatch = |account: &str, name: &str, extra: &[&str], cmd: &str| {
+        let mut args = vec!["--parsable", "-A", account, "-J", name, "-D"];
+        let d = dir.to_string_lossy().into_owned();
+        args.push(&d);
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--wrap", cmd]);
+        cl.run("sbatch", &args).trim().to_string()
+    };
+    sbatch("a", "a-train", &["-N2", "--gres=gpu:4"], "sleep 3");
+    sbatch("b", "b-eval", &["--gres=gpu:2"], "sleep 2");
+    sbatch("b", "b-fail", &["--gres=gpu:1"], "sleep 1; exit 3");
+    let pending = sbatch("a", "a-cancel", &["--gres=gpu:4"], "sleep 100");
+    std::thread::sleep(Duration::from_secs(1));
+    cl.run("scancel", &[&pending]);
+    let running = sbatch("b", "b-cancel-run", &["--gres=gpu:1"], "sleep 100");
+    let until = Instant::now() + Duration::from_secs(60);
+    while !cl.jobs().iter().any(|j| {
+        j["job_id"].as_u64().map(|i| i.to_string()) == Some(running.clone()) && j["job_state"] == "RUNNING"
+    }) {
+        assert!(Instant::now() < until, "b-cancel-run never ran: {:?}", cl.jobs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    cl.run("scancel", &[&running]);
+    // Every job over, and recorded (slurmdbd takes the end a moment later).
+    loop {
+        let text = cl.run("sacct", &["-a", "-X", "-n", "-P", "-o", "State"]);
+        if text.lines().count() == 5 && !text.contains("RUNNING") && !text.contains("PENDING") {
+            break;
+        }
+        assert!(Instant::now() < until, "jobs did not end: {text}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let sacct = dir.join("sacct.json");
+    let sinfo = dir.join("sinfo.json");
+    std::fs::write(&sacct, cl.run("sacct", &["--json", "-a", "-X"])).unwrap();
+    std::fs::write(&sinfo, cl.run("sinfo", &["--json"])).unwrap();
+    let text = cl.run(
+        "sacct",
+        &["-a", "-X", "-P", "-o", "JobID,Account,Submit,Start,End,AllocTRES"],
+    );
+    let p = |x: &Path| x.to_string_lossy().into_owned();
+    let (w, c, q) = (
+        dir.join("w.csv"),
+        dir.join("cluster.csv"),
+        dir.join("queues.toml"),
+    );
+    let out = gpuplan_in(
+        &cl,
+        &dir,
+        &[
+            "trace",
+            "import-slurm",
+            "--sacct",
+            &p(&sacct),
+            "--nodes",
+            &p(&sinfo),
+            "--out",
+            &p(&w),
+            "--cluster-out",
+            &p(&c),
+            "--queues-out",
+            &p(&q),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("wrote 4 jobs (2 accounts)") && stderr.contains("skipped 1 never ran"),
+        "{stderr}"
+    );
+    assert_eq!(read(&c), "name,gpus,gpu_type\nn1,4,fake\nn2,4,fake\n");
+    // sacct's text, read here on its own: JobID|Account|Submit|Start|End|AllocTRES.
+    let ts = |s: &str| {
+        let out = Command::new("date")
+            .args(["-u", "-d", s, "+%s"])
+            .env("TZ", "UTC")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<f64>()
+            .unwrap()
+    };
+    let mut want = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split('|').collect();
+        if let Some(g) = f[5].split(',').find_map(|kv| kv.strip_prefix("gres/gpu=")) {
+            want.insert(
+                format!("slurm-{}", f[0]),
+                (f[1].to_string(), ts(f[2]), ts(f[4]) - ts(f[3]), g.to_string()),
+            );
+        }
+    }
+    let rows: Vec<Vec<String>> = read(&w)
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    assert_eq!(rows.len(), want.len());
+    let t0 = want.values().map(|w| w.1).fold(f64::INFINITY, f64::min);
+    // name,submit_s,gpus,app,batch_size,duration_s,model,group
+    for r in &rows {
+        let (account, submit, run, gpus) = &want[&r[0]];
+        assert_eq!(&r[7], account, "{r:?}");
+        assert_eq!(r[1].parse::<f64>().unwrap(), submit - t0, "{r:?}");
+        assert_eq!(r[5].parse::<f64>().unwrap(), *run, "{r:?}");
+        assert_eq!(&r[2], gpus, "{r:?}");
+    }
+    assert!(rows.iter().any(|r| r[6] == "b-fail") && rows.iter().any(|r| r[6] == "b-cancel-run"));
+    let out = gpuplan_in(
+        &cl,
+        &dir,
+        &[
+            "simulate",
+            "--workload",
+            &p(&w),
+            "--cluster",
+            &p(&c),
+            "--queues",
+            &p(&q),
+            "--policy",
+            "fifo",
+            "--format",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sim: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sim["jobs"], 4, "{sim}");
+    assert!(sim["avg_jct_s"].as_f64().unwrap() > 0.0, "{sim}");
+    let queues: BTreeSet<String> = sim["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["queue"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(queues, BTreeSet::from(["a".to_string(), "b".to_string()]));
 }

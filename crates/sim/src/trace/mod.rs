@@ -18,6 +18,7 @@ mod pal;
 mod philly;
 mod pollux;
 mod shockwave;
+pub mod slurm;
 mod tiresias;
 mod util;
 pub mod workload;

@@ -30,4 +30,22 @@ mkdir -p "$out/bench"
   echo "![objective against solve time](bench/quality_vs_time.svg)"
 } >> "$out/report.md"
 echo
+echo "== teams sharing a cluster: two queues guaranteed 8 GPUs each on 4x4 (docs/tenants.md), the fair-share baseline beside the MIPs"
+"$bin" sweep --workloads tests/data/queued-workload.csv --cluster 4x4 --queues examples/queues-ab.toml \
+  --policies fair-share,pollux-mip,gpuplan-mip --out "$out/queues"
+{
+  echo
+  echo "## Teams sharing the cluster (\`--queues examples/queues-ab.toml\`)"
+  echo
+  echo "14 jobs of two teams (tests/data/queued-workload.csv) on 4x4, each team guaranteed 8 GPUs and free to"
+  echo "borrow the other's idle ones; per-queue figures and each policy's GPUs per queue over time:"
+  echo "[queues/report.md](queues/report.md)."
+  echo
+  awk '/^### Per queue/{f=1; next} f && /^\|/{print; t=1; next} t{exit}' "$out/queues/report.md"
+  echo
+  for p in fair-share pollux-mip gpuplan-mip; do
+    echo "![$p GPUs per queue](queues/$p/queued-workload/queues.svg)"
+  done
+} >> "$out/report.md"
+echo
 echo "report: $out/report.md (plots beside it)"

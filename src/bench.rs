@@ -355,14 +355,7 @@ fn plot_time(path: &std::path::Path, rows: &[Row]) -> Result<()> {
             .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    crate::plots::finish(&mut chart, &root)
 }
 
 /// Gap to the best known objective against solve time: one point per (planner, size).
@@ -401,12 +394,5 @@ fn plot_quality(path: &std::path::Path, rows: &[Row]) -> Result<()> {
             .label(name.to_string())
             .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    crate::plots::finish(&mut chart, &root)
 }

@@ -22,6 +22,20 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("plotting: {e}")
 }
 
+/// A line chart's last step: its legend, then the file written.
+pub(crate) fn finish<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 /// Empirical CDF of JCT (hours), one line per run.
 pub fn jct_cdf(path: &Path, runs: &[(&str, &SimResult)]) -> Result<()> {
     let root = SVGBackend::new(path, (720, 440)).into_drawing_area();
@@ -60,14 +74,7 @@ pub fn jct_cdf(path: &Path, runs: &[(&str, &SimResult)]) -> Result<()> {
             .label(name.to_string())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    finish(&mut chart, &root)
 }
 
 /// Allocated fraction of GPUs over time, one line per run.
@@ -109,14 +116,65 @@ pub fn utilization(path: &Path, runs: &[(&str, &SimResult)], total_gpus: u32) ->
             .label(name.to_string())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
     }
+    finish(&mut chart, &root)
+}
+
+/// Under queues: GPUs each queue holds over time (solid), against its
+/// guarantee (dashed, same colour), so borrowing and reclaim show as the
+/// lines crossing.
+pub fn queue_gpus(path: &Path, r: &SimResult) -> Result<()> {
+    let root = SVGBackend::new(path, (720, 440)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let max_t = r.rounds.last().map_or(0.1, |x| x.time_s / 3600.0).max(0.1);
+    let max_g = r
+        .rounds
+        .iter()
+        .flat_map(|x| x.queue_gpus.iter().copied())
+        .chain(r.queues.iter().map(|q| q.guarantee))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("GPUs held per queue ({})", r.summary.policy),
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..max_t, 0f64..max_g * 1.05)
+        .map_err(err)?;
     chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
+        .configure_mesh()
+        .x_desc("time (hours)")
+        .y_desc("GPUs held (dashed: guarantee)")
         .draw()
         .map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    for (i, q) in r.queues.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let pts: Vec<(f64, f64)> = r
+            .rounds
+            .iter()
+            .filter_map(|x| x.queue_gpus.get(i).map(|&g| (x.time_s / 3600.0, g as f64)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(pts, c.stroke_width(1)))
+            .map_err(err)?
+            .label(q.queue.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+        if q.guarantee > 0 {
+            let g = q.guarantee as f64;
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(0.0, g), (max_t, g)],
+                    6,
+                    4,
+                    c.stroke_width(1),
+                ))
+                .map_err(err)?;
+        }
+    }
+    finish(&mut chart, &root)
 }
 
 /// One bar of the Gantt: `job` on GPU slots `slots` (rows within the node)

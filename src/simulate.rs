@@ -515,17 +515,25 @@ fn print_queues(qs: &[gpuplan_sim::QueueSummary]) {
         "queue", "jobs", "avg_jct_h", "p99_jct_h", "gpu_hours", "borrowed_h", "shortfall_h"
     );
     for q in qs {
+        let [jobs, avg, p99, gpu_h, borrowed, short] = queue_cells(q);
         println!(
-            "{:<16} {:>5} {:>10.3} {:>10.3} {:>10.2} {:>12.2} {:>12.2}",
-            q.queue,
-            q.jobs,
-            q.avg_jct_s / 3600.0,
-            q.p99_jct_s / 3600.0,
-            q.gpu_hours,
-            q.borrowed_gpu_s / 3600.0,
-            q.shortfall_gpu_s / 3600.0
+            "{:<16} {jobs:>5} {avg:>10} {p99:>10} {gpu_h:>10} {borrowed:>12} {short:>12}",
+            q.queue
         );
     }
+}
+
+/// A queue's figures as table cells, in hours: jobs, average and p99 JCT,
+/// GPU-hours, borrowed and shortfall (the CLI table and the report's).
+fn queue_cells(q: &gpuplan_sim::QueueSummary) -> [String; 6] {
+    [
+        q.jobs.to_string(),
+        format!("{:.3}", q.avg_jct_s / 3600.0),
+        format!("{:.3}", q.p99_jct_s / 3600.0),
+        format!("{:.2}", q.gpu_hours),
+        format!("{:.2}", q.borrowed_gpu_s / 3600.0),
+        format!("{:.2}", q.shortfall_gpu_s / 3600.0),
+    ]
 }
 
 fn print_analysis(an: &gpuplan_sim::Analysis) {
@@ -640,6 +648,9 @@ pub fn write_outputs(dir: &Path, r: &SimResult, cfg: &SimConfig) -> Result<()> {
         cfg.cluster.total_gpus(),
     )?;
     crate::plots::gantt(&dir.join("gantt.svg"), r, &cfg.cluster)?;
+    if !r.queues.is_empty() {
+        crate::plots::queue_gpus(&dir.join("queues.svg"), r)?;
+    }
     Ok(())
 }
 
@@ -1040,8 +1051,38 @@ fn write_report(dir: &Path, results: &[SimResult], out: &SweepOut, cfg: &SimConf
         for (p, _) in &runs {
             writeln!(md, "![{p} allocation Gantt]({p}/{w}/gantt.svg)\n")?;
         }
+        queue_section(&mut md, &runs)?;
     }
     std::fs::write(dir.join("report.md"), md)?;
+    Ok(())
+}
+
+/// Under queues, the report's per-queue table (JCT, GPU-hours, borrowed
+/// and shortfall per policy and queue) and each run's holdings chart.
+fn queue_section(md: &mut String, runs: &[(&str, &SimResult)]) -> Result<()> {
+    use std::fmt::Write as _;
+    if runs.iter().all(|(_, r)| r.queues.is_empty()) {
+        return Ok(());
+    }
+    writeln!(md, "### Per queue\n")?;
+    writeln!(md, "| policy | queue | guarantee | jobs | avg JCT (h) | p99 (h) | GPU-h | borrowed (GPU-h) | shortfall (GPU-h) |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|")?;
+    for (p, r) in runs {
+        for q in &r.queues {
+            writeln!(
+                md,
+                "| {p} | {} | {} | {} |",
+                q.queue,
+                q.guarantee,
+                queue_cells(q).join(" | ")
+            )?;
+        }
+    }
+    writeln!(md)?;
+    let w = runs[0].1.summary.workload.as_str();
+    for (p, _) in runs.iter().filter(|(_, r)| !r.queues.is_empty()) {
+        writeln!(md, "![{p} GPUs per queue]({p}/{w}/queues.svg)\n")?;
+    }
     Ok(())
 }
 

@@ -1143,3 +1143,37 @@ fn import_slurm_writes_simulable_files_and_names_bad_fields() {
     assert!(!dir.join("w2.csv").exists() && !dir.join("c2.csv").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A sweep under `--queues` reports per queue: a table row per policy and
+/// queue, and each run's chart of GPUs per queue beside its Gantt.
+#[test]
+fn a_sweep_with_queues_reports_per_queue_figures_and_charts() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-cli-queue-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = run(&[
+        "sweep",
+        "--workloads",
+        "tests/data/queued-workload.csv",
+        "--cluster",
+        "4x4",
+        "--queues",
+        "examples/queues-ab.toml",
+        "--policies",
+        "fifo,fair-share",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("### Per queue"), "{md}");
+    for p in ["fifo", "fair-share"] {
+        for q in ["a", "b"] {
+            assert!(md.contains(&format!("| {p} | {q} | 8 |")), "{p} {q}: {md}");
+        }
+        let svg = dir.join(p).join("queued-workload").join("queues.svg");
+        let text = std::fs::read_to_string(&svg).unwrap_or_else(|e| panic!("{}: {e}", svg.display()));
+        assert!(text.contains("GPUs held per queue"), "{}", svg.display());
+        assert!(md.contains(&format!("({p}/queued-workload/queues.svg)")), "{md}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

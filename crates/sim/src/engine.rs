@@ -838,14 +838,16 @@ impl<'a> World<'a> {
     /// what its waiting jobs' minimums ask within its unused guarantee
     /// (min(guarantee − held, Σ min_gpus of its waiting jobs)): the demand
     /// the reclaim rule answers (docs/tenants.md).
-    fn account_queues(&mut self) {
+    ///
+    /// Returns each queue's GPUs held after the round, for the record.
+    fn account_queues(&mut self) -> Vec<u32> {
         let qs = self.queue_list();
         let (jobs, active) = (&self.jobs, &self.active);
         let names: Vec<Option<&str>> = active.iter().map(|&i| jobs[i].spec.queue.as_deref()).collect();
         let Some(tree) =
             gpuplan_core::queue::QueueTree::from_queues(&qs, &names, self.cfg.cluster.total_gpus())
         else {
-            return;
+            return Vec::new();
         };
         let h = tree.holdings(|k| jobs[active[k]].alloc.num_gpus(), |_| false);
         let waiting = |k: usize| {
@@ -872,13 +874,16 @@ impl<'a> World<'a> {
                 self.queue_gpu_s[q].1 += f64::from(short) * dt;
             }
         }
+        h.held
     }
 
     /// One round's record.
     fn record(&mut self, plan: &Plan, restarts: u32) {
-        if !self.cfg.queues.is_empty() {
-            self.account_queues();
-        }
+        let queue_gpus = if self.cfg.queues.is_empty() {
+            Vec::new()
+        } else {
+            self.account_queues()
+        };
         let (jobs, active) = (&self.jobs, &self.active);
         self.planner_ms.push(plan.solve_ms);
         self.rounds.push(RoundRecord {
@@ -889,6 +894,7 @@ impl<'a> World<'a> {
             restarts,
             planner_ms: plan.solve_ms,
             status: plan.status,
+            queue_gpus,
         });
     }
 
@@ -916,16 +922,30 @@ impl<'a> World<'a> {
                 }),
             })
             .collect();
+        let list = self.queue_list();
         let queues = if queued {
-            crate::metrics::queue_summaries(&self.queue_list(), &results, &self.queue_gpu_s)
+            crate::metrics::queue_summaries(&list, &results, &self.queue_gpu_s)
         } else {
             Vec::new()
         };
+        // Each round's holdings in the summaries' order (they leave out an
+        // implicit `default` without jobs).
+        let kept: Vec<usize> = queues
+            .iter()
+            .filter_map(|s| list.iter().position(|q| q.name == s.queue))
+            .collect();
+        let mut rounds = self.rounds;
+        for x in rounds.iter_mut().filter(|x| !x.queue_gpus.is_empty()) {
+            x.queue_gpus = kept
+                .iter()
+                .map(|&q| x.queue_gpus.get(q).copied().unwrap_or(0))
+                .collect();
+        }
         let mut r = SimResult::new(
             planner,
             self.cfg.cluster.total_gpus(),
             results,
-            self.rounds,
+            rounds,
             self.segments,
             self.planner_ms,
             wall_s,
@@ -1223,6 +1243,43 @@ mod scale_tests {
         assert_eq!(
             run(&cfg, &[rigid(0, 0.0, 4, 10.0)], "fifo").jobs[0].max_gpus_used,
             4
+        );
+    }
+
+    /// Under queues each round records what every queue holds, in the
+    /// summaries' order: a's two 4-GPU jobs then b's one on 2x4, each
+    /// queue guaranteed 4; the two queues' holdings add up to the GPUs
+    /// allocated in every round, and b holds 4 once its job runs.
+    #[test]
+    fn rounds_record_each_queues_gpus() {
+        let q = |name: &str| gpuplan_core::queue::Queue {
+            guarantee: 4,
+            ..gpuplan_core::queue::Queue::new(name)
+        };
+        let cfg = SimConfig {
+            cluster: "2x4".parse().unwrap(),
+            queues: vec![q("a"), q("b")],
+            ..SimConfig::default()
+        };
+        let mut jobs = vec![
+            rigid(0, 0.0, 4, 3000.0),
+            rigid(1, 0.0, 4, 3000.0),
+            rigid(2, 600.0, 4, 600.0),
+        ];
+        for (j, queue) in jobs.iter_mut().zip(["a", "a", "b"]) {
+            j.spec.queue = Some(queue.into());
+        }
+        let r = run(&cfg, &jobs, "fifo");
+        let names: Vec<&str> = r.queues.iter().map(|x| x.queue.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(r.queues[1].guarantee, 4);
+        for x in &r.rounds {
+            assert_eq!(x.queue_gpus.len(), 2, "{x:?}");
+            assert_eq!(x.queue_gpus.iter().sum::<u32>(), x.gpus_allocated, "{x:?}");
+        }
+        assert!(
+            r.rounds.iter().any(|x| x.queue_gpus == [4, 4]),
+            "b's job ran beside one of a's"
         );
     }
 

@@ -47,6 +47,10 @@ pub struct RoundRecord {
     pub planner_ms: f64,
     /// Whether the plan was proven optimal, merely feasible, or a fallback.
     pub status: PlanStatus,
+    /// Under queues: GPUs each queue holds after the round (its subtree
+    /// counted), in the order of the result's `queues`; empty without.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queue_gpus: Vec<u32>,
 }
 
 /// One queue's figures over a run with queues (docs/tenants.md); each
@@ -68,6 +72,9 @@ pub struct QueueSummary {
     /// GPU-seconds its waiting jobs' minimums went unmet within its unused
     /// guarantee while a queue beside it held more than its own guarantee.
     pub shortfall_gpu_s: f64,
+    /// Its guarantee (GPUs), for charts against its holdings.
+    #[serde(default)]
+    pub guarantee: u32,
 }
 
 /// One job holding the same GPUs over [start_s, end_s): the Gantt chart's bars.
@@ -208,6 +215,7 @@ pub fn queue_summaries(
             let (borrowed, short) = gpu_s.get(q).copied().unwrap_or((0.0, 0.0));
             QueueSummary {
                 queue: queues[q].name.clone(),
+                guarantee: queues[q].guarantee,
                 jobs: mine.len(),
                 avg_jct_s: if jcts.is_empty() { f64::NAN } else { mean(&jcts) },
                 p99_jct_s: percentile(&jcts, 99.0),

@@ -1,6 +1,7 @@
 """gpuplan.adapters.sia on stub job infos shaped as Sia's simulator passes
 them (CI cannot fetch the artifact; nothing of it is used here)."""
 
+import argparse
 import collections
 import json
 
@@ -256,3 +257,16 @@ def test_slow_rounds_are_dumped_for_replay(tmp_path):
     assert [j["name"] for j in dumped["jobs"]] == sorted(infos())
     # The dump is a round file: it plans again as it is.
     assert gpuplan.plan(dumped, planner="greedy")["status"] in ("optimal", "feasible")
+
+
+def test_extra_params_reach_the_round_and_win_over_registry_defaults():
+    from gpuplan.adapters import sia_run
+
+    assert sia_run.param_arg("restart_weight=1") == ("restart_weight", 1)
+    assert sia_run.param_arg("placement=packed") == ("placement", "packed")
+    with pytest.raises(argparse.ArgumentTypeError):
+        sia_run.param_arg("restart_weight")
+    round, _ = sia.build_round(infos(), NODES, BASE, extra_params={"restart_weight": 1.0, "exploration_factor": 8})
+    assert round["params"]["restart_weight"] == 1.0 and round["params"]["exploration_factor"] == 8
+    # The round still plans with them.
+    assert gpuplan.plan(round, planner="gpuplan-mip")["status"] in ("optimal", "feasible")

@@ -175,6 +175,7 @@ def build_round(
     interference: str = "allow",
     restart_penalty: Optional[Callable[[str], float]] = None,
     max_nodes_per_job: Optional[int] = None,
+    extra_params: Optional[Mapping[str, Any]] = None,
 ) -> Tuple[Dict[str, Any], NodeMap]:
     """One gpuplan round from one call of Sia's ``optimize``, and its node map.
 
@@ -244,6 +245,9 @@ def build_round(
     }
     if max_nodes_per_job is not None:
         params["max_nodes_per_job"] = max_nodes_per_job
+    # Round-file keys for ablations (`restart_weight`, `exploration_factor`):
+    # a round's own params win over the planner's registry defaults.
+    params.update(extra_params or {})
     return {"now_s": now_s, "cluster": cluster, "jobs": jobs, "params": params}, nm
 
 
@@ -333,8 +337,10 @@ class GpuplanSia:
         log_path: Optional[str] = None,
         dump_dir: Optional[str] = None,
         dump_over_ms: float = float("inf"),
+        extra_params: Optional[Mapping[str, Any]] = None,
     ) -> None:
         self.planner = gpuplan.Planner(planner, time_limit_s=time_limit_s, seed=seed)
+        self.extra_params = dict(extra_params or {})
         self.p, self.lambda_n, self.interference = p, lambda_n, interference
         self.restart_penalty = restart_penalty
         self.max_nodes = dict(max_nodes) if max_nodes else None
@@ -359,6 +365,7 @@ class GpuplanSia:
             lambda_n=self.lambda_n,
             interference=self.interference,
             restart_penalty=self.restart_penalty,
+            extra_params=self.extra_params,
         )
         plan = self.planner.plan(round)
         allocs = to_sia_allocations(plan, nm)

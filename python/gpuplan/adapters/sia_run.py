@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 #: What Sia's own runs use (its run_experiment.sh): p, lambda_n, lambda_a, interval.
 SIA_FLAGS = {"p": -0.5, "lambda_n": 1.1, "lambda_a": 0.01, "interval": 60}
@@ -137,8 +137,19 @@ def make_policy(args: argparse.Namespace, workload: int, sia_mod: Any, cfg: Any)
         time_limit_s=args.time_limit, seed=args.seed, interference=args.interference,
         restart_penalty=sia_mod.get_restart_penalty, max_nodes=cfg.cluster_max_physical_nnodes,
         share_max_replicas=True, log_path=rounds,
-        dump_dir=args.dump_dir, dump_over_ms=args.dump_over_ms,
+        dump_dir=args.dump_dir, dump_over_ms=args.dump_over_ms, extra_params=args.param,
     )
+
+
+def param_arg(text: str) -> Tuple[str, Any]:
+    """`KEY=VALUE` of --param, the value read as JSON (else as a string)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
 
 
 def run_workload(args: argparse.Namespace, sim_dir: str, workload: int) -> Optional[Dict[str, Any]]:
@@ -199,7 +210,7 @@ def run_workload(args: argparse.Namespace, sim_dir: str, workload: int) -> Optio
         "policy_ms_mean": 1e3 * policy_s / rounds if rounds else None,
         "wall_s": time.time() - start,
         "cpu_s": time.process_time() - cpu0,
-        "flags": {k: getattr(args, k) for k in ("p", "lambda_n", "lambda_a", "interval", "time_limit", "interference")},
+        "flags": {k: getattr(args, k) for k in ("p", "lambda_n", "lambda_a", "interval", "time_limit", "interference", "param")},
     }
     if args.max_rounds and not cluster.all_complete():
         result["stopped_after_rounds"] = args.max_rounds
@@ -227,9 +238,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--dump-over-ms", type=float, default=float("inf"),
                     help="gpuplan planners: write each round whose solve took longer to --dump-dir")
     ap.add_argument("--dump-dir", default=None, help="where --dump-over-ms writes round-N.json (made if absent)")
+    ap.add_argument("--param", action="append", type=param_arg, default=[], metavar="KEY=VALUE",
+                    help="gpuplan planners: a round param (JSON value), e.g. restart_weight=1; repeatable; "
+                         "wins over the planner's registry defaults")
     ap.add_argument("--max-rounds", type=int, default=0, help="stop each workload after this many rounds (0: run to the end)")
     ap.add_argument("--no-stats", action="store_true", help="skip Sia's print_run_stats.py")
     args = ap.parse_args(argv)
+    args.param = dict(args.param)
     if args.policy != "sia-own":
         import gpuplan
 

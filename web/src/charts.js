@@ -177,6 +177,7 @@ export function renderCharts() {
     series: [{ label: 'h' }, ...runSeries({ paths: uPlot.paths.stepped({ align: -1 }) })],
     plugins: [seriesTip('t =', 'h: jobs\' worth of work done per hour, in the interval ending then'), roundClickPlugin()],
   }, aligned(state.runs.map((r) => (r.work_rate ?? []).map(([t, v]) => [t / HOUR, v]))));
+  renderQueueChart();
   mkChart($('#chart-planner'), {
     scales: { x: { time: false }, y: { distr: 3 } },
     axes: [{ label: 'time (h)' }, { label: 'ms' }],
@@ -185,6 +186,35 @@ export function renderCharts() {
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, Math.max(1e-3, x.planner_ms)]))));
   renderGantt();
   renderJobHistory();
+}
+
+/// Under queues: GPUs each queue held round by round, one line per
+/// (scenario, queue), dashed for scenarios after the first.
+function renderQueueChart() {
+  const runs = state.runs.map((r, i) => [r, i]).filter(([r]) => r.queues?.length);
+  const fig = document.querySelector('figure[data-chart=queues]');
+  fig.hidden = !runs.length;
+  if (!runs.length) return;
+  const lines = runs.flatMap(([r, i]) => r.queues.map((q, k) => ({
+    label: `${r.scenario.label}: ${q.queue}`,
+    stroke: COLORS[k % COLORS.length],
+    dash: i ? [6, 4] : undefined,
+    pts: r.rounds.map((x) => [x.time_s / HOUR, x.queue_gpus?.[k] ?? 0]),
+  })));
+  mkChart($('#chart-queues'), {
+    scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+    axes: [{ label: 'time (h)' }, { label: 'GPUs held' }],
+    series: [{ label: 'h' }, ...lines.map(({ label, stroke, dash }) => ({
+      label, stroke, dash, width: 1.5, spanGaps: true, value: (u, v, si, idx) => fmt(held(u.data[si], idx)),
+    }))],
+    plugins: [tooltipPlugin((u) => {
+      const idx = u.cursor.idx;
+      if (idx == null) return null;
+      const rows = lines.map((l, k) => `<div><span class="swatch" style="background:${l.stroke}"></span>` +
+        `${esc(l.label)}: ${fmt(held(u.data[k + 1], idx))}</div>`);
+      return `<b>t = ${fmt(u.data[0][idx])}</b> <small>h: GPUs held</small>${rows.join('')}`;
+    })],
+  }, aligned(lines.map((l) => l.pts)));
 }
 
 export function fillJobPick() {

@@ -51,6 +51,14 @@ const CHART_CSV = {
     for (const r of state.runs) for (const [t, v] of r.work_rate ?? []) rows.push([r.scenario.label, r.summary.policy, t, t / HOUR, v]);
     return rows;
   },
+  queues: () => {
+    const rows = [['scenario', 'policy', 'round', 'time (s)', 'time (h)', 'queue', 'guarantee (GPUs)', 'GPUs held']];
+    for (const r of state.runs) {
+      r.rounds.forEach((x, i) => (r.queues ?? []).forEach((q, k) => rows.push([r.scenario.label, r.summary.policy, i,
+        x.time_s, x.time_s / HOUR, q.queue, q.guarantee, x.queue_gpus?.[k] ?? 0])));
+    }
+    return rows;
+  },
   planner: () => {
     const rows = [['scenario', 'policy', 'round', 'time (s)', 'time (h)', 'planner (ms)', 'status']];
     for (const r of state.runs) {
@@ -111,7 +119,9 @@ function chartPng(name) {
   if (name !== 'gantt' && name !== 'job') {
     ctx.font = `${Math.round(12 * dpr)}px sans-serif`;
     let x = 8 * dpr;
-    const labels = name === 'sweep' ? state.sweep.policies : state.runs.map((r) => `${r.scenario.label}: ${r.summary.policy}`);
+    const labels = name === 'sweep' ? state.sweep.policies
+      : name === 'queues' ? [...new Set(state.runs.flatMap((r) => (r.queues ?? []).map((q) => q.queue)))]
+        : state.runs.map((r) => `${r.scenario.label}: ${r.summary.policy}`);
     labels.forEach((label, i) => {
       ctx.fillStyle = COLORS[i % COLORS.length];
       ctx.fillRect(x, 28 * dpr, 14 * dpr, 4 * dpr);

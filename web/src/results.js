@@ -128,6 +128,21 @@ function renderPerApp() {
       : '<td>0</td><td>–</td><td>–</td>';
   }).join('') + '</tr>');
   $('#per-app').innerHTML = head + rows.join('');
+  renderPerQueue();
+}
+
+/// Under queues: each scenario's rows per queue (as `simulate --queues`).
+function renderPerQueue() {
+  const runs = state.runs.filter((r) => r.queues?.length);
+  $('#per-queue-head').hidden = $('#per-queue').hidden = !runs.length;
+  if (!runs.length) return;
+  const head = '<tr><th>scenario</th><th>queue</th><th>guarantee</th><th>jobs</th><th>avg JCT (h)</th><th>p99 JCT (h)</th>' +
+    '<th>GPU-h</th><th>borrowed (GPU-h)</th><th>shortfall (GPU-h)</th></tr>';
+  const rows = runs.flatMap((r) => r.queues.map((q) => `<tr><td>${esc(r.scenario.label)}: ${esc(r.summary.policy)}</td>` +
+    `<td>${esc(q.queue)}</td><td>${q.guarantee}</td><td>${q.jobs}</td><td data-queue="${esc(q.queue)}">${fmt(q.avg_jct_s / HOUR)}</td>` +
+    `<td>${fmt(q.p99_jct_s / HOUR)}</td><td>${fmt(q.gpu_hours)}</td><td>${fmt(q.borrowed_gpu_s / HOUR)}</td>` +
+    `<td>${fmt(q.shortfall_gpu_s / HOUR)}</td></tr>`));
+  $('#per-queue').innerHTML = head + rows.join('');
 }
 
 function fillRunSelects() {

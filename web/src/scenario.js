@@ -5,7 +5,7 @@ import { fieldHelp, policyHelp } from './help.js';
 
 export const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
   'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor', 'placement',
-  'sticky', 'sharing', 'type_blind', 'variability_blind'];
+  'sticky', 'sharing', 'type_blind', 'variability_blind', 'queues'];
 
 const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind']);
 
@@ -43,7 +43,8 @@ export function addScenario(values) {
   };
   pol.addEventListener('change', showPolicy);
   // sharing: absent from the defaults and from links made before it (1 = none).
-  const s = { sharing: 1, ...state.catalog.defaults, ...values };
+  // queues: absent from the defaults and from links made before it (none).
+  const s = { sharing: 1, queues: '', ...state.catalog.defaults, ...values };
   if (!s.label) s.label = freshLabel();
   for (const f of FIELDS) {
     const el = node.querySelector(`[name=${f}]`);

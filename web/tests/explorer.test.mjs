@@ -956,3 +956,35 @@ test('type-blind: the checkbox reaches the run and names the what-if', async () 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 35: the explorer runs queues as `simulate --queues` does, and shows
+// each queue's figures and its GPUs over time.
+test('queues: per-queue figures and GPUs per queue equal the CLI\'s', async () => {
+  const workload = readFileSync(join(ROOT, 'tests/data/queued-workload.csv'));
+  const queues = readFileSync(join(ROOT, 'examples/queues-ab.toml'), 'utf8');
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'queued-workload.csv', mimeType: 'text/csv', buffer: workload });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '4x4');
+  await setField(page, 0, 'policy', 'fair-share');
+  await setField(page, 0, 'queues', queues);
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  const cli = JSON.parse(execFileSync(BIN, ['simulate', '--workload', join(ROOT, 'tests/data/queued-workload.csv'),
+    '--cluster', '4x4', '--queues', join(ROOT, 'examples/queues-ab.toml'), '--policy', 'fair-share', '--format', 'json'],
+  { encoding: 'utf8' }));
+  assert.deepEqual(run.queues, cli.queues);
+  assert.equal(await page.isHidden('#per-queue'), false);
+  const cells = await page.locator('#per-queue td[data-queue]').allTextContents();
+  assert.equal(cells.length, 2);
+  assert.equal(await page.isHidden('figure[data-chart=queues]'), false);
+  const rows = csvRows((await downloaded(page, 'figure[data-chart=queues] .csv')).bytes);
+  assert.equal(rows.rows.length, 2 * run.rounds.length);
+  for (const [k, x] of run.rounds.entries()) {
+    const held = rows.rows.filter((r) => Number(r[2]) === k).reduce((n, r) => n + Number(r[7]), 0);
+    assert.equal(held, x.gpus_allocated, `round ${k}`);
+  }
+  await page.locator('figure[data-chart=queues]').screenshot({ path: join(ARTIFACTS, 'queues.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

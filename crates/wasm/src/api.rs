@@ -118,6 +118,12 @@ pub struct Scenario {
     /// simulator still charges it. Absent from links made before it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub variability_blind: bool,
+    /// The teams' queues: a queues file's text (TOML, docs/tenants.md), as
+    /// `--queues FILE`; jobs are in the queue their workload's `queue` (or
+    /// `group`) column names. Empty: one pool, and absent from links made
+    /// before queues.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub queues: String,
 }
 
 fn is_one(k: &u32) -> bool {
@@ -147,6 +153,7 @@ impl Default for Scenario {
             sharing: 1,
             type_blind: false,
             variability_blind: false,
+            queues: String::new(),
         }
     }
 }
@@ -228,7 +235,14 @@ impl Scenario {
             .placement
             .parse()
             .map_err(|e| invalid(format!("placement: {e}")))?;
+        let queues = if self.queues.trim().is_empty() {
+            Vec::new()
+        } else {
+            gpuplan_core::queue::parse_queues_toml(&self.queues, "queues")
+                .map_err(|es| invalid(es.join("; ")))?
+        };
         let scenario = SimScenario {
+            queues,
             cluster: parse_cluster(&self.cluster)?,
             interval_s: self.interval_s,
             restart_delay_s: self.restart_delay_s,
@@ -358,6 +372,10 @@ pub struct RunOut {
     /// Goodput over time: (time_s, jobs' worth of work done per hour in the
     /// interval ending then); see [`work_rate`].
     pub work_rate: Vec<(f64, f64)>,
+    /// Under queues, each queue's figures (as `gpuplan simulate --queues`);
+    /// each round's `queue_gpus` follows their order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<gpuplan_sim::QueueSummary>,
 }
 
 /// Goodput over time, in the simulator's ground truth and one unit for
@@ -550,6 +568,7 @@ pub fn run_scenario(
             segments: r.segments,
             analysis,
             work_rate,
+            queues: r.queues,
         })
     })
 }
@@ -759,6 +778,55 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, ApiError::Cancelled));
         assert_eq!(n, 5);
+    }
+
+    /// A scenario's queues run as `simulate --queues` runs them: the
+    /// bundled two-team workload on 4x4 gives one row per queue, each
+    /// round's GPUs per queue, and a run without queues none; a bad queues
+    /// text is named by line and field.
+    #[test]
+    fn queues_run_per_queue_and_bad_queues_are_named() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let read = |f: &str| std::fs::read_to_string(format!("{root}/{f}")).unwrap();
+        let s = Scenario {
+            workload: "upload".into(),
+            upload: Some(Upload {
+                name: "queued-workload.csv".into(),
+                text: read("tests/data/queued-workload.csv"),
+            }),
+            cluster: "4x4".into(),
+            policy: "fair-share".into(),
+            queues: read("examples/queues-ab.toml"),
+            ..Default::default()
+        };
+        let out = run_scenario(&s, &mut quiet).unwrap();
+        let names: Vec<&str> = out.queues.iter().map(|q| q.queue.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!((out.queues[0].jobs, out.queues[1].jobs), (9, 5));
+        for r in &out.rounds {
+            assert_eq!(r.record.queue_gpus.iter().sum::<u32>(), r.record.gpus_allocated);
+        }
+        let plain = run_scenario(
+            &Scenario {
+                queues: String::new(),
+                ..s.clone()
+            },
+            &mut quiet,
+        )
+        .unwrap();
+        assert!(plain.queues.is_empty());
+        let json = serde_json::to_value(&plain.scenario).unwrap();
+        assert!(
+            json.get("queues").is_none(),
+            "links without queues stay as they were"
+        );
+        let bad = Scenario {
+            queues: "[[queue]]\nname = \"a\"\nguarantee = 8\n\n[[queue]]\nname = \"b\"\nparent = \"a\"\nguarantee = 9\n"
+                .into(),
+            ..s
+        };
+        let msg = run_scenario(&bad, &mut quiet).unwrap_err().to_string();
+        assert!(msg.contains("queues:3:guarantee"), "{msg}");
     }
 
     #[test]

@@ -270,3 +270,25 @@ def test_extra_params_reach_the_round_and_win_over_registry_defaults():
     assert round["params"]["restart_weight"] == 1.0 and round["params"]["exploration_factor"] == 8
     # The round still plans with them.
     assert gpuplan.plan(round, planner="gpuplan-mip")["status"] in ("optimal", "feasible")
+
+
+def test_round_stats_average_what_each_round_held(tmp_path):
+    from gpuplan.adapters import sia_compare
+
+    def job(name, alloc, done=None):
+        return {"name": name, "allocation": alloc, "completion_time": done}
+
+    records = [
+        {"timestamp": 60, "submitted_jobs": []},
+        {"timestamp": 120, "submitted_jobs": [job("a", ["t4", [0, 0]]), job("b", None)]},
+        {"timestamp": 180, "submitted_jobs": [job("a", ["a100", [0, 0, 0, 0]]), job("b", ["t4", [1]])]},
+        {"timestamp": 240, "submitted_jobs": [job("a", ["a100", [0]], done=200), job("b", ["t4", [1]], done=230)]},
+    ]
+    d = tmp_path / "arm"
+    d.mkdir()
+    (d / "workload-1.log").write_text("".join(json.dumps(r) + "\n" for r in records))
+    r = sia_compare.round_stats(str(d / "workload-1.log"))
+    assert r["rounds"] == 2 and r["jobs"] == 2.0 and r["waiting"] == 0.5
+    assert r["gpus_held"] == pytest.approx(3.5)
+    assert r["gpus_by_type"] == {"a100": 2.0, "t4": 1.5}
+    assert "| workload-1 | arm | 2 | 2.00 | 0.50 | 3.5 | a100 2.0, t4 1.5 |" in sia_compare.rounds_markdown([("arm", str(d))])

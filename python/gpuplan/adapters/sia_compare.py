@@ -12,7 +12,8 @@ of ``num_restarts``); and from the printed ``Policy optimization took X ms``
 lines, the policy's time per round (mean, p50, p99). Then, per arm against
 the first: the mean over the workloads all arms finished, and the mean and
 geometric mean of per-workload ratios. Markdown on stdout (``--json`` for
-data).
+data). ``--rounds`` instead reads every record of each log: what the
+cluster did round by round (jobs present and waiting, GPUs held, by type).
 """
 
 from __future__ import annotations
@@ -121,10 +122,62 @@ def markdown(c: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def round_stats(log_path: str) -> Optional[Dict[str, Any]]:
+    """What the cluster did round by round, from every record of Sia's log:
+    the mean over rounds with unfinished jobs of jobs present, jobs waiting
+    (no GPUs), GPUs held, and GPUs held per type. ``None`` without a log."""
+    if not os.path.exists(log_path):
+        return None
+    n = present = waiting = held = 0
+    by_type: Dict[str, int] = {}
+    with open(log_path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            jobs = [j for j in json.loads(line).get("submitted_jobs", []) if j.get("completion_time") is None]
+            if not jobs:
+                continue
+            n += 1
+            present += len(jobs)
+            for j in jobs:
+                alloc = j.get("allocation") or [None, []]
+                if not alloc[1]:
+                    waiting += 1
+                    continue
+                held += len(alloc[1])
+                by_type[alloc[0]] = by_type.get(alloc[0], 0) + len(alloc[1])
+    if n == 0:
+        return None
+    return {
+        "rounds": n,
+        "jobs": present / n,
+        "waiting": waiting / n,
+        "gpus_held": held / n,
+        "gpus_by_type": {t: g / n for t, g in sorted(by_type.items())},
+    }
+
+
+def rounds_markdown(arms: Sequence[tuple]) -> str:
+    """Per workload and arm, :func:`round_stats` as a markdown table."""
+    lines = ["| workload | arm | rounds | jobs | waiting | GPUs held | by type |", "|---|---|---|---|---|---|---|"]
+    names = sorted({os.path.basename(p)[: -len(".log")] for _, d in arms for p in glob.glob(os.path.join(d, "workload-*.log"))},
+                   key=lambda w: int(w.split("-")[-1]) if w.split("-")[-1].isdigit() else 0)
+    for w in names:
+        for name, d in arms:
+            r = round_stats(os.path.join(d, f"{w}.log"))
+            if r is None:
+                continue
+            types = ", ".join(f"{t} {g:.1f}" for t, g in r["gpus_by_type"].items())
+            lines.append(f"| {w} | {name} | {r['rounds']} | {r['jobs']:.2f} | {r['waiting']:.2f} | {r['gpus_held']:.1f} | {types} |")
+    return "\n".join(lines)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpuplan.adapters.sia_compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("arms", nargs="+", help="NAME=DIR, the first the baseline")
     ap.add_argument("--json", action="store_true", help="print the data as JSON")
+    ap.add_argument("--rounds", action="store_true",
+                    help="instead: what each arm did round by round (jobs waiting, GPUs held, by type)")
     args = ap.parse_args(argv)
     arms = []
     for a in args.arms:
@@ -132,6 +185,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not sep or not os.path.isdir(folder):
             ap.error(f"{a}: expected NAME=DIR with DIR a folder")
         arms.append((name, folder))
+    if args.rounds:
+        print(rounds_markdown(arms))
+        return 0
     c = compare(arms)
     print(json.dumps(c, indent=2) if args.json else markdown(c))
     return 0

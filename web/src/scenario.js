@@ -53,6 +53,15 @@ export function addScenario(values) {
   }
   showPolicy();
   node.upload = null;
+  node.clusterUpload = null;
+  // A cluster file (name,gpus,gpu_type[,count]; `gpuplan trace import-slurm` writes one).
+  node.querySelector('[name=cluster_file]').addEventListener('change', async (ev) => {
+    const file = ev.target.files[0];
+    if (!file) return;
+    node.clusterUpload = { name: file.name, text: await file.text() };
+    node.querySelector('[name=cluster]').value = 'upload';
+    onEdit();
+  });
   node.querySelector('[name=upload]').addEventListener('change', async (ev) => {
     const file = ev.target.files[0];
     if (!file) return;
@@ -93,6 +102,7 @@ function readScenario(node) {
     s.sticky = false;
   }
   if (s.workload === 'upload' && node.upload) s.upload = node.upload;
+  if (s.cluster === 'upload' && node.clusterUpload) s.cluster_upload = node.clusterUpload;
   return s;
 }
 
@@ -102,7 +112,7 @@ export function scenarios() {
 
 export function encodeState() {
   // Uploaded files stay out of links: they may be large and private.
-  const list = scenarios().map(({ upload, ...rest }) => rest);
+  const list = scenarios().map(({ upload, cluster_upload: _, ...rest }) => rest);
   return '#s=' + encodeURIComponent(JSON.stringify(list));
 }
 

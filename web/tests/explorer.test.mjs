@@ -988,3 +988,32 @@ test('queues: per-queue figures and GPUs per queue equal the CLI\'s', async () =
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 35: the explorer takes `gpuplan trace import-slurm`'s files: the
+// workload as an upload, the cluster file as the cluster.
+test('imported Slurm files (workload and cluster file) run as the CLI runs them', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-import-'));
+  execFileSync(BIN, ['trace', 'import-slurm', '--sacct', join(ROOT, 'tests/data/slurm/sacct.json'),
+    '--nodes', join(ROOT, 'tests/data/slurm/sinfo.json'), '--out', join(dir, 'w.csv'),
+    '--cluster-out', join(dir, 'c.csv'), '--queues-out', join(dir, 'q.toml')], { stdio: 'pipe' });
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'w.csv', mimeType: 'text/csv', buffer: readFileSync(join(dir, 'w.csv')) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await page.setInputFiles('[name=cluster_file]', { name: 'c.csv', mimeType: 'text/csv', buffer: readFileSync(join(dir, 'c.csv')) });
+  await page.waitForFunction(() => document.querySelector('[name=cluster]').value === 'upload');
+  await setField(page, 0, 'policy', 'fifo');
+  await setField(page, 0, 'queues', readFileSync(join(dir, 'q.toml'), 'utf8'));
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  const cli = JSON.parse(execFileSync(BIN, ['simulate', '--workload', join(dir, 'w.csv'), '--cluster', join(dir, 'c.csv'),
+    '--queues', join(dir, 'q.toml'), '--policy', 'fifo', '--format', 'json'], { encoding: 'utf8' }));
+  assert.equal(run.total_gpus, 8);
+  assert.deepEqual(run.cluster.nodes.map((n) => n.name), ['n1', 'n2']);
+  assert.equal(run.summary.avg_jct_s, cli.avg_jct_s);
+  assert.deepEqual(run.queues, cli.queues);
+  // The link carries neither upload.
+  assert.ok(!decodeURIComponent(page.url()).includes('cluster_upload'));
+  assert.deepEqual(errors, []);
+  await context.close();
+  rmSync(dir, { recursive: true, force: true });
+});

@@ -71,8 +71,14 @@ pub struct Upload {
 pub struct Scenario {
     /// The run's name in the page's legends; empty lets the page pick one.
     pub label: String,
-    /// `16x4`, `16x4:t4`, or groups joined by `+`: `12x4:t4+4x8:a100`.
+    /// `16x4`, `16x4:t4`, or groups joined by `+`: `12x4:t4+4x8:a100`;
+    /// or `upload`: the cluster file in `cluster_upload`.
     pub cluster: String,
+    /// An uploaded cluster file (`name,gpus,gpu_type[,count]`, as
+    /// `--cluster FILE` reads it, e.g. `trace import-slurm`'s), when
+    /// `cluster` is `upload`. Kept out of links, as workload uploads are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_upload: Option<Upload>,
     /// A bundled workload id (see [`Catalog::workloads`]) or `upload`.
     pub workload: String,
     /// The uploaded file, when `workload` is `upload`.
@@ -135,6 +141,7 @@ impl Default for Scenario {
         Scenario {
             label: String::new(),
             cluster: "16x4".into(),
+            cluster_upload: None,
             workload: "workloads/workload-6".into(),
             upload: None,
             load: 1.0,
@@ -205,6 +212,27 @@ pub fn parse_cluster(spec: &str) -> Result<Cluster, ApiError> {
 }
 
 impl Scenario {
+    /// The scenario's cluster: a shape, or the uploaded file under the
+    /// browser's limits, its errors named `FILE:LINE:FIELD` as the CLI's.
+    pub fn cluster(&self) -> Result<Cluster, ApiError> {
+        if self.cluster != "upload" {
+            return parse_cluster(&self.cluster);
+        }
+        let up = self
+            .cluster_upload
+            .as_ref()
+            .ok_or_else(|| invalid("cluster: no cluster file uploaded"))?;
+        let cluster = gpuplan_sim::trace::cluster_file::parse(&up.name, up.text.as_bytes())?;
+        if cluster.num_nodes() > MAX_NODES as usize || cluster.total_gpus() > MAX_GPUS {
+            return Err(invalid(format!(
+                "cluster {}: the browser takes at most {MAX_NODES} nodes and {MAX_GPUS} GPUs; \
+                 simulate bigger clusters with the CLI (gpuplan simulate --cluster FILE)",
+                up.name
+            )));
+        }
+        Ok(cluster)
+    }
+
     /// The simulator settings, checked by sim's one scenario builder (as
     /// the CLI's flags are); only the wording of a field is the browser's.
     pub fn config(&self) -> Result<SimConfig, ApiError> {
@@ -243,7 +271,7 @@ impl Scenario {
         };
         let scenario = SimScenario {
             queues,
-            cluster: parse_cluster(&self.cluster)?,
+            cluster: self.cluster()?,
             interval_s: self.interval_s,
             restart_delay_s: self.restart_delay_s,
             interference_slowdown: self.interference_slowdown,
@@ -827,6 +855,49 @@ mod tests {
         };
         let msg = run_scenario(&bad, &mut quiet).unwrap_err().to_string();
         assert!(msg.contains("queues:3:guarantee"), "{msg}");
+    }
+
+    /// An uploaded cluster file (as `trace import-slurm` writes one) runs
+    /// as `--cluster FILE`; a bad one is named by file, line and field.
+    #[test]
+    fn an_uploaded_cluster_file_runs_and_bad_ones_are_named() {
+        let file = |text: &str| Upload {
+            name: "c.csv".into(),
+            text: text.into(),
+        };
+        let s = Scenario {
+            cluster: "upload".into(),
+            cluster_upload: Some(file("name,gpus,gpu_type,count\nn,4,fake,4\n")),
+            workload: "upload".into(),
+            upload: Some(Upload {
+                name: "queued-workload.csv".into(),
+                text: std::fs::read_to_string(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../tests/data/queued-workload.csv"
+                ))
+                .unwrap(),
+            }),
+            policy: "fifo".into(),
+            ..Default::default()
+        };
+        let out = run_scenario(&s, &mut quiet).unwrap();
+        assert_eq!(out.total_gpus, 16);
+        assert_eq!(out.cluster.nodes[3].name, "n3");
+        assert_eq!(out.summary.jobs, 14);
+        let json = serde_json::to_value(&out.scenario).unwrap();
+        assert_eq!(json["cluster"], "upload");
+        let bad = Scenario {
+            cluster_upload: Some(file("name,gpus,gpu_type\nn1,four,fake\n")),
+            ..s.clone()
+        };
+        let msg = run_scenario(&bad, &mut quiet).unwrap_err().to_string();
+        assert!(msg.contains("c.csv:2:gpus"), "{msg}");
+        let none = Scenario {
+            cluster_upload: None,
+            ..s
+        };
+        let msg = run_scenario(&none, &mut quiet).unwrap_err().to_string();
+        assert!(msg.contains("no cluster file uploaded"), "{msg}");
     }
 
     #[test]

@@ -83,7 +83,10 @@ for arm in "${arms[@]}"; do
     *) echo "philly-vc-study.sh: unknown arm $arm" >&2; exit 2 ;;
   esac
   start=$(date +%s)
-  if "$bin" "${common[@]}" "${args[@]}" > "$out/$arm.json.tmp" 2> "$out/$arm.err"; then
+  # --out keeps each job's result (jobs.csv: philly-N is the Nth data row
+  # of window.csv, whose cluster column is the job's VC), for per-VC
+  # figures of the arm without queues too.
+  if "$bin" "${common[@]}" "${args[@]}" --out "$out/$arm" > "$out/$arm.json.tmp" 2> "$out/$arm.err"; then
     mv "$out/$arm.json.tmp" "$out/$arm.json"
     echo "$arm: $(( $(date +%s) - start )) s" | tee -a "$out/times.txt"
   else

@@ -34,6 +34,9 @@ def main(out):
     for arm in arms:
         path = os.path.join(out, arm, "jobs.csv")
         if not os.path.exists(path):
+            # Under queues the run's JSON has each VC's average JCT too.
+            if arms[arm].get("queues"):
+                jct[arm] = {q["queue"]: q["avg_jct_s"] / 3600 for q in arms[arm]["queues"]}
             continue
         per = {}
         for row in csv.DictReader(open(path)):

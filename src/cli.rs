@@ -89,6 +89,12 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::trace::TraceCmd,
     },
+    /// Set two round logs of one workload side by side (`simulate
+    /// --round-log`, or the Pollux artifact's via
+    /// scripts/pollux-artifact-rounds.py): GPUs held, jobs running and
+    /// waiting, restarts and fitness, over the run and in stretches, and
+    /// whether the step models agree where both hold a job alike.
+    CompareRounds(crate::simulate::CompareRoundsArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -171,6 +177,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         } => crate::serve::logs(client, id, lines, rank),
         Cmd::Trace { cmd } => crate::trace::run(cmd),
         Cmd::Predict(a) => crate::predict::predict(a),
+        Cmd::CompareRounds(a) => crate::simulate::compare_rounds(a),
         Cmd::Cluster {
             cmd:
                 ClusterCmd::Show {

@@ -174,6 +174,11 @@ pub struct SimulateArgs {
     /// Write every round's input (the `gpuplan plan --input` format) here.
     #[arg(long)]
     pub dump_rounds: Option<PathBuf>,
+    /// Write one JSON line per round here: each job's GPUs, nodes, batch
+    /// size, goodput, progress and restarts, and the fitness of the chosen
+    /// allocation (for `gpuplan compare-rounds`; docs/fidelity.md).
+    #[arg(long)]
+    pub round_log: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Also report queueing delay, JCT per application and finish-time
@@ -447,10 +452,11 @@ pub fn print_table(rows: &[&gpuplan_sim::Summary]) {
 }
 
 pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
-    let cfg = a.opts.scenario()?.config_for(&a.policy).map_err(|es| {
+    let mut cfg = a.opts.scenario()?.config_for(&a.policy).map_err(|es| {
         let lines: Vec<String> = es.iter().map(flag_error).collect();
         anyhow::anyhow!("{}", lines.join("; "))
     })?;
+    cfg.round_log = a.round_log.is_some();
     let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
     let jobs = load_workload(&a.workload, &a.opts, &profiles, &cfg.cluster)?;
     let r = run_one_dumping(
@@ -464,6 +470,18 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
     if let Some(out) = &a.out {
         write_outputs(out, &r, &cfg)?;
     }
+    if let Some(path) = &a.round_log {
+        let mut text = String::new();
+        for line in &r.round_log {
+            text.push_str(&serde_json::to_string(line)?);
+            text.push('\n');
+        }
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let r = SimResult {
+        round_log: Vec::new(),
+        ..r
+    };
     let analysis = if a.analysis {
         let isolated = gpuplan_sim::isolated_jcts(&cfg, &profiles, &jobs, &mut |_| Control::Continue)?;
         let an = gpuplan_sim::analyse(&r).with_fairness(&r, &isolated);
@@ -1093,4 +1111,89 @@ pub(crate) fn read_queues(path: &std::path::Path) -> Result<Vec<gpuplan_core::qu
         .map_err(|e| anyhow::anyhow!("--queues {}: cannot read: {e}", path.display()))?;
     gpuplan_core::queue::parse_queues_toml(&text, &path.display().to_string())
         .map_err(|es| anyhow::anyhow!("{}", es.join("\n")))
+}
+
+#[derive(Args, Debug)]
+pub struct CompareRoundsArgs {
+    /// The first round log (JSON lines).
+    pub a: PathBuf,
+    /// The second round log.
+    pub b: PathBuf,
+    /// Names of the two logs in the table.
+    #[arg(long, value_delimiter = ',', default_values_t = ["a".to_string(), "b".to_string()])]
+    pub labels: Vec<String>,
+    /// Rounds per stretch in the table (0: the whole run only).
+    #[arg(long, default_value_t = 60)]
+    pub window: usize,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// `gpuplan compare-rounds`: two round logs side by side.
+pub fn compare_rounds(a: CompareRoundsArgs) -> Result<ExitCode> {
+    let la = gpuplan_sim::roundlog::read(&a.a)?;
+    let lb = gpuplan_sim::roundlog::read(&a.b)?;
+    let c = gpuplan_sim::roundlog::compare(&la, &lb, a.window);
+    if a.format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (x, y) = (
+        a.labels.first().map_or("a", String::as_str),
+        a.labels.get(1).map_or("b", String::as_str),
+    );
+    let opt = |t: Option<f64>| t.map_or("never".to_string(), |t| format!("{t:.0} s"));
+    println!("rounds in both: {}", c.common_rounds);
+    println!(
+        "first round a job holds different GPUs: {}",
+        opt(c.first_gpu_difference_s)
+    );
+    println!(
+        "first round a job finished in one only: {}",
+        opt(c.first_finish_difference_s)
+    );
+    println!(
+        "same-shape (job, round) pairs: {}, largest goodput difference {:.2e}",
+        c.same_shape_pairs, c.same_shape_max_goodput_diff
+    );
+    println!(
+        "avg JCT of jobs finished in both (to the round): {x} {:.0} s, {y} {:.0} s",
+        c.avg_jct_s[0], c.avg_jct_s[1]
+    );
+    println!(
+        "\n{:>8} {:>8} | {:>13} | {:>13} | {:>13} | {:>11} | {:>11} | {:>15}",
+        "from_h", "to_h", "active", "running", "gpus", "restarts", "finished", "fitness"
+    );
+    println!(
+        "{:>8} {:>8} | {:>6} {:>6} | {:>6} {:>6} | {:>6} {:>6} | {:>5} {:>5} | {:>5} {:>5} | {:>7} {:>7}",
+        "", "", x, y, x, y, x, y, x, y, x, y, x, y
+    );
+    for w in c.windows.iter().chain(std::iter::once(&c.total)) {
+        println!(
+            "{:>8.2} {:>8.2} | {:>6.1} {:>6.1} | {:>6.1} {:>6.1} | {:>6.1} {:>6.1} | {:>5} {:>5} | {:>5} {:>5} | {:>7.4} {:>7.4}",
+            w.from_s / 3600.0,
+            w.to_s / 3600.0,
+            w.active[0],
+            w.active[1],
+            w.running[0],
+            w.running[1],
+            w.gpus[0],
+            w.gpus[1],
+            w.restarts[0],
+            w.restarts[1],
+            w.finished[0],
+            w.finished[1],
+            w.fitness[0],
+            w.fitness[1]
+        );
+    }
+    println!(
+        "\n{:<12} {:>17} {:>17}",
+        "application", "gpus/running job", "waiting rounds"
+    );
+    for (app, g) in &c.gpus_per_running_job {
+        let w = c.waiting_rounds.get(app).copied().unwrap_or_default();
+        println!("{app:<12} {:>8.2} {:>8.2} {:>8} {:>8}", g[0], g[1], w[0], w[1]);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1177,3 +1177,93 @@ fn a_sweep_with_queues_reports_per_queue_figures_and_charts() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `simulate --round-log` writes one line per round in the format the Pollux
+/// artifact's logger writes (scripts/pollux-artifact-rounds.py), and
+/// `compare-rounds` sets two logs side by side: a log against itself has no
+/// difference; against the artifact's own run of the same workload (its
+/// first 20 rounds, tests/data/pollux-artifact-short-20.jsonl) the two
+/// simulators' step models agree wherever they hold a job alike.
+#[test]
+fn round_logs_compare_with_the_artifacts() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-roundlog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("rounds.jsonl");
+    let o = run(&[
+        "simulate",
+        "--workload",
+        "tests/data/short-workload.csv",
+        "--policy",
+        "pollux-ga",
+        "--round-log",
+        log.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let summary = json(&o);
+    assert_eq!(lines.len() as u64, summary["rounds"].as_u64().unwrap());
+    let first = &lines[0];
+    assert_eq!(first["time"], 60.0);
+    assert_eq!(first["jobs"][0]["name"], "cifar10-0");
+    assert!(first["fitness"].as_f64().unwrap() > 0.0);
+    // Every job's GPUs are listed by node, and a running job has a goodput.
+    for l in &lines {
+        for j in l["jobs"].as_array().unwrap() {
+            let gpus = j["gpus"].as_u64().unwrap();
+            assert_eq!(j["allocation"].as_array().map_or(0, |a| a.len() as u64), gpus);
+            if gpus > 0 && !j["done"].as_bool().unwrap() {
+                assert!(j["goodput"].as_f64().unwrap() > 0.0, "{j}");
+            }
+        }
+    }
+    let same = json(&run(&[
+        "compare-rounds",
+        log.to_str().unwrap(),
+        log.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(same["first_gpu_difference_s"], serde_json::Value::Null);
+    assert_eq!(same["same_shape_max_goodput_diff"], 0.0);
+    assert_eq!(same["total"]["gpus"][0], same["total"]["gpus"][1]);
+    let art = "tests/data/pollux-artifact-short-20.jsonl";
+    let c = json(&run(&[
+        "compare-rounds",
+        log.to_str().unwrap(),
+        art,
+        "--format",
+        "json",
+    ]));
+    assert_eq!(c["common_rounds"], 20);
+    assert!(c["same_shape_pairs"].as_u64().unwrap() > 0, "{c}");
+    assert!(c["same_shape_max_goodput_diff"].as_f64().unwrap() < 1e-9, "{c}");
+    let table = String::from_utf8(
+        run(&[
+            "compare-rounds",
+            log.to_str().unwrap(),
+            art,
+            "--labels",
+            "gpuplan,artifact",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(
+        table.contains("gpuplan") && table.contains("artifact") && table.contains("rounds in both: 20"),
+        "{table}"
+    );
+    // A damaged line is named.
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        format!("{}\n{{\"time\": 1}}\n", text.lines().next().unwrap()),
+    )
+    .unwrap();
+    let o = run(&["compare-rounds", bad.to_str().unwrap(), art]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.jsonl:2"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -77,6 +77,11 @@ pub struct SimConfig {
     /// the queue their workload names (`queue`/`group`); empty: one pool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<gpuplan_core::queue::Queue>,
+    /// Keep a [`crate::RoundLog`] of every round in the result (for
+    /// comparing with another simulator round by round; off by default, as
+    /// it holds every job's state every round).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub round_log: bool,
 }
 
 /// Rounds in which no job has arrived yet or all arrived jobs are done.
@@ -139,6 +144,7 @@ impl Default for SimConfig {
             colocation: None,
             colocation_jobs: BTreeMap::new(),
             queues: Vec::new(),
+            round_log: false,
         }
     }
 }
@@ -304,6 +310,23 @@ impl SimJob<'_> {
             self.update_local_bsz(memo);
         }
         usage
+    }
+
+    /// The true progress rate of the job's configuration (scale-invariant
+    /// iterations per second, before any slowdown), as [`SimJob::step`]
+    /// advances it; `None` for a rigid job or one without GPUs.
+    fn goodput(&self) -> Option<f64> {
+        let profile = self.profile?;
+        if self.alloc.is_empty() {
+            return None;
+        }
+        let st = self.speed.step(
+            profile.step_time(&self.shape, self.local_bsz as f64),
+            self.alloc.num_nodes(),
+        );
+        let accum_time = (st.step_s - st.sync_s).max(1e-9);
+        let total = st.step_s + accum_time * self.accum_steps as f64;
+        Some(profile.gain(self.epoch, self.batch() as f64) / total)
     }
 
     /// The job's true utilization at its current configuration, the compute
@@ -515,6 +538,9 @@ struct World<'a> {
     /// Per queue (the run's queues, then `default`): GPU-seconds borrowed
     /// and short of guarantee, summed over rounds.
     queue_gpu_s: Vec<(f64, f64)>,
+    /// Jobs that finished in the last interval (for the round log).
+    retired: Vec<usize>,
+    round_log: Vec<crate::RoundLog>,
 }
 
 impl<'a> World<'a> {
@@ -570,6 +596,8 @@ impl<'a> World<'a> {
             segments: Vec::new(),
             planner_ms: Vec::new(),
             queue_gpu_s: Vec::new(),
+            retired: Vec::new(),
+            round_log: Vec::new(),
         })
     }
 
@@ -651,6 +679,8 @@ impl<'a> World<'a> {
     /// Jobs that completed leave the system, closing their last segment.
     fn retire(&mut self) {
         let (jobs, segments, finished) = (&mut self.jobs, &mut self.segments, &mut self.finished);
+        let retired = &mut self.retired;
+        retired.clear();
         self.active.retain(|&i| {
             let j = &mut jobs[i];
             let Some(c) = j.completion_s else {
@@ -666,6 +696,7 @@ impl<'a> World<'a> {
                 j.alloc = Allocation::default();
             }
             *finished += 1;
+            retired.push(i);
             false
         });
     }
@@ -896,6 +927,51 @@ impl<'a> World<'a> {
             status: plan.status,
             queue_gpus,
         });
+        if self.cfg.round_log {
+            self.log_round(plan);
+        }
+    }
+
+    /// The round's line of the round log: every job in the system after the
+    /// plan is applied, and those that finished in the last interval.
+    fn log_round(&mut self, plan: &Plan) {
+        use gpuplan_core::objective::{fair_share, job_value, power_mean, speedup};
+        let round = &self.round;
+        let fair = fair_share(round);
+        let entry = |i: usize, done: bool| {
+            let j = &self.jobs[i];
+            let rj = round.jobs.iter().find(|r| r.id == j.spec.id);
+            crate::LogJob {
+                name: j.spec.name.clone(),
+                gpus: j.alloc.num_gpus(),
+                nodes: j.alloc.num_nodes(),
+                allocation: j.alloc.gpus().iter().map(|g| g.node.0).collect(),
+                batch_size: j.batch(),
+                progress: j.progress,
+                epoch: j.epoch,
+                restarts: j.restarts.unwrap_or(0),
+                done,
+                goodput: if done { None } else { j.goodput() },
+                speedup: rj.filter(|_| !done).map(|r| {
+                    let a = &j.alloc;
+                    speedup(r, round.cluster.type_of(a), a.num_nodes(), a.num_gpus(), fair)
+                }),
+            }
+        };
+        let mut jobs: Vec<crate::LogJob> = self.active.iter().map(|&i| entry(i, false)).collect();
+        jobs.extend(self.retired.iter().map(|&i| entry(i, true)));
+        // Pollux's fitness: values scaled by dominant share × nodes.
+        let scale = round.cluster.nodes.len() as f64 / f64::from(round.cluster.total_gpus().max(1));
+        let values: Vec<f64> = round
+            .jobs
+            .iter()
+            .map(|r| job_value(r, &round.cluster, plan.gpus_of(r.id), fair, &round.params) * scale)
+            .collect();
+        self.round_log.push(crate::RoundLog {
+            time: self.now(),
+            jobs,
+            fitness: (!values.is_empty()).then(|| power_mean(&values, round.params.p)),
+        });
     }
 
     /// The run's results.
@@ -952,6 +1028,7 @@ impl<'a> World<'a> {
         )
         .with_gpu_usage(self.gpu_use.gpus, self.gpu_use.double_counted_s);
         r.queues = queues;
+        r.round_log = self.round_log;
         r
     }
 }

@@ -41,6 +41,7 @@ mod error;
 pub mod files; // kept: `files::load_cluster`, `files::load_trace` say they open files
 mod instances;
 mod metrics;
+pub mod roundlog; // kept: `roundlog::compare`, `roundlog::read` say what they compare and read
 mod scenario;
 pub mod trace; // kept: its per-format modules each have `parse`, `FIELDS`, `write`; flat they would collide
 pub mod variability; // kept: `Draw`, `Measurements`, `BUNDLED` are unclear without `variability::`
@@ -57,5 +58,6 @@ pub use instances::{fitted_params, generate_round, with_types};
 pub use metrics::{
     percentile, GpuUsage, JobResult, PlannerMs, QueueSummary, RoundRecord, Segment, SimResult, Summary,
 };
+pub use roundlog::{LogJob, RoundLog};
 pub use scenario::{ParamFlags, ScenarioError, ScenarioField, SimScenario};
 pub use workload::parse_pollux_workload;

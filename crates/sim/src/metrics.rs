@@ -176,6 +176,9 @@ pub struct SimResult {
     /// Per queue, in the queues' order, for a run with queues (absent otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<QueueSummary>,
+    /// Every round's jobs, where [`crate::SimConfig::round_log`] asked for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_log: Vec<crate::RoundLog>,
 }
 
 /// Percentile with linear interpolation between order statistics (numpy's default).
@@ -300,6 +303,7 @@ impl SimResult {
             segments,
             gpus: Vec::new(),
             queues: Vec::new(),
+            round_log: Vec::new(),
         }
     }
 

@@ -76,7 +76,7 @@ pub use mip::aggregate::{solve_aggregate_with, AggregateSolution, Pricing};
 pub use placement::{pack_grouped, Packing};
 pub use placements::{expected_slowdown, packed::Packed, pal::Pal, Ctx, FreeView, Place};
 pub use planners::greedy::{greedy_choices, plan_from_choices, Choices};
-pub use planners::pollux_ga::{GaConfig, PolluxGa};
+pub use planners::pollux_ga::{GaConfig, Grow, PolluxGa, Tournament};
 pub use solver::Solver;
 pub use speedup::{max_gpus, SpeedupCache};
 

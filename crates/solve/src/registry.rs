@@ -109,6 +109,16 @@ const ENTRIES: &[Entry] = &[
         create: || Box::new(PolluxGa::default()),
     },
     Entry {
+        name: "pollux-ga-prev",
+        description: "pollux-ga as gpuplan ran it before issue 36, kept to reproduce those numbers: \
+            parents by fitness alone, every pair crossed in round order, growth chances per free \
+            node, where the artifact's GA (pymoo) compares by dominance and crowding, crosses 90% \
+            over jobs by attained service and grows per job (docs/fidelity.md, \"Under \
+            contention\").",
+        params: pollux_params,
+        create: || Box::new(PolluxGa::named(crate::GaConfig::prev(), "pollux-ga-prev")),
+    },
+    Entry {
         name: "greedy",
         description: "Goodput, greedily: repeatedly gives a GPU to the job that gains most.",
         params: pollux_params,

@@ -225,12 +225,15 @@ fn planners() -> Vec<Box<dyn Planner>> {
     registry::names()
         .into_iter()
         .map(|n| {
+            let small = |base: GaConfig| GaConfig {
+                population: 12,
+                generations: 6,
+                ..base
+            };
             if n == "pollux-ga" {
-                Box::new(PolluxGa::new(GaConfig {
-                    population: 12,
-                    generations: 6,
-                    ..Default::default()
-                })) as Box<dyn Planner>
+                Box::new(PolluxGa::new(small(GaConfig::default()))) as Box<dyn Planner>
+            } else if n == "pollux-ga-prev" {
+                Box::new(PolluxGa::named(small(GaConfig::prev()), "pollux-ga-prev"))
             } else {
                 registry::create(n).unwrap()
             }

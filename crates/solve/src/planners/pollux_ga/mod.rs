@@ -44,6 +44,76 @@ pub struct GaConfig {
     pub p_reset: f64,
     /// Probability that a job is picked for zeroing, and per cell once picked.
     pub p_zero: f64,
+    /// Probability that a pair of parents is crossed (pymoo's default 0.9;
+    /// otherwise the children are copies, then mutated).
+    pub crossover_prob: f64,
+    /// How a parent is chosen from two drawn.
+    pub tournament: Tournament,
+    /// How likely a job grows onto a node with free GPUs.
+    pub grow: Grow,
+    /// Whether the crossover's cut runs over jobs in repair's priority
+    /// order (least attained service first), as the artifact's rows are
+    /// sorted, or in the round's order.
+    pub cut_in_priority_order: bool,
+}
+
+/// The chance that mutation grows a job onto a node with free GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Grow {
+    /// The artifact's: 1/jobs, and for a job already on the node also
+    /// 1/(jobs on it), combined as p1 + p2 − p1·p2.
+    #[default]
+    PerJob,
+    /// gpuplan's before issue 36: 1/free nodes, and 1/(free nodes the job
+    /// is on) for those.
+    PerFreeNode,
+}
+
+/// How the GA's binary tournament picks a parent, and with it how
+/// survival measures crowding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tournament {
+    /// pymoo's NSGA-II, the artifact's: the parent that dominates on
+    /// (fitness, utility), else the larger crowding distance, else at
+    /// random; pymoo's crowding distance in survival.
+    #[default]
+    DominanceCrowding,
+    /// The fitter parent, and gpuplan's own crowding (pollux-ga before
+    /// issue 36): more pressure toward fitness, less spread along the
+    /// utility front.
+    Fitness,
+}
+
+/// The chance that mutation grows a job onto a free node, p1 + p2 − p1·p2:
+/// p1 for any job, p2 for one already on the node (`on`). `jobs` in the
+/// round, `free` nodes with a free GPU, `mine` of them the job is on,
+/// `on_node` jobs on this node.
+fn grow_chance(grow: Grow, jobs: usize, free: usize, mine: usize, on_node: u32, on: bool) -> f64 {
+    let (p1, p2) = match grow {
+        Grow::PerJob => (
+            1.0 / jobs.max(1) as f64,
+            if on { 1.0 / f64::from(on_node.max(1)) } else { 0.0 },
+        ),
+        Grow::PerFreeNode => (
+            1.0 / free.max(1) as f64,
+            if on { 1.0 / mine.max(1) as f64 } else { 0.0 },
+        ),
+    };
+    (p1 + p2 - p1 * p2).min(1.0)
+}
+
+impl GaConfig {
+    /// The GA gpuplan ran before issue 36 (`pollux-ga-prev`): parents by
+    /// fitness, every pair crossed in round order, growth per free node.
+    pub fn prev() -> Self {
+        GaConfig {
+            tournament: Tournament::Fitness,
+            crossover_prob: 1.0,
+            grow: Grow::PerFreeNode,
+            cut_in_priority_order: false,
+            ..GaConfig::default()
+        }
+    }
 }
 
 impl Default for GaConfig {
@@ -53,6 +123,10 @@ impl Default for GaConfig {
             generations: 100,
             p_reset: 0.1,
             p_zero: 0.1,
+            crossover_prob: 0.9,
+            tournament: Tournament::DominanceCrowding,
+            grow: Grow::PerJob,
+            cut_in_priority_order: true,
         }
     }
 }
@@ -70,9 +144,19 @@ pub struct PolluxGa {
     fitness: f64,
     /// Tests force the one-thread or the two-thread search; `None`: by size.
     pipeline: Option<bool>,
+    /// Its registry name (a variant's, e.g. `pollux-ga-fittest`).
+    name: &'static str,
 }
 
 impl PolluxGa {
+    /// A variant under its own registry name.
+    pub fn named(config: GaConfig, name: &'static str) -> Self {
+        PolluxGa {
+            name,
+            ..PolluxGa::new(config)
+        }
+    }
+
     /// A planner with no population yet (its first round starts from scratch).
     pub fn new(config: GaConfig) -> Self {
         PolluxGa {
@@ -80,6 +164,7 @@ impl PolluxGa {
             last: None,
             fitness: 0.0,
             pipeline: None,
+            name: "",
         }
     }
 }
@@ -122,6 +207,8 @@ struct Ctx<'a> {
     cap: Vec<u32>,
     /// Job order for repair: least attained service first.
     order: Vec<usize>,
+    /// Each job's position in `order` (the crossover's cut runs over it).
+    rank: Vec<usize>,
     max_gpus: Vec<u32>,
     current: Vec<Vec<u32>>,
     pinned: Vec<bool>,
@@ -193,6 +280,8 @@ impl Slowdowns<'_> {
 #[derive(Default)]
 struct Scratch {
     used: Vec<u32>,
+    /// Per free node, the jobs on it (the artifact's growth chance).
+    on_node: Vec<u32>,
     free_nodes: Vec<usize>,
     taken: Vec<bool>,
     /// The node order [`NodeOrders`] draws.
@@ -303,16 +392,36 @@ impl Ctx<'_> {
         if free_nodes.is_empty() {
             return;
         }
-        let p1 = 1.0 / free_nodes.len() as f64;
+        // The artifact normalises both chances over the job axis: a free
+        // node is picked by each job with 1/jobs, and by a job already on
+        // it also with 1/(jobs on it). (gpuplan before issue 36 read them as
+        // 1/free nodes and 1/free nodes the job is on: under contention,
+        // with few free nodes, every job then tried to grow each time.)
+        let per_job = cfg.grow == Grow::PerJob;
+        let on_node = &mut s.on_node;
+        if per_job {
+            on_node.clear();
+            on_node.resize(nodes, 0);
+            for row in g.chunks_exact(nodes) {
+                for &n in free_nodes.iter() {
+                    on_node[n] += u32::from(row[n] > 0);
+                }
+            }
+        }
+        let n_free = free_nodes.len();
         for row in g.chunks_exact_mut(nodes) {
             let mine = free_nodes.iter().filter(|&&n| row[n] > 0).count();
             for &n in free_nodes.iter() {
-                let p2 = if mine > 0 && row[n] > 0 {
-                    1.0 / mine as f64
-                } else {
-                    0.0
-                };
-                if rng.gen_bool((p1 + p2 - p1 * p2).min(1.0)) {
+                let on = row[n] > 0;
+                let p = grow_chance(
+                    cfg.grow,
+                    self.jobs,
+                    n_free,
+                    mine,
+                    on_node.get(n).copied().unwrap_or(0),
+                    on,
+                );
+                if rng.gen_bool(p) {
                     let cur = row[n];
                     row[n] = rng.gen_range(cur..=self.cap[n]);
                 }
@@ -479,7 +588,11 @@ impl Ctx<'_> {
 
 impl Planner for PolluxGa {
     fn name(&self) -> &str {
-        "pollux-ga"
+        if self.name.is_empty() {
+            "pollux-ga"
+        } else {
+            self.name
+        }
     }
 
     fn traits(&self) -> PlannerTraits {
@@ -546,6 +659,13 @@ impl Planner for PolluxGa {
             jobs,
             nodes,
             cap: round.cluster.nodes.iter().map(|n| n.gpus).collect(),
+            rank: {
+                let mut rank = vec![0; jobs];
+                for (r, &j) in order.iter().enumerate() {
+                    rank[j] = r;
+                }
+                rank
+            },
             order,
             max_gpus: max_g.clone(),
             current: current.clone(),
@@ -693,6 +813,23 @@ mod tests {
         }
         jobs[1].state.max_gpus_used = 2;
         round("2x4", jobs, Interference::Avoid)
+    }
+
+    /// The artifact's chances, as its numpy gives them on 3 jobs × 4 nodes
+    /// (GPUs [[4,0,2,0],[0,0,1,0],[0,3,0,0]] on 4-GPU nodes; nodes 1-3
+    /// have free GPUs): 1/3 for every job on every free node, and on top
+    /// 1/2 for the two jobs on node 2 and 1 for the one on node 1.
+    #[test]
+    fn growth_chances_are_the_artifacts() {
+        let per_job = |on_node, on| grow_chance(Grow::PerJob, 3, 3, 1, on_node, on);
+        assert!((per_job(0, false) - 1.0 / 3.0).abs() < 1e-12);
+        let both = |p1: f64, p2: f64| p1 + p2 - p1 * p2;
+        assert!((per_job(2, true) - both(1.0 / 3.0, 0.5)).abs() < 1e-12);
+        assert!((per_job(1, true) - 1.0).abs() < 1e-12);
+        // With 78 jobs and one free node the artifact grows each job there
+        // with 1/78; the earlier reading grew every job there (1/1).
+        assert!((grow_chance(Grow::PerJob, 78, 1, 0, 0, false) - 1.0 / 78.0).abs() < 1e-12);
+        assert_eq!(grow_chance(Grow::PerFreeNode, 78, 1, 0, 0, false), 1.0);
     }
 
     #[test]

@@ -48,44 +48,139 @@ fn fronts(objs: &[(f64, f64)], s: &mut Scratch) -> usize {
     last.len().max(1)
 }
 
-/// NSGA-II: non-dominated fronts, then crowding distance within the last front.
-pub(super) fn select_survivors(objs: &[(f64, f64)], keep: usize, s: &mut Scratch) -> Vec<usize> {
+/// What NSGA-II survival keeps: the survivors' indices, and for each its
+/// front and crowding distance, which the next generation's tournaments
+/// compare (pymoo's `rank` and `crowding`).
+pub(super) struct Survivors {
+    pub(super) keep: Vec<usize>,
+    pub(super) rank: Vec<u32>,
+    pub(super) crowding: Vec<f64>,
+}
+
+/// NSGA-II survival as pymoo 0.4 does it (the artifact's): whole fronts
+/// in order while they fit, then the split front's members by crowding
+/// distance, largest first (ties by index, where pymoo breaks them at
+/// random). Every kept front's crowding is computed over the whole front.
+///
+/// `pymoo` false: crowding as gpuplan computed it before issue 36 (only
+/// the split front's; ranges floored at 1e-12, ends infinite on every
+/// objective, duplicates counted), for `pollux-ga-prev`.
+pub(super) fn select_survivors(objs: &[(f64, f64)], keep: usize, pymoo: bool, s: &mut Scratch) -> Survivors {
     let n_fronts = fronts(objs, s);
     let rank = &s.rank;
-    let mut out = Vec::with_capacity(keep);
+    let mut out = Survivors {
+        keep: Vec::with_capacity(keep),
+        rank: Vec::with_capacity(keep),
+        crowding: Vec::with_capacity(keep),
+    };
     for k in 0..n_fronts {
-        if out.len() >= keep {
+        if out.keep.len() >= keep {
             break;
         }
         let front: Vec<usize> = (0..objs.len()).filter(|&i| rank[i] == k).collect();
-        if out.len() + front.len() <= keep {
-            out.extend(&front);
+        let split = out.keep.len() + front.len() > keep;
+        let dist = if pymoo {
+            crowding(objs, &front)
+        } else if split {
+            crowding_prev(objs, &front)
         } else {
-            let mut dist = vec![0.0f64; front.len()];
-            for obj in 0..2 {
-                let val = |i: usize| {
-                    if obj == 0 {
-                        objs[front[i]].0
-                    } else {
-                        objs[front[i]].1
-                    }
-                };
-                let mut idx: Vec<usize> = (0..front.len()).collect();
-                idx.sort_by(|&a, &b| val(a).total_cmp(&val(b)).then(front[a].cmp(&front[b])));
-                let range = (val(idx[idx.len() - 1]) - val(idx[0])).max(1e-12);
-                dist[idx[0]] = f64::INFINITY;
-                dist[idx[idx.len() - 1]] = f64::INFINITY;
-                for w in 1..idx.len().saturating_sub(1) {
-                    dist[idx[w]] += (val(idx[w + 1]) - val(idx[w - 1])) / range;
-                }
-            }
-            let mut idx: Vec<usize> = (0..front.len()).collect();
+            vec![0.0; front.len()]
+        };
+        let mut idx: Vec<usize> = (0..front.len()).collect();
+        if split {
             idx.sort_by(|&a, &b| dist[b].total_cmp(&dist[a]).then(front[a].cmp(&front[b])));
-            out.extend(idx.into_iter().take(keep - out.len()).map(|i| front[i]));
-            break;
+            idx.truncate(keep - out.keep.len());
+        }
+        for i in idx {
+            out.keep.push(front[i]);
+            out.rank.push(k as u32);
+            out.crowding.push(dist[i]);
         }
     }
     out
+}
+
+/// pymoo's crowding distance of each member of `front`: infinite for
+/// fronts of up to two; otherwise, per objective over the distinct points
+/// sorted, (next − previous) / (max − min), infinite at either end, and no
+/// contribution from an objective on which all points are equal; averaged
+/// over the objectives. A point equal to an earlier one gets 0.
+fn crowding(objs: &[(f64, f64)], front: &[usize]) -> Vec<f64> {
+    let n = front.len();
+    if n <= 2 {
+        return vec![f64::INFINITY; n];
+    }
+    let unique: Vec<usize> = (0..n)
+        .filter(|&i| !(0..i).any(|j| objs[front[j]] == objs[front[i]]))
+        .collect();
+    let mut dist = vec![0.0f64; n];
+    for obj in 0..2 {
+        let val = |i: usize| {
+            let o = objs[front[i]];
+            if obj == 0 {
+                o.0
+            } else {
+                o.1
+            }
+        };
+        let mut idx = unique.clone();
+        idx.sort_by(|&a, &b| val(a).total_cmp(&val(b)));
+        let norm = val(idx[idx.len() - 1]) - val(idx[0]);
+        if norm.is_nan() || norm <= 0.0 {
+            continue;
+        }
+        for (w, &i) in idx.iter().enumerate() {
+            dist[i] += if w == 0 || w + 1 == idx.len() {
+                f64::INFINITY
+            } else {
+                (val(idx[w + 1]) - val(idx[w - 1])) / norm
+            };
+        }
+    }
+    for &i in &unique {
+        dist[i] /= 2.0;
+    }
+    dist
+}
+
+/// The split front's crowding as gpuplan computed it before issue 36.
+fn crowding_prev(objs: &[(f64, f64)], front: &[usize]) -> Vec<f64> {
+    let mut dist = vec![0.0f64; front.len()];
+    for obj in 0..2 {
+        let val = |i: usize| {
+            if obj == 0 {
+                objs[front[i]].0
+            } else {
+                objs[front[i]].1
+            }
+        };
+        let mut idx: Vec<usize> = (0..front.len()).collect();
+        idx.sort_by(|&a, &b| val(a).total_cmp(&val(b)).then(front[a].cmp(&front[b])));
+        let range = (val(idx[idx.len() - 1]) - val(idx[0])).max(1e-12);
+        dist[idx[0]] = f64::INFINITY;
+        dist[idx[idx.len() - 1]] = f64::INFINITY;
+        for w in 1..idx.len().saturating_sub(1) {
+            dist[idx[w]] += (val(idx[w + 1]) - val(idx[w - 1])) / range;
+        }
+    }
+    dist
+}
+
+/// pymoo's binary tournament between two parents (by their objectives and
+/// crowding): the one that dominates, else the larger crowding distance;
+/// `None` on a tie, which the caller breaks at random.
+pub(super) fn tournament(a: ((f64, f64), f64), b: ((f64, f64), f64)) -> Option<bool> {
+    if dominates(a.0, b.0) {
+        Some(true)
+    } else if dominates(b.0, a.0) {
+        Some(false)
+    } else if a.1 > b.1 {
+        Some(true)
+    } else if b.1 > a.1 {
+        Some(false)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -154,9 +249,30 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "{objs:?}");
             for keep in [0, n / 3, n / 2, n] {
-                let fast = select_survivors(&objs, keep, &mut s);
-                assert_eq!(fast.len(), keep.min(n));
+                let fast = select_survivors(&objs, keep, case % 3 == 0, &mut s);
+                assert_eq!(fast.keep.len(), keep.min(n));
+                assert_eq!(fast.rank.len(), fast.keep.len());
             }
         }
+    }
+
+    #[test]
+    fn crowding_is_pymoos() {
+        // Values pymoo 0.4.2's calc_crowding_distance gives for F = −objs:
+        // ends infinite, the middle (Δobj0/2 + Δobj1/4)/2 = 0.625 … .
+        let objs = [(0.0, 4.0), (1.0, 3.0), (2.0, 1.0), (4.0, 0.0), (1.0, 3.0)];
+        let d = crowding(&objs, &[0, 1, 2, 3, 4]);
+        assert_eq!(d[0], f64::INFINITY);
+        assert_eq!(d[3], f64::INFINITY);
+        assert!((d[1] - (2.0 / 4.0 + 3.0 / 4.0) / 2.0).abs() < 1e-12);
+        assert!((d[2] - (3.0 / 4.0 + 3.0 / 4.0) / 2.0).abs() < 1e-12);
+        assert_eq!(d[4], 0.0, "a duplicate gets 0");
+        assert_eq!(crowding(&objs, &[0, 1]), vec![f64::INFINITY; 2]);
+        // An objective on which all are equal adds nothing, not infinity.
+        let flat = [(1.0, 0.0), (2.0, 0.0), (3.0, 0.0)];
+        assert_eq!(crowding(&flat, &[0, 1, 2])[1], 0.5);
+        assert_eq!(tournament(((1.0, 1.0), 0.0), ((0.0, 0.0), 9.0)), Some(true));
+        assert_eq!(tournament(((1.0, 0.0), 0.5), ((0.0, 1.0), 2.0)), Some(false));
+        assert_eq!(tournament(((1.0, 0.0), 2.0), ((0.0, 1.0), 2.0)), None);
     }
 }

@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::nsga::{self, select_survivors};
 use super::seen::{genome_hash, Seen};
-use super::{Ctx, GaConfig, Scratch, Terms};
+use super::{Ctx, GaConfig, Scratch, Terms, Tournament};
 use crate::speedup::SpeedupCache;
 
 /// One child as [`Ctx::breed`] made it: its cells, and where in the stream
@@ -46,21 +46,46 @@ impl Ctx<'_> {
             // reproduce the CLI's plans.
             let a = rng.gen_range(0..genomes.len() as u32) as usize;
             let b = rng.gen_range(0..genomes.len() as u32) as usize;
-            if objs[a].0 >= objs[b].0 {
+            let first = match cfg.tournament {
+                Tournament::Fitness => objs[a].0 >= objs[b].0,
+                Tournament::DominanceCrowding => {
+                    nsga::tournament((objs[a], pop.crowding[a]), (objs[b], pop.crowding[b]))
+                        .unwrap_or_else(|| rng.gen::<bool>())
+                }
+            };
+            if first {
                 a
             } else {
                 b
             }
         };
         let (a, b) = (pick(rng), pick(rng));
-        let cut = rng.gen_range(0..=self.jobs as u32) as usize * self.nodes;
+        // pymoo crosses a pair with probability `crossover_prob`, else the
+        // children are the parents' copies (then mutated).
+        let crossed = cfg.crossover_prob >= 1.0 || rng.gen_bool(cfg.crossover_prob);
+        // Jobs before the cut come from the first parent. The artifact's
+        // cut is in 0..jobs over rows sorted by attained service.
+        let cut = match (crossed, cfg.cut_in_priority_order) {
+            (false, _) => 0,
+            (true, true) => rng.gen_range(0..self.jobs as u32) as usize,
+            (true, false) => rng.gen_range(0..=self.jobs as u32) as usize,
+        };
+        let nodes = self.nodes;
+        let by_priority = cfg.cut_in_priority_order;
         // Buffers of genomes the search let go of, or new ones.
         let mut cross = |x: &[u32], y: &[u32]| {
             let mut c = spare.pop().unwrap_or_default();
             c.clear();
             c.reserve_exact(self.cells());
-            c.extend_from_slice(&x[..cut]);
-            c.extend_from_slice(&y[cut..]);
+            if by_priority {
+                for (j, &r) in self.rank.iter().enumerate() {
+                    let src = if r < cut { x } else { y };
+                    c.extend_from_slice(&src[j * nodes..(j + 1) * nodes]);
+                }
+            } else {
+                c.extend_from_slice(&x[..cut * nodes]);
+                c.extend_from_slice(&y[cut * nodes..]);
+            }
             c
         };
         let kids = [cross(&genomes[a], &genomes[b]), cross(&genomes[b], &genomes[a])];
@@ -79,15 +104,26 @@ pub(super) struct Population {
     objs: Vec<(f64, f64)>,
     /// [`genome_hash`] of each genome, kept from when it was a child.
     hashes: Vec<u64>,
+    /// Each parent's crowding distance in its front, as survival found it
+    /// (the tournament's second key); empty for a brood's children.
+    crowding: Vec<f64>,
 }
 
 impl Population {
+    /// The first generation's parents, ranked as pymoo's initial (dummy)
+    /// survival ranks them, so their tournaments have crowding distances.
     pub(super) fn new(genomes: Vec<Vec<u32>>, objs: Vec<(f64, f64)>) -> Self {
         let hashes = genomes.iter().map(|g| genome_hash(g)).collect();
+        let ranked = select_survivors(&objs, objs.len(), true, &mut nsga::Scratch::default());
+        let mut crowding = vec![0.0; objs.len()];
+        for (&i, &c) in ranked.keep.iter().zip(&ranked.crowding) {
+            crowding[i] = c;
+        }
         Population {
             genomes,
             objs,
             hashes,
+            crowding,
         }
     }
 }
@@ -193,6 +229,7 @@ impl<'p> Brood<'p> {
                 genomes: self.children,
                 objs: self.objs,
                 hashes: self.hashes,
+                crowding: Vec::new(),
             },
             spare: self.spare,
         }
@@ -238,17 +275,21 @@ pub(super) fn evolve(
             mut genomes,
             mut objs,
             mut hashes,
+            ..
         } = Arc::into_inner(pop).expect("a generation's breeders have let go of its parents");
         genomes.extend(bred.children.genomes);
         objs.extend(bred.children.objs);
         hashes.extend(bred.children.hashes);
         spare = bred.spare;
-        let keep = select_survivors(&objs, cfg.population, &mut scratch);
+        let pymoo = cfg.tournament == Tournament::DominanceCrowding;
+        let kept = select_survivors(&objs, cfg.population, pymoo, &mut scratch);
+        let keep = &kept.keep;
         // Survivors are distinct indices: move them out instead of cloning.
         pop = Arc::new(Population {
             genomes: keep.iter().map(|&i| std::mem::take(&mut genomes[i])).collect(),
             objs: keep.iter().map(|&i| objs[i]).collect(),
             hashes: keep.iter().map(|&i| hashes[i]).collect(),
+            crowding: kept.crowding,
         });
         spare.extend(genomes.into_iter().filter(|g| g.capacity() > 0));
     }

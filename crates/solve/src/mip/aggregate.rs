@@ -1196,6 +1196,15 @@ impl Planner for MipAggregate {
                 // The model's own bound covers packable shapes only; the
                 // round's is the count relaxation's (docs/formulation.md).
                 plan.bound = count_bound(round, &job_options(round, &mut caches, Shapes::Any));
+                if !round.queues.is_empty() && round.params.sharing > 1 {
+                    // The count relaxation does not hold jobs that share
+                    // GPUs to their queues' caps as the exact model does:
+                    // a fuzz case had it below mip-exact's plan. No bound.
+                    plan.bound = None;
+                    plan.add_note(
+                        "no bound: the aggregate's count relaxation does not cover queues with sharing",
+                    );
+                }
                 set_gap_cached(round, &mut plan, &mut caches);
                 if plan.reason.is_some() && plan.status == PlanStatus::Optimal {
                     // The packer had to change something: no longer the model's optimum.

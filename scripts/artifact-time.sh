@@ -23,7 +23,7 @@ policy=${3:-pollux}
 venv=$dir/.venv
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q numpy==1.23.5 pandas==1.5.3 scipy==1.9.3 pymoo==0.4.2.2 autograd==1.9.1
+  "$venv/bin/pip" install -q numpy==1.23.5 pandas==1.5.3 scipy==1.9.3 pymoo==0.4.2.2 autograd==1.9.1 dill==0.3.8
 fi
 log=$(mktemp)
 trap 'rm -f "$log" "$log.time"' EXIT

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Runs the Pollux artifact's own simulator and writes one JSON line per round
-in gpuplan's round-log format, so `gpuplan fidelity rounds` can set it beside
+in gpuplan's round-log format, so `gpuplan compare-rounds` can set it beside
 `gpuplan simulate --round-log` from the same start (issue 36).
 
     scripts/pollux-artifact-rounds.py ARTIFACT_DIR WORKLOAD --out LOG
         [--interference 0.5] [--no-avoid] [--max-rounds N]
+        [--checkpoint FILE [--checkpoint-every N]]
 
 ARTIFACT_DIR holds the artifact's simulator/ (petuum/adaptdl, branch
 osdi21-artifact; see scripts/artifact-time.sh for the checkout and its
@@ -17,6 +18,13 @@ holds, both computed with the artifact's own functions:
 - per round, `fitness`: the power mean the policy maximised, evaluated on the
   chosen allocation by the artifact's own Problem, and per job `speedup`, the
   speedup that mean was built from.
+`--checkpoint FILE` saves the whole simulation (cluster, policy, rounds
+written, numpy's random state) every `--checkpoint-every` rounds (default 10),
+with dill since the policy keeps lambdas. Run again with the same arguments
+and it resumes from the file, cutting LOG back to the rounds the checkpoint
+holds: a load-2.0 run (hours on 2 cores) can be split across sessions and
+writes the same rounds as one unbroken run (checked on the short workload
+with --seed).
 `--no-avoid` drops the interference-avoidance step of the GA's repair, as the
 artifact's README tells one to by commenting out four lines (its "noavoid"
 runs); the rest of the repair is unchanged.
@@ -39,11 +47,17 @@ def main():
                     help="stop after this many rounds (0: run to the end)")
     ap.add_argument("--seed", type=int, default=None,
                     help="numpy seed (the artifact sets none)")
+    ap.add_argument("--checkpoint", default=None,
+                    help="pickle the run here, and resume from it if it exists")
+    ap.add_argument("--checkpoint-every", type=int, default=10)
     args = ap.parse_args()
     sim_dir = os.path.join(os.path.abspath(args.artifact_dir), "simulator")
     if not os.path.isfile(os.path.join(sim_dir, "simulator.py")):
         sys.exit(f"pollux-artifact-rounds: no simulator/simulator.py in {args.artifact_dir}")
     workload_path = os.path.abspath(args.workload)
+    args.out = os.path.abspath(args.out)  # paths are the caller's, not simulator/'s
+    if args.checkpoint:
+        args.checkpoint = os.path.abspath(args.checkpoint)
     sys.path.insert(0, sim_dir)
     os.chdir(sim_dir)  # applications.py reads traces/ relative to here
     import numpy as np
@@ -77,22 +91,66 @@ def main():
     pollux.PolluxPolicy.optimize = optimize
     simulator.PolluxPolicy = pollux.PolluxPolicy
 
-    workload = pandas.read_csv(workload_path)
-    policy = pollux.PolluxPolicy()
-    cluster = simulator.Cluster(workload, policy, 16, num_gpus=4,
-                                interference=args.interference)
+    if args.checkpoint:
+        try:
+            import dill as pickle  # the policy keeps lambdas, which pickle refuses
+        except ImportError:
+            sys.exit("pollux-artifact-rounds: --checkpoint needs dill in the artifact's "
+                     "virtualenv (pip install dill==0.3.8; scripts/artifact-time.sh installs it)")
+
     rounds = 0
-    with open(args.out, "w") as f:
+    if args.checkpoint and os.path.exists(args.checkpoint):
+        with open(args.checkpoint, "rb") as f:
+            saved = pickle.load(f)
+        cluster, rounds = saved["cluster"], saved["rounds"]
+        np.random.set_state(saved["numpy_random"])
+        _cut_log(args.out, rounds)
+        print(f"resumed at round {rounds} (t = {cluster.current_time} s)", flush=True)
+        mode = "a"
+    else:
+        workload = pandas.read_csv(workload_path)
+        policy = pollux.PolluxPolicy()
+        cluster = simulator.Cluster(workload, policy, 16, num_gpus=4,
+                                    interference=args.interference)
+        mode = "w"
+    with open(args.out, mode) as f:
         while not cluster.all_complete():
             last.clear()
             cluster.step(60)
             rounds += 1
             f.write(json.dumps(record(cluster, last)) + "\n")
+            if args.checkpoint and rounds % args.checkpoint_every == 0:
+                f.flush()
+                _save(args.checkpoint, cluster, rounds, np.random.get_state())
             if args.max_rounds and rounds >= args.max_rounds:
                 break
+    if args.checkpoint:
+        _save(args.checkpoint, cluster, rounds, np.random.get_state())
     jcts = cluster.get_jcts()
     if jcts:
         print("Average JCT:", sum(jcts.values()) / len(jcts))
+
+
+def _save(path, cluster, rounds, numpy_random):
+    """Writes the checkpoint beside PATH and renames it over, so a run ended
+    mid-write leaves the previous checkpoint whole."""
+    import dill
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        dill.dump({"cluster": cluster, "rounds": rounds,
+                     "numpy_random": numpy_random}, f)
+    os.replace(tmp, path)
+
+
+def _cut_log(path, rounds):
+    """Keeps the first ROUNDS lines of the log: those the checkpoint holds."""
+    with open(path) as f:
+        lines = f.readlines()[:rounds]
+    if len(lines) < rounds:
+        sys.exit(f"pollux-artifact-rounds: {path} holds {len(lines)} rounds, "
+                 f"the checkpoint {rounds}")
+    with open(path, "w") as f:
+        f.writelines(lines)
 
 
 def _load_without_avoidance(sim_dir):

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpuplan_core::{PlanStatus, PolicyParams, Round};
 use gpuplan_sim::{fitted_params, generate_round, with_types};
@@ -60,6 +60,17 @@ pub struct BenchArgs {
     /// seed, L = 1.7: the same seeded rounds, so runs with and without compare.
     #[arg(long, default_value = "none")]
     pub variability: String,
+    /// Plan each instance this many times in a row with one planner value and
+    /// report the last plan and its time. A planner that carries state from
+    /// round to round (pollux-ga's population) then starts from its own last
+    /// search, as it does in a simulation; the stateless ones repeat the same
+    /// plan. 1 (the default) is a cold round.
+    #[arg(long, default_value_t = 1)]
+    pub warm_rounds: u32,
+    /// Write each seeded round to DIR/round-GPUSxJOBS-SEED.json (the files
+    /// `gpuplan plan` reads), to replay one with any planner or look inside.
+    #[arg(long, value_name = "DIR")]
+    pub dump_rounds: Option<PathBuf>,
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
@@ -132,6 +143,9 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
 
 pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     let sizes = parse_sizes(&a.sizes)?;
+    if a.warm_rounds == 0 {
+        bail!("--warm-rounds: must be at least 1, got 0");
+    }
     let sharing = a.sharing.unwrap_or(1);
     let params = PolicyParams {
         sharing,
@@ -189,6 +203,14 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                 r
             })
             .collect();
+        if let Some(dir) = &a.dump_rounds {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            for (s, r) in instances.iter().enumerate() {
+                let file = dir.join(format!("round-{gpus}x{jobs}-{s}.json"));
+                std::fs::write(&file, serde_json::to_string_pretty(r)?)
+                    .with_context(|| format!("writing {}", file.display()))?;
+            }
+        }
         for p in &planners {
             for (i, round) in instances.iter().enumerate() {
                 bar.set_message(format!("{p} {gpus} GPUs {jobs} jobs"));
@@ -204,7 +226,15 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     threads: 1,
                     seed: i as u64,
                 };
-                let entry = match run_round(planner.as_mut(), round, &limits) {
+                // The warm-up rounds' plans are dropped; the last one counts.
+                let mut last = run_round(planner.as_mut(), round, &limits);
+                for _ in 1..a.warm_rounds {
+                    if last.is_err() {
+                        break;
+                    }
+                    last = run_round(planner.as_mut(), round, &limits);
+                }
+                let entry = match last {
                     Ok(d) => Some((d.plan.solve_ms, d.objective(round), d.plan.status)),
                     Err(_) => {
                         *fails.entry(p.clone()).or_default() += 1;

@@ -811,6 +811,52 @@ fn bench_takes_variability() {
     assert!(stderr(&o).contains("--variability nosuch"), "{}", stderr(&o));
 }
 
+/// `bench --dump-rounds` writes the rounds it benches (the plan command
+/// reads them back to the same greedy objective), and `--warm-rounds`
+/// plans each one repeatedly with one planner value: pollux-ga then starts
+/// from its own last population, as in a simulation, and leaves far fewer
+/// jobs without GPUs than in the same round cold.
+#[test]
+fn bench_dumps_its_rounds_and_runs_the_ga_warm() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-bench-dump-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    let rows = json(&run(&[
+        "bench",
+        "--sizes",
+        "64x40",
+        "--planners",
+        "pollux-ga,greedy",
+        "--repeat",
+        "1",
+        "--warm-rounds",
+        "5",
+        "--dump-rounds",
+        d,
+        "--format",
+        "json",
+    ]));
+    let row = |p: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["planner"] == p)
+            .unwrap()
+            .clone()
+    };
+    let file = dir.join("round-64x40-0.json");
+    let plan = |p: &str| json(&run(&["plan", "--input", file.to_str().unwrap(), "--planner", p]));
+    let greedy = row("greedy")["objective"].as_f64().unwrap();
+    let greedy_cold = plan("greedy")["objective"].as_f64().unwrap();
+    assert!((greedy - greedy_cold).abs() < 1e-9, "{greedy} vs {greedy_cold}");
+    let warm = row("pollux-ga")["objective"].as_f64().unwrap();
+    let cold = plan("pollux-ga")["objective"].as_f64().unwrap();
+    assert!(warm > 10.0 * cold, "warm {warm} vs cold {cold}");
+    let o = run(&["bench", "--sizes", "16x8", "--warm-rounds", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--warm-rounds"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn predict_from_an_onnx_file_or_an_app_and_bad_input_exits_2() {
     use gpuplan_predict::{

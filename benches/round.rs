@@ -1,8 +1,10 @@
 //! Per-round hot paths: speedup tables, candidate generation (formulation
-//! build), and solves at 64 and 1024 GPUs. Run with `cargo bench`.
+//! build), solves at 64 and 1024 GPUs, and greedy (every MIP's warm start)
+//! at 4,096 and 16,384 GPUs of four types, where its cost must stay near
+//! linear. Run with `cargo bench`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use gpuplan_sim::{fitted_params, generate_round};
+use gpuplan_sim::{fitted_params, generate_round, with_types};
 use gpuplan_solve::{job_options, max_gpus, registry, Limits, Shapes, SpeedupCache};
 
 fn benches(c: &mut Criterion) {
@@ -28,14 +30,13 @@ fn benches(c: &mut Criterion) {
     for (name, round) in [("64gpus_40jobs", &small), ("1024gpus_400jobs", &large)] {
         c.bench_function(&format!("formulation_candidates_{name}"), |b| {
             b.iter(|| {
-                let mut caches: Vec<SpeedupCache> = round
-                    .jobs
-                    .iter()
-                    .map(|j| {
+                let mut caches = SpeedupCache::tables(
+                    round,
+                    round.jobs.iter().map(|j| {
                         let m = max_gpus(j, round).max(1);
-                        SpeedupCache::new(round, m.min(16), m)
-                    })
-                    .collect();
+                        (m.min(16), m)
+                    }),
+                );
                 job_options(round, &mut caches, Shapes::Any).len()
             })
         });
@@ -57,6 +58,17 @@ fn benches(c: &mut Criterion) {
     for planner in ["greedy", "mip-aggregate", "mip-exact"] {
         group.bench_function(format!("{planner}_1024gpus_400jobs"), |b| {
             b.iter(|| registry::create(planner).unwrap().plan(&large, &lim).unwrap())
+        });
+    }
+    group.finish();
+
+    let types: Vec<gpuplan_core::GpuType> = ["t4", "rtx2080ti", "a100", "h100"].map(Into::into).to_vec();
+    let mut group = c.benchmark_group("greedy_scale");
+    group.sample_size(10);
+    for (gpus, jobs) in [(4096, 2000), (16384, 8000)] {
+        let round = with_types(generate_round(&profiles, &fitted, gpus, jobs, 0), &types);
+        group.bench_function(format!("greedy_{gpus}gpus_{jobs}jobs_4types"), |b| {
+            b.iter(|| registry::create("greedy").unwrap().plan(&round, &lim).unwrap())
         });
     }
     group.finish();

@@ -8,7 +8,7 @@
 use gpuplan_core::objective::{left_out_value, prioritise, restart_factor, weigh};
 use gpuplan_core::{Allocation, Cluster, Libm, Round, RoundJob};
 
-use crate::speedup::{max_gpus, SpeedupCache};
+use crate::speedup::{max_gpus_of, SpeedupCache};
 
 /// One way a job may run this round.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,6 +72,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
     let max_nodes = round.params.max_nodes_per_job.min(nodes);
     let types = type_capacity(&round.cluster);
     let shares = gpuplan_core::objective::queue_shares(round);
+    let total = round.cluster.total_gpus();
     round
         .jobs
         .iter()
@@ -92,14 +93,12 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                     ty: cache.type_of(cur),
                 });
             }
-            let kmax = max_gpus(j, round);
+            let kmax = max_gpus_of(j, &round.params, total);
             let mut infeasible = None;
-            if j.min_gpus.max(1) > round.cluster.total_gpus() {
+            if j.min_gpus.max(1) > total {
                 infeasible = Some(format!(
-                    "job {} needs at least {} GPUs but the cluster has {}",
-                    j.name,
-                    j.min_gpus,
-                    round.cluster.total_gpus()
+                    "job {} needs at least {} GPUs but the cluster has {total}",
+                    j.name, j.min_gpus
                 ));
             } else if !pinned {
                 for (ty, t) in types.iter().enumerate() {

@@ -2,6 +2,8 @@
 //! (nodes, GPUs) thousands of times per round and each answer is a batch-size
 //! optimisation.
 
+use std::sync::Arc;
+
 use gpuplan_core::objective;
 use gpuplan_core::{Allocation, Cluster, GoodputModel, GpuType, Plan, PolicyParams, Round, RoundJob};
 
@@ -9,50 +11,71 @@ use gpuplan_core::{Allocation, Cluster, GoodputModel, GpuType, Plan, PolicyParam
 /// (indexed as `Cluster::types()`): a job's goodput depends on the type.
 #[derive(Debug, Clone)]
 pub struct SpeedupCache {
-    fair: (u32, u32),
+    /// What every job's table of the round shares, built once per round
+    /// ([`SpeedupCache::tables`]): per job it cost O(nodes), which made
+    /// building the tables quadratic at 16k GPUs × 8k jobs.
+    round: Arc<RoundShape>,
     max_nodes: u32,
     max_gpus: u32,
-    types: Vec<GpuType>,
-    /// Each node's type index, to find an allocation's type.
-    node_type: Vec<usize>,
     cells: Vec<f64>,
     /// Goodput at the fair share, computed once (it is the denominator of every speedup).
     base: Option<f64>,
     /// The job's model per type, computed once each.
     models: Vec<Option<Option<GoodputModel>>>,
-    /// Under `params.left_out_cost`, what [`objective::least_speedup`] needs
-    /// (kept only then), and its answer once computed: every speedup is
-    /// divided by it, as [`objective::job_value`] divides.
-    least_of: Option<Box<(Cluster, PolicyParams)>>,
+    /// Under `params.left_out_cost`, [`objective::least_speedup`]'s answer
+    /// once computed: every speedup is divided by it, as
+    /// [`objective::job_value`] divides.
     least: Option<f64>,
+}
+
+/// The part of the speedup tables that depends on the round only.
+#[derive(Debug)]
+struct RoundShape {
+    fair: (u32, u32),
+    types: Vec<GpuType>,
+    /// Each node's type index, to find an allocation's type.
+    node_type: Vec<usize>,
+    /// What [`objective::least_speedup`] needs, kept only under
+    /// `params.left_out_cost`.
+    least_of: Option<(Cluster, PolicyParams)>,
 }
 
 impl SpeedupCache {
     /// An empty table for configurations up to `max_nodes` nodes and `max_gpus` GPUs.
+    /// For every job of a round, [`SpeedupCache::tables`] shares the round's part.
     pub fn new(round: &Round, max_nodes: u32, max_gpus: u32) -> Self {
-        let types = round.cluster.types();
+        Self::with_shape(Arc::new(RoundShape::of(round)), max_nodes, max_gpus)
+    }
+
+    /// One table per `(max_nodes, max_gpus)`, in order, sharing the round's
+    /// part (types, each node's type, fair share).
+    pub fn tables(round: &Round, dims: impl IntoIterator<Item = (u32, u32)>) -> Vec<Self> {
+        let shape = Arc::new(RoundShape::of(round));
+        dims.into_iter()
+            .map(|(n, g)| Self::with_shape(Arc::clone(&shape), n, g))
+            .collect()
+    }
+
+    fn with_shape(round: Arc<RoundShape>, max_nodes: u32, max_gpus: u32) -> Self {
         let per_type = ((max_nodes + 1) * (max_gpus + 1)) as usize;
+        let types = round.types.len();
         SpeedupCache {
-            fair: objective::fair_share(round),
             max_nodes,
             max_gpus,
-            cells: vec![f64::NAN; per_type * types.len().max(1)],
-            models: vec![None; types.len()],
-            node_type: round.cluster.type_index(),
-            types,
+            cells: vec![f64::NAN; per_type * types.max(1)],
+            models: vec![None; types],
             base: None,
-            least_of: (round.params.left_out_cost > 0.0)
-                .then(|| Box::new((round.cluster.clone(), round.params))),
             least: None,
+            round,
         }
     }
 
     /// The divisor of this job's speedups: 1 unless `params.left_out_cost`.
     fn least(&mut self, job: &RoundJob) -> f64 {
-        let Some(of) = &self.least_of else {
+        let Some(of) = &self.round.least_of else {
             return 1.0;
         };
-        let fair = self.fair;
+        let fair = self.round.fair;
         *self
             .least
             .get_or_insert_with(|| objective::least_speedup(job, &of.0, fair, &of.1))
@@ -60,7 +83,7 @@ impl SpeedupCache {
 
     /// GPU types of the round's cluster, in `Cluster::types()` order.
     pub fn num_types(&self) -> usize {
-        self.types.len()
+        self.round.types.len()
     }
 
     /// Speedup on GPUs of type `ty` over the fair share, as
@@ -70,7 +93,7 @@ impl SpeedupCache {
             return 0.0;
         }
         let s = self.get_raw(job, ty, nodes, gpus);
-        if self.least_of.is_none() {
+        if self.round.least_of.is_none() {
             s
         } else {
             s / self.least(job)
@@ -82,8 +105,8 @@ impl SpeedupCache {
         // The model sees only "one node or several" (`GoodputModel::sync_time`),
         // so every multi-node count shares one cell.
         let nodes = nodes.min(2);
-        if nodes > self.max_nodes || gpus > self.max_gpus || ty >= self.types.len() {
-            return objective::speedup(job, self.types.get(ty), nodes, gpus, self.fair);
+        if nodes > self.max_nodes || gpus > self.max_gpus || ty >= self.round.types.len() {
+            return objective::speedup(job, self.round.types.get(ty), nodes, gpus, self.round.fair);
         }
         let per_type = (self.max_nodes + 1) * (self.max_gpus + 1);
         let i = (ty as u32 * per_type + nodes * (self.max_gpus + 1) + gpus) as usize;
@@ -98,7 +121,7 @@ impl SpeedupCache {
         alloc
             .nodes()
             .next()
-            .and_then(|n| self.node_type.get(n.0 as usize).copied())
+            .and_then(|n| self.round.node_type.get(n.0 as usize).copied())
             .unwrap_or(0)
     }
 
@@ -109,19 +132,30 @@ impl SpeedupCache {
     }
 }
 
+impl RoundShape {
+    fn of(round: &Round) -> Self {
+        RoundShape {
+            fair: objective::fair_share(round),
+            types: round.cluster.types(),
+            node_type: round.cluster.type_index(),
+            least_of: (round.params.left_out_cost > 0.0).then(|| (round.cluster.clone(), round.params)),
+        }
+    }
+}
+
 impl SpeedupCache {
     /// [`objective::speedup`] with the fair-share goodput and the per-type
     /// model memoised: the same arithmetic, half the batch-size searches.
     fn compute(&mut self, job: &RoundJob, ty: usize, nodes: u32, gpus: u32) -> f64 {
         let Some(m) = &job.model else {
-            return objective::speedup(job, self.types.get(ty), nodes, gpus, self.fair);
+            return objective::speedup(job, self.round.types.get(ty), nodes, gpus, self.round.fair);
         };
-        let fair = self.fair;
+        let fair = self.round.fair;
         let base = *self.base.get_or_insert_with(|| objective::fair_goodput(m, fair));
         if base <= 0.0 {
             return 0.0;
         }
-        let types = &self.types;
+        let types = &self.round.types;
         let on = *self.models[ty].get_or_insert_with(|| job.model_on(types.get(ty)));
         on.and_then(|m| m.optimize(nodes, gpus))
             .map_or(0.0, |c| c.goodput / base)
@@ -131,10 +165,14 @@ impl SpeedupCache {
 /// GPUs a goodput-based planner may give a job: its limits, the cluster, and
 /// Pollux's exploration cap (factor × the most GPUs it has used, at least 1).
 pub fn max_gpus(job: &RoundJob, round: &Round) -> u32 {
-    let explore = (round.params.exploration_factor * job.state.max_gpus_used).max(1);
-    job.max_gpus
-        .min(explore.max(job.min_gpus))
-        .min(round.cluster.total_gpus())
+    max_gpus_of(job, &round.params, round.cluster.total_gpus())
+}
+
+/// [`max_gpus`] with the cluster's GPU count given: summing it is O(nodes),
+/// too much to repeat per job on a 100k-GPU round.
+pub fn max_gpus_of(job: &RoundJob, params: &PolicyParams, total_gpus: u32) -> u32 {
+    let explore = (params.exploration_factor * job.state.max_gpus_used).max(1);
+    job.max_gpus.min(explore.max(job.min_gpus)).min(total_gpus)
 }
 
 /// [`objective::evaluate`] through the planner's own speedup tables (one

@@ -30,7 +30,7 @@ use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
 use crate::pools::{in_pools, Cands, Pools, Speeds};
 use crate::solver::{solve, Model, Solver};
 use crate::speedup::evaluate_cached;
-use crate::speedup::{max_gpus, SpeedupCache};
+use crate::speedup::{max_gpus_of, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug)]
@@ -99,14 +99,16 @@ enum Slot {
 /// Each job's packable candidates valued as Pollux does, the per-job notes
 /// and the speedup tables the values came from.
 pub(crate) fn prepare(round: &Round, speeds: Speeds) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
-    let mut caches: Vec<SpeedupCache> = round
-        .jobs
-        .iter()
-        .map(|j| {
-            let m = max_gpus(j, round).max(j.current().num_gpus()).max(1);
-            SpeedupCache::new(round, 2, m)
-        })
-        .collect();
+    let total = round.cluster.total_gpus();
+    let mut caches = SpeedupCache::tables(
+        round,
+        round.jobs.iter().map(|j| {
+            let m = max_gpus_of(j, &round.params, total)
+                .max(j.current().num_gpus())
+                .max(1);
+            (2, m)
+        }),
+    );
     // A packable shape's value is the one-node or several-nodes speedup at its
     // GPU count. With one node size the packable candidates are all we need
     // (far fewer speedups to compute); with several, take every GPU count.

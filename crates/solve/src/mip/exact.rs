@@ -31,7 +31,7 @@ use crate::pairs::{
 };
 use crate::planners::greedy::{greedy_choices_from, greedy_choices_with, plan_from_choices, Prefer};
 use crate::solver::{solve, CutPool, Model, Solver};
-use crate::speedup::{evaluate_cached, max_gpus, SpeedupCache};
+use crate::speedup::{evaluate_cached, max_gpus_of, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 /// One way a job may run in the pattern model.
@@ -171,14 +171,16 @@ fn candidates(
     let types = type_capacity(&round.cluster);
     let n_nodes = round.cluster.num_nodes() as u32;
     let maxn = round.params.max_nodes_per_job.min(n_nodes);
-    let mut caches: Vec<SpeedupCache> = round
-        .jobs
-        .iter()
-        .map(|j| {
-            let m = max_gpus(j, round).max(j.current().num_gpus()).max(1);
-            SpeedupCache::new(round, 2, m)
-        })
-        .collect();
+    let total = round.cluster.total_gpus();
+    let mut caches = SpeedupCache::tables(
+        round,
+        round.jobs.iter().map(|j| {
+            let m = max_gpus_of(j, &round.params, total)
+                .max(j.current().num_gpus())
+                .max(1);
+            (2, m)
+        }),
+    );
     let base = job_options(round, &mut caches, Shapes::Any);
     let mut notes = Vec::new();
     let mut out = Vec::with_capacity(base.len());

@@ -20,7 +20,7 @@ use crate::candidates::{bound_to_mean, job_options, Choice, Sense, Shapes};
 use crate::fallback::{finish, SolvedPlan};
 use crate::planners::greedy::{greedy_choices, plan_from_choices};
 use crate::solver::{solve, Model, Solver};
-use crate::speedup::{max_gpus, SpeedupCache};
+use crate::speedup::{max_gpus_of, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug)]
@@ -39,14 +39,16 @@ impl MipNode {
 pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
     let n_nodes = round.cluster.num_nodes();
     let cap: Vec<f64> = round.cluster.nodes.iter().map(|n| n.gpus as f64).collect();
-    let mut caches: Vec<SpeedupCache> = round
-        .jobs
-        .iter()
-        .map(|j| {
-            let m = max_gpus(j, round).max(j.current().num_gpus()).max(1);
-            SpeedupCache::new(round, m.min(n_nodes as u32).max(1), m)
-        })
-        .collect();
+    let total = round.cluster.total_gpus();
+    let mut caches = SpeedupCache::tables(
+        round,
+        round.jobs.iter().map(|j| {
+            let m = max_gpus_of(j, &round.params, total)
+                .max(j.current().num_gpus())
+                .max(1);
+            (m.min(n_nodes as u32).max(1), m)
+        }),
+    );
     let opts = job_options(round, &mut caches, Shapes::Any);
     let notes: Vec<String> = opts.iter().filter_map(|o| o.infeasible.clone()).collect();
     let sense = Sense::of(round.params.p);

@@ -14,7 +14,7 @@ use gpuplan_core::{Plan, PlanStatus, Round};
 use crate::candidates::{charge, job_options, type_capacity, Choice, JobOptions, Pick, Sense, Shapes};
 use crate::placement::pack_grouped;
 use crate::pools::{in_pools, Pools, Speeds};
-use crate::speedup::{evaluate_cached, max_gpus, SpeedupCache};
+use crate::speedup::{evaluate_cached, max_gpus_of, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug, Default)]
@@ -188,14 +188,14 @@ pub struct Choices {
 /// The greedy choice per job (a job without a pick gets nothing), shared
 /// with the MIP fallback.
 pub fn greedy_choices(round: &Round) -> Choices {
-    let mut caches: Vec<SpeedupCache> = round
-        .jobs
-        .iter()
-        .map(|j| {
-            let m = max_gpus(j, round).max(j.current().num_gpus());
-            SpeedupCache::new(round, m.min(round.cluster.num_nodes() as u32).max(1), m.max(1))
-        })
-        .collect();
+    let total = round.cluster.total_gpus();
+    let mut caches = SpeedupCache::tables(
+        round,
+        round.jobs.iter().map(|j| {
+            let m = max_gpus_of(j, &round.params, total).max(j.current().num_gpus());
+            (m.min(round.cluster.num_nodes() as u32).max(1), m.max(1))
+        }),
+    );
     greedy_choices_with(round, &mut caches)
 }
 

@@ -684,10 +684,12 @@ impl Planner for PolluxGa {
             type_speed: Vec::new(),
             slow: Slowdowns::new(round),
         };
-        let mut cache: Vec<SpeedupCache> = max_g
-            .iter()
-            .map(|&m| SpeedupCache::new(round, m.min(round.params.max_nodes_per_job).min(nodes as u32), m))
-            .collect();
+        let mut cache = SpeedupCache::tables(
+            round,
+            max_g
+                .iter()
+                .map(|&m| (m.min(round.params.max_nodes_per_job).min(nodes as u32), m)),
+        );
         let mut ctx = ctx;
         if ctx.n_types > 1 {
             ctx.type_speed = round

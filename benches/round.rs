@@ -47,6 +47,7 @@ fn benches(c: &mut Criterion) {
         gap: 1e-4,
         threads: 1,
         seed: 0,
+        memory_limit_mb: None,
     };
     let mut group = c.benchmark_group("solve");
     group.sample_size(10);

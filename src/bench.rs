@@ -71,6 +71,11 @@ pub struct BenchArgs {
     /// `gpuplan plan` reads), to replay one with any planner or look inside.
     #[arg(long, value_name = "DIR")]
     pub dump_rounds: Option<PathBuf>,
+    /// Most memory a planner's model may take, MiB, as `plan --memory-limit`
+    /// (default: half the machine's memory; 0: no limit): a larger model
+    /// falls back, counted in the `fallb` column, instead of aborting the bench.
+    #[arg(long, value_name = "MIB")]
+    pub memory_limit: Option<u64>,
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
@@ -180,6 +185,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         // Its error names the flag and the value.
         name => Some(gpuplan_sim::variability::Measurements::load(name)?),
     };
+    let memory_limit_mb = crate::plan::memory_limit_mb(a.memory_limit);
     let profiles = gpuplan_sim::pollux_profiles()?;
     let fitted = fitted_params(&profiles);
     let total = sizes.len() * a.repeat as usize * planners.len();
@@ -225,6 +231,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     gap: a.gap,
                     threads: 1,
                     seed: i as u64,
+                    memory_limit_mb,
                 };
                 // The warm-up rounds' plans are dropped; the last one counts.
                 let mut last = run_round(planner.as_mut(), round, &limits);

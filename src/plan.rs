@@ -30,6 +30,11 @@ pub struct PlanArgs {
     pub threads: u32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Most memory a planner's model may take, MiB; a larger model is not
+    /// built and the planner falls back to greedy, marked with the reason
+    /// (default: half the machine's memory; 0: no limit).
+    #[arg(long, value_name = "MIB")]
+    pub memory_limit: Option<u64>,
     #[arg(long, value_enum, default_value = "json")]
     pub format: Format,
 }
@@ -45,6 +50,28 @@ fn hardware_text(h: &JobGpus) -> String {
         );
     }
     s
+}
+
+/// The `--memory-limit` a planner gets: the flag's MiB (0: none), else
+/// half the machine's memory (`MemTotal` in /proc/meminfo; none where it
+/// cannot be read), so one model cannot take the machine.
+pub fn memory_limit_mb(flag: Option<u64>) -> Option<u64> {
+    match flag {
+        Some(0) => None,
+        Some(mb) => Some(mb),
+        None => {
+            let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+            let kb: u64 = info
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()?;
+            Some(kb / 1024 / 2)
+        }
+    }
 }
 
 /// Read and check a round file for `planner` ([`gpuplan_solve::parse_round`]:
@@ -74,6 +101,7 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
         gap: a.gap,
         threads: a.threads.max(1),
         seed: a.seed,
+        memory_limit_mb: memory_limit_mb(a.memory_limit),
     };
     if let Err(errs) = limits.check() {
         let flag = |f: &str| if f == "gap" { "--gap" } else { "--time-limit" };

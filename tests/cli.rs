@@ -811,6 +811,29 @@ fn bench_takes_variability() {
     assert!(stderr(&o).contains("--variability nosuch"), "{}", stderr(&o));
 }
 
+/// `plan --memory-limit` is a budget: a model estimated above it falls back
+/// to greedy, marked with the reason, and exits 0 with a valid plan.
+#[test]
+fn plan_falls_back_under_the_memory_limit() {
+    let input = root().join("tests/data/round-workload6-36jobs.json");
+    let out = |limit: &str| {
+        json(&run(&[
+            "plan",
+            "--input",
+            input.to_str().unwrap(),
+            "--planner",
+            "mip-node",
+            "--memory-limit",
+            limit,
+        ]))
+    };
+    let capped = out("1");
+    assert_eq!(capped["status"], "fallback");
+    let why = capped["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("over the memory limit of 1 MiB"), "{why}");
+    assert_ne!(out("0")["status"], "fallback");
+}
+
 /// `bench --dump-rounds` writes the rounds it benches (the plan command
 /// reads them back to the same greedy objective), and `--warm-rounds`
 /// plans each one repeatedly with one planner value: pollux-ga then starts

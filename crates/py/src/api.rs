@@ -67,6 +67,7 @@ impl Session {
             gap,
             threads: threads.max(1),
             seed,
+            memory_limit_mb: None,
         };
         if let Err(errs) = limits.check() {
             let lines: Vec<String> = errs.iter().map(|(f, e)| format!("{f}: {e}")).collect();

@@ -800,6 +800,7 @@ impl<'a> World<'a> {
                 .seed
                 .wrapping_mul(0x9E37_79B9_7F4A_7C15)
                 .wrapping_add(self.round_index),
+            memory_limit_mb: None,
         };
         self.round_index += 1;
         limits

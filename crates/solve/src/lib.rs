@@ -93,9 +93,26 @@ pub struct Limits {
     pub threads: u32,
     /// Seed for randomized planners.
     pub seed: u64,
+    /// Most memory a planner's model may take, MiB (`--memory-limit`). A
+    /// planner estimates its model before building it and, above this,
+    /// falls back (marked, with the reason) instead of running the
+    /// machine out of memory. `None`: no limit.
+    pub memory_limit_mb: Option<u64>,
 }
 
 impl Limits {
+    /// `Err` with the reason a fallback states when a model estimated at
+    /// `bytes` exceeds the memory limit.
+    pub fn check_memory(&self, model: &str, bytes: f64) -> Result<(), String> {
+        match self.memory_limit_mb {
+            Some(mb) if bytes > mb as f64 * 1048576.0 => Err(format!(
+                "{model} would need about {:.0} MiB, over the memory limit of {mb} MiB",
+                bytes / 1048576.0
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Every limit out of range, as `(field, problem)`: `time_limit_s` must
     /// be > 0 and `gap` >= 0. Drivers word the field with their own flag.
     pub fn check(&self) -> Result<(), Vec<(&'static str, String)>> {
@@ -121,6 +138,7 @@ impl Default for Limits {
             gap: 1e-4,
             threads: 1,
             seed: 0,
+            memory_limit_mb: None,
         }
     }
 }

@@ -133,6 +133,7 @@ fn plan(name: &str, round: &Round, seed: u64) -> Plan {
         gap: 1e-9,
         threads: 1,
         seed,
+        memory_limit_mb: None,
     };
     gpuplan_solve::run_round(p.as_mut(), round, &lim).unwrap().plan
 }
@@ -695,7 +696,7 @@ proptest! {
     fn aggregate_pricing_keeps_the_optimum(round in (1u32..6, 1u32..9).prop_flat_map(|(n, g)| check_round(n, g, 14))) {
         use gpuplan_solve::{solve_aggregate_with, Pricing};
         use gpuplan_solve::Solver;
-        let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0 };
+        let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0, memory_limit_mb: None };
         let priced = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Lagrangian).unwrap();
         let full = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Off).unwrap();
         let (a, b) = (aggregate_value(&round, &priced.choices), aggregate_value(&round, &full.choices));
@@ -718,7 +719,7 @@ proptest! {
         for j in round.jobs.iter_mut().filter(|j| j.model.is_some()) {
             j.model_type = Some("t4".into());
         }
-        let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0 };
+        let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0, memory_limit_mb: None };
         let priced = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Lagrangian).unwrap();
         let full = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Off).unwrap();
         let (a, b) = (aggregate_value(&round, &priced.choices), aggregate_value(&round, &full.choices));
@@ -911,6 +912,7 @@ fn model_plan(name: &str, round: &Round) -> Plan {
         gap: 1e-9,
         threads: 1,
         seed: 0,
+        memory_limit_mb: None,
     };
     registry::create(name).unwrap().plan(round, &lim).unwrap()
 }
@@ -1000,7 +1002,7 @@ proptest! {
             validates(name, &round, &p);
             one_type_per_job(name, &round, &p);
         }
-        let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0 };
+        let lim = Limits { time_limit_s: 30.0, gap: 1e-9, threads: 1, seed: 0, memory_limit_mb: None };
         let full = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Off).unwrap();
         let priced = solve_aggregate_with(&round, Solver::default_native(), &lim, Pricing::Lagrangian).unwrap();
         let tol = |x: f64| 1e-6 * x.abs().max(1.0);
@@ -1037,5 +1039,41 @@ proptest! {
         let a = plan("mip-aggregate", &median, 0);
         let b = plan("mip-aggregate", &plain, 0);
         prop_assert_eq!(&a.allocations, &b.allocations);
+    }
+}
+
+/// A model estimated above `Limits::memory_limit_mb` is not built: the
+/// planner falls back to a valid greedy plan, marked with the reason, and
+/// without the limit the same round is solved as usual.
+#[test]
+fn the_memory_limit_is_a_budget_not_a_hope() {
+    // Interference allowed: mip-exact solves the node-level model, about
+    // 9.5 KiB per (job, node), 10 × 16 pairs ≈ 1.5 MiB.
+    let round = build(16, 4, vec![simple(); 10], Interference::Allow, -1.0);
+    for name in ["mip-exact", "mip-node"] {
+        let run = |mb: Option<u64>| {
+            let lim = Limits {
+                time_limit_s: 30.0,
+                gap: 1e-4,
+                threads: 1,
+                seed: 0,
+                memory_limit_mb: mb,
+            };
+            let mut p = registry::create(name).unwrap();
+            gpuplan_solve::run_round(p.as_mut(), &round, &lim).unwrap().plan
+        };
+        let capped = run(Some(1));
+        assert_eq!(capped.status, gpuplan_core::PlanStatus::Fallback, "{name}");
+        let why = capped.reason.clone().unwrap_or_default();
+        assert!(why.contains("over the memory limit of 1 MiB"), "{name}: {why}");
+        validates(name, &round, &capped);
+        assert!(capped.allocations.values().any(|a| a.num_gpus() > 0), "{name}");
+        let free = run(None);
+        assert_ne!(
+            free.status,
+            gpuplan_core::PlanStatus::Fallback,
+            "{name}: {:?}",
+            free.reason
+        );
     }
 }

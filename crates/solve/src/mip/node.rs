@@ -35,6 +35,13 @@ impl MipNode {
     }
 }
 
+/// Peak memory of the node-level model per (movable job, node) pair, its
+/// own build and HiGHS's copy together: `gpuplan plan --planner mip-node`
+/// on the bench's rounds peaked at 9.2, 9.1 and 8.9 KiB per pair at
+/// 512 × 200, 1,024 × 400 and 2,048 × 800 (docs/formulation.md, "At
+/// production scale"), so 9.5 KiB errs on the safe side.
+pub const NODE_MODEL_BYTES_PER_CELL: f64 = 9.5 * 1024.0;
+
 /// Solve the exact model; `Err` is the reason for a fallback.
 pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
     let n_nodes = round.cluster.num_nodes();
@@ -50,6 +57,14 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
         }),
     );
     let opts = job_options(round, &mut caches, Shapes::Any);
+    // The model holds per-node variables and rows for every movable job
+    // with options: its size is known before a variable is made.
+    let cells = opts
+        .iter()
+        .filter(|o| !o.pinned && !o.candidates.is_empty())
+        .count()
+        * n_nodes;
+    limits.check_memory("the node-level model", cells as f64 * NODE_MODEL_BYTES_PER_CELL)?;
     let notes: Vec<String> = opts.iter().filter_map(|o| o.infeasible.clone()).collect();
     let sense = Sense::of(round.params.p);
     let avoid = round.params.interference == Interference::Avoid;

@@ -220,6 +220,7 @@ fn solve_with(round: &Round, opts: &SolveOpts) -> Result<InspectOut, ApiError> {
         gap: opts.gap,
         threads: 1,
         seed: opts.seed,
+        memory_limit_mb: None,
     };
     if let Err(errs) = limits.check() {
         let lines: Vec<String> = errs.iter().map(|(f, e)| format!("{f}: {e}")).collect();

@@ -42,8 +42,13 @@ impl MipNode {
 /// production scale"), so 9.5 KiB errs on the safe side.
 pub const NODE_MODEL_BYTES_PER_CELL: f64 = 9.5 * 1024.0;
 
+/// Largest node-level model (job-node pairs) that keeps HiGHS's
+/// feasibility jump and symmetry detection ([`crate::solver::Model::skip_untimed`]).
+const NODE_MODEL_JUMP_MAX_CELLS: usize = 50_000;
+
 /// Solve the exact model; `Err` is the reason for a fallback.
 pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
+    let t0 = web_time::Instant::now();
     let n_nodes = round.cluster.num_nodes();
     let cap: Vec<f64> = round.cluster.nodes.iter().map(|n| n.gpus as f64).collect();
     let total = round.cluster.total_gpus();
@@ -110,6 +115,14 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
     let mut q_none: Vec<Expression> = vec![Expression::from(1.0); opts.len()];
     let mut q_pinned: Vec<u32> = vec![0; opts.len()];
     for (j, o) in opts.iter().enumerate() {
+        // Building counts against the time limit (at 2,048 GPUs × 800 jobs
+        // it took most of a minute): past it, the fallback takes over.
+        if t0.elapsed().as_secs_f64() > limits.time_limit_s {
+            return Err(format!(
+                "time limit reached while building the node-level model ({j} of {} jobs)",
+                opts.len()
+            ));
+        }
         let job = &round.jobs[j];
         let none_term = sense.term(o.none_value);
         if o.pinned {
@@ -397,7 +410,20 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
     let watched = m.watched.clone();
     let index: std::collections::HashMap<Variable, usize> =
         watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
-    let solved = solve(m, solver, limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
+    // Past this size HiGHS's feasibility jump and symmetry detection
+    // overran the time limit several times over (45 s past 10 s at 204,800
+    // pairs); below it the model is solved as it always was.
+    m.skip_untimed = cells > NODE_MODEL_JUMP_MAX_CELLS;
+    // The solver gets what the build left of the time limit.
+    let left = limits.time_limit_s - t0.elapsed().as_secs_f64();
+    if left <= 0.0 {
+        return Err("time limit reached while building the node-level model".into());
+    }
+    let limits = Limits {
+        time_limit_s: left,
+        ..*limits
+    };
+    let solved = solve(m, solver, &limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
     let value = |v: Variable| solved.values[index[&v]];
     let status = match solved.status {
         // GapLimit: optimal within the requested relative gap.

@@ -101,6 +101,20 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// These limits with the time the model's build took (`elapsed_s`)
+    /// taken off, so the build counts against the limit; `Err` with the
+    /// reason a fallback states when none is left.
+    pub fn after_build(&self, elapsed_s: f64, model: &str) -> Result<Limits, String> {
+        let left = self.time_limit_s - elapsed_s;
+        if left <= 0.0 {
+            return Err(format!("time limit reached while building {model}"));
+        }
+        Ok(Limits {
+            time_limit_s: left,
+            ..*self
+        })
+    }
+
     /// `Err` with the reason a fallback states when a model estimated at
     /// `bytes` exceeds the memory limit.
     pub fn check_memory(&self, model: &str, bytes: f64) -> Result<(), String> {

@@ -1375,14 +1375,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
     let index: HashMap<Variable, usize> = watched.iter().enumerate().map(|(i, v)| (*v, i)).collect();
     let model = std::mem::take(&mut built.model);
     // Building counts against the time limit: the solver gets what is left.
-    let left = limits.time_limit_s - t0.elapsed().as_secs_f64();
-    if left <= 0.0 {
-        return Err("time limit reached while building the model".into());
-    }
-    let limits = Limits {
-        time_limit_s: left,
-        ..*limits
-    };
+    let limits = limits.after_build(t0.elapsed().as_secs_f64(), "the model")?;
     let solved = solve(model, solver, &limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
     let value = |v: Variable| solved.values[index[&v]];
     let mut plan = ctx.decode(&built, &value)?;

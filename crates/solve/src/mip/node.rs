@@ -415,14 +415,7 @@ pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<Solv
     // pairs); below it the model is solved as it always was.
     m.skip_untimed = cells > NODE_MODEL_JUMP_MAX_CELLS;
     // The solver gets what the build left of the time limit.
-    let left = limits.time_limit_s - t0.elapsed().as_secs_f64();
-    if left <= 0.0 {
-        return Err("time limit reached while building the node-level model".into());
-    }
-    let limits = Limits {
-        time_limit_s: left,
-        ..*limits
-    };
+    let limits = limits.after_build(t0.elapsed().as_secs_f64(), "the node-level model")?;
     let solved = solve(m, solver, &limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
     let value = |v: Variable| solved.values[index[&v]];
     let status = match solved.status {

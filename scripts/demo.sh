@@ -39,7 +39,8 @@ mkdir -p "$out/bench-warm"
   echo "current allocation, and in a simulation carries its population from round to round, so a"
   echo "round rarely starts cold. Benched that way (\`--warm-rounds 10\`: the same round planned"
   echo "10 times with one planner value, the last plan and its time reported; the MIP and greedy"
-  echo "keep no state and repeat their plan):"
+  echo "keep no state and repeat their plan). At 256 GPUs and 100 jobs, 82 of them new in the same"
+  echo "round, it stays far below even warm; in Pollux's own workloads jobs arrive a few per round."
   echo
   echo '```'
   cat "$out/bench-warm/bench.txt"

@@ -99,6 +99,13 @@ pub struct Row {
     pub failures: u32,
     pub fallbacks: u32,
     pub optimal: u32,
+    /// Mean of the plans' proven gaps (bound − objective, relative) over
+    /// the instances whose plan kept a bound; `None` if none did.
+    pub proven_gap: Option<f64>,
+    /// Most resident memory of the bench process during any of the row's
+    /// solves, MiB (the rounds it holds included); `None` where the
+    /// platform does not tell (only Linux's /proc does).
+    pub peak_mib: Option<f64>,
 }
 
 fn parse_sizes(s: &str) -> Result<Vec<(u32, usize)>> {
@@ -129,7 +136,37 @@ fn parse_sizes(s: &str) -> Result<Vec<(u32, usize)>> {
 }
 
 /// (solve ms, objective, status) of one solve.
-type Solved = (f64, f64, PlanStatus);
+/// (solve ms, objective, status, the plan's proven gap, the process's
+/// peak resident MiB during the solve).
+type Solved = (f64, f64, PlanStatus, Option<f64>, Option<f64>);
+
+/// Resets the process's resident-memory high-water mark (Linux: "5" to
+/// /proc/self/clear_refs), so that [`peak_mib`] after a solve is that
+/// solve's peak. Elsewhere, or where the file is not writable, nothing.
+fn reset_peak() -> bool {
+    // The high-water mark resets to the current resident size, which
+    // still holds what the allocator kept of earlier solves: hand that
+    // back first, or every row reads the largest solve before it.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the OS.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// The resident-memory high-water mark (VmHWM) since [`reset_peak`], MiB.
+fn peak_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
 
 fn solver_of(name: &str) -> &'static str {
     if name.ends_with("-microlp") {
@@ -234,6 +271,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     memory_limit_mb,
                 };
                 // The warm-up rounds' plans are dropped; the last one counts.
+                let measured = reset_peak();
                 let mut last = run_round(planner.as_mut(), round, &limits);
                 for _ in 1..a.warm_rounds {
                     if last.is_err() {
@@ -242,7 +280,13 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     last = run_round(planner.as_mut(), round, &limits);
                 }
                 let entry = match last {
-                    Ok(d) => Some((d.plan.solve_ms, d.objective(round), d.plan.status)),
+                    Ok(d) => Some((
+                        d.plan.solve_ms,
+                        d.objective(round),
+                        d.plan.status,
+                        d.plan.bound.and(d.plan.gap),
+                        peak_mib().filter(|_| measured),
+                    )),
                     Err(_) => {
                         *fails.entry(p.clone()).or_default() += 1;
                         None
@@ -288,6 +332,11 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                 failures: fails.get(p).copied().unwrap_or(0),
                 fallbacks: done.iter().filter(|(_, x)| x.2 == PlanStatus::Fallback).count() as u32,
                 optimal: done.iter().filter(|(_, x)| x.2 == PlanStatus::Optimal).count() as u32,
+                proven_gap: {
+                    let g: Vec<f64> = done.iter().filter_map(|(_, x)| x.3).collect();
+                    (!g.is_empty()).then(|| g.iter().sum::<f64>() / g.len() as f64)
+                },
+                peak_mib: done.iter().filter_map(|(_, x)| x.4).reduce(f64::max),
             });
         }
     }
@@ -302,7 +351,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
         Format::Table => {
             println!(
-                "{:<22} {:<8} {:>6} {:>6} {:>3} {:>11} {:>11} {:>10} {:>11} {:>5} {:>5} {:>5}",
+                "{:<22} {:<8} {:>6} {:>6} {:>3} {:>11} {:>11} {:>10} {:>11} {:>5} {:>5} {:>5} {:>9} {:>8}",
                 "planner",
                 "solver",
                 "gpus",
@@ -314,11 +363,14 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                 "gap_to_best",
                 "opt",
                 "fallb",
-                "fail"
+                "fail",
+                "proven",
+                "peak_mib"
             );
+            let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
             for r in &rows {
                 println!(
-                    "{:<22} {:<8} {:>6} {:>6} {:>3} {:>11.2} {:>11.2} {:>10.4} {:>10.3}% {:>5} {:>5} {:>5}",
+                    "{:<22} {:<8} {:>6} {:>6} {:>3} {:>11.2} {:>11.2} {:>10.4} {:>10.3}% {:>5} {:>5} {:>5} {:>9} {:>8}",
                     r.planner,
                     r.solver,
                     r.gpus,
@@ -330,7 +382,9 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     100.0 * r.gap_to_best,
                     r.optimal,
                     r.fallbacks,
-                    r.failures
+                    r.failures,
+                    or_dash(r.proven_gap.map(|g| format!("{:.3}%", 100.0 * g))),
+                    or_dash(r.peak_mib.map(|m| format!("{m:.0}")))
                 );
             }
         }

@@ -169,7 +169,7 @@ proptest! {
     #[test]
     fn exact_mip_beats_heuristics(round in (1u32..4, 1u32..5).prop_flat_map(|(n, g)| check_round(n, g, 6))) {
         let best = evaluate(&round, &plan("mip-exact", &round, 0));
-        for name in ["greedy", "mip-aggregate", "mip-aggregate-microlp", "mip-exact-microlp", "pollux-ga"] {
+        for name in ["greedy", "lagrange", "mip-aggregate", "mip-aggregate-microlp", "mip-exact-microlp", "pollux-ga"] {
             let other = evaluate(&round, &plan(name, &round, 0));
             prop_assert!(best >= other - 1e-6 * other.abs().max(1.0), "{}: {} > mip-exact {}", name, other, best);
         }
@@ -503,8 +503,9 @@ fn one_type_per_job(name: &str, round: &Round, plan: &Plan) {
     }
 }
 
-const GOODPUT_PLANNERS: [&str; 10] = [
+const GOODPUT_PLANNERS: [&str; 11] = [
     "greedy",
+    "lagrange",
     "mip-exact",
     "mip-aggregate",
     "mip-exact-microlp",
@@ -726,6 +727,45 @@ proptest! {
         prop_assert!((a - b).abs() <= 1e-7 * b.abs().max(1.0), "priced {} vs full {}", a, b);
         if let (Some(bound), true) = (priced.bound, b.is_finite()) {
             prop_assert!(bound >= b - 1e-7 * b.abs().max(1.0), "bound {} below optimum {}", bound, b);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    /// `lagrange`'s bound is an upper bound: never below the optimum
+    /// mip-exact proves, with one type or two of different speeds and
+    /// node sizes; its plan is never above that optimum, and `optimal`
+    /// only within its gap.
+    #[test]
+    fn the_lagrange_bound_is_never_below_the_optimum(
+        round in (2u32..6, 1u32..9).prop_flat_map(|(n, g)| check_round(n, g, 14)),
+        types in prop::collection::vec(any::<bool>(), 6),
+        gpus_b in 1u32..9,
+        typed in any::<bool>(),
+    ) {
+        let mut round = round;
+        if typed {
+            round = with_named_types(round, &types, gpus_b, "a100");
+            for j in round.jobs.iter_mut().filter(|j| j.model.is_some()) {
+                j.model_type = Some("t4".into());
+            }
+        }
+        let exact = plan("mip-exact", &round, 0);
+        prop_assume!(exact.status == gpuplan_core::PlanStatus::Optimal);
+        let best = evaluate(&round, &exact);
+        let lag = plan("lagrange", &round, 0);
+        validates("lagrange", &round, &lag);
+        let v = evaluate(&round, &lag);
+        let tol = 1e-7 * best.abs().max(1.0);
+        prop_assert!(v <= best + tol, "lagrange {} above the optimum {}", v, best);
+        if let Some(bound) = lag.bound {
+            prop_assert!(bound >= best - tol, "lagrange's bound {} below the optimum {}", bound, best);
+            prop_assert!(lag.gap.is_some());
+        }
+        if lag.status == gpuplan_core::PlanStatus::Optimal {
+            prop_assert!(lag.bound.is_some(), "optimal without a bound");
         }
     }
 }

@@ -30,7 +30,7 @@ use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
 use crate::pools::{in_pools, Cands, Pools, Speeds};
 use crate::solver::{solve, Model, Solver};
 use crate::speedup::evaluate_cached;
-use crate::speedup::{max_gpus_of, SpeedupCache};
+use crate::speedup::SpeedupCache;
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug)]
@@ -99,16 +99,7 @@ enum Slot {
 /// Each job's packable candidates valued as Pollux does, the per-job notes
 /// and the speedup tables the values came from.
 pub(crate) fn prepare(round: &Round, speeds: Speeds) -> (Prep, Vec<String>, Vec<SpeedupCache>) {
-    let total = round.cluster.total_gpus();
-    let mut caches = SpeedupCache::tables(
-        round,
-        round.jobs.iter().map(|j| {
-            let m = max_gpus_of(j, &round.params, total)
-                .max(j.current().num_gpus())
-                .max(1);
-            (2, m)
-        }),
-    );
+    let mut caches = SpeedupCache::per_job(round, |_| 2);
     // A packable shape's value is the one-node or several-nodes speedup at its
     // GPU count. With one node size the packable candidates are all we need
     // (far fewer speedups to compute); with several, take every GPU count.

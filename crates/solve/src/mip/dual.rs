@@ -35,6 +35,20 @@ struct Job {
 /// jobs, or `None` when it is not finite. `opts` must be `job_options` with
 /// every count (`Shapes::Any`).
 pub(crate) fn count_bound(round: &Round, opts: &[JobOptions]) -> Option<f64> {
+    count_dual(round, opts).map(|d| d.bound)
+}
+
+/// The count relaxation's dual: the bound and, but for p = −∞ (which has
+/// no additive form), the prices that give it, one per GPU type in
+/// maximisation form (a GPU of type t costs `prices[t]` of a job's score,
+/// `Sense::term` with the sign that makes larger better).
+pub(crate) struct CountDual {
+    pub bound: f64,
+    pub prices: Option<Vec<f64>>,
+}
+
+/// [`count_bound`] with its prices ([`CountDual`]).
+pub(crate) fn count_dual(round: &Round, opts: &[JobOptions]) -> Option<CountDual> {
     let sense = Sense::of(round.params.p);
     let node_type = round.cluster.type_index();
     let n_types = round.cluster.types().len();
@@ -44,7 +58,7 @@ pub(crate) fn count_bound(round: &Round, opts: &[JobOptions]) -> Option<f64> {
         cap[t] += k * f64::from(node.gpus);
     }
     if sense == Sense::MaxMin {
-        return max_min_bound(round, opts, &node_type, &cap);
+        return max_min_bound(round, opts, &node_type, &cap).map(|bound| CountDual { bound, prices: None });
     }
     let sgn = if matches!(sense, Sense::MinPower(_)) {
         -1.0
@@ -143,7 +157,10 @@ pub(crate) fn count_bound(round: &Round, opts: &[JobOptions]) -> Option<f64> {
         }
     }
     let total = sgn * best;
-    bound_to_mean(sense, total, round.jobs.len())
+    bound_to_mean(sense, total, round.jobs.len()).map(|bound| CountDual {
+        bound,
+        prices: Some(lam),
+    })
 }
 
 /// L(λ) = Σ_j max_o (score − λ·GPUs) + λ·cap, and each type's GPUs at the

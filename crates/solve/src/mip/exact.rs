@@ -31,7 +31,7 @@ use crate::pairs::{
 };
 use crate::planners::greedy::{greedy_choices_from, greedy_choices_with, plan_from_choices, Prefer};
 use crate::solver::{solve, CutPool, Model, Solver};
-use crate::speedup::{evaluate_cached, max_gpus_of, SpeedupCache};
+use crate::speedup::{evaluate_cached, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 /// One way a job may run in the pattern model.
@@ -171,16 +171,7 @@ fn candidates(
     let types = type_capacity(&round.cluster);
     let n_nodes = round.cluster.num_nodes() as u32;
     let maxn = round.params.max_nodes_per_job.min(n_nodes);
-    let total = round.cluster.total_gpus();
-    let mut caches = SpeedupCache::tables(
-        round,
-        round.jobs.iter().map(|j| {
-            let m = max_gpus_of(j, &round.params, total)
-                .max(j.current().num_gpus())
-                .max(1);
-            (2, m)
-        }),
-    );
+    let mut caches = SpeedupCache::per_job(round, |_| 2);
     let base = job_options(round, &mut caches, Shapes::Any);
     let mut notes = Vec::new();
     let mut out = Vec::with_capacity(base.len());
@@ -1277,13 +1268,21 @@ fn lp_greedy_start(ctx: &mut Ctx, solver: Solver, limits: &Limits, t0: web_time:
 /// The node-level model in place of the pattern model, with `why` noted.
 /// It plans no sharing, so on a round that allows sharing its optimum is
 /// not the round's: no bound, at best `feasible`, and the note says so.
+///
+/// `from` carries the speedup tables and clock mip-exact already started,
+/// when it gets that far before falling here.
 fn node_level(
     round: &Round,
     solver: Solver,
     limits: &Limits,
     why: Option<&str>,
+    from: Option<(Vec<SpeedupCache>, web_time::Instant)>,
 ) -> Result<SolvedPlan, String> {
-    let mut solved = super::node::solve_node(round, solver, limits)?;
+    let (caches, t0) = match from {
+        Some((c, t0)) => (Some(c), t0),
+        None => (None, web_time::Instant::now()),
+    };
+    let mut solved = super::node::solve_node_from(round, solver, limits, caches, t0)?;
     if let Some(why) = why {
         solved.notes.push(why.into());
     }
@@ -1325,7 +1324,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
         // Without the rule a node may hold pieces of several multi-node jobs,
         // and slot counts no longer guarantee that one job's pieces land on
         // distinct nodes; the node-level model stays exact there.
-        return node_level(round, solver, limits, None);
+        return node_level(round, solver, limits, None, None);
     }
     if beside_pinned(round) {
         // A movable job that shares a pinned job's GPU keeps it only in a
@@ -1335,6 +1334,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
             solver,
             limits,
             Some("a movable job shares a pinned job's GPU; node-level model solved instead"),
+            None,
         );
     }
     let t0 = web_time::Instant::now();
@@ -1345,6 +1345,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
             solver,
             limits,
             Some("pattern model too large for these node sizes; node-level model solved instead"),
+            Some((std::mem::take(&mut ctx.caches), t0)),
         );
     };
     // Warm start: the better of the greedy plan and "keep everything running"
@@ -1428,6 +1429,10 @@ pub struct PolluxMip {
     pub exact_max_cells: usize,
     /// The registry id (`pollux-mip` or `gpuplan-mip`).
     pub name: &'static str,
+    /// Clusters of at least this many GPUs are planned by `lagrange`
+    /// (issue 32), unless the round shares GPUs or has queues, which the
+    /// aggregate model decides and `lagrange` does not.
+    pub lagrange_min_gpus: u32,
 }
 
 impl Planner for PolluxMip {
@@ -1445,7 +1450,10 @@ impl Planner for PolluxMip {
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
         let cells = round.jobs.len() * round.cluster.num_nodes();
-        let mut plan = if cells <= self.exact_max_cells {
+        let big = round.cluster.total_gpus() >= self.lagrange_min_gpus;
+        let mut plan = if big && round.params.sharing <= 1 && round.queues.is_empty() {
+            super::lagrange::plan_lagrange(self.name, round, limits)
+        } else if cells <= self.exact_max_cells {
             MipExact::new(self.solver, self.name).plan(round, limits)?
         } else {
             super::aggregate::MipAggregate::new(self.solver, self.name).plan(round, limits)?

@@ -13,6 +13,7 @@
 pub(crate) mod aggregate;
 mod dual;
 pub(crate) mod exact;
+pub(crate) mod lagrange;
 pub(crate) mod node;
 pub(crate) mod sia;
 

@@ -20,7 +20,7 @@ use crate::candidates::{bound_to_mean, job_options, Choice, Sense, Shapes};
 use crate::fallback::{finish, SolvedPlan};
 use crate::planners::greedy::{greedy_choices, plan_from_choices};
 use crate::solver::{solve, Model, Solver};
-use crate::speedup::{max_gpus_of, SpeedupCache};
+use crate::speedup::SpeedupCache;
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug)]
@@ -48,19 +48,23 @@ const NODE_MODEL_JUMP_MAX_CELLS: usize = 50_000;
 
 /// Solve the exact model; `Err` is the reason for a fallback.
 pub fn solve_node(round: &Round, solver: Solver, limits: &Limits) -> Result<SolvedPlan, String> {
-    let t0 = web_time::Instant::now();
+    solve_node_from(round, solver, limits, None, web_time::Instant::now())
+}
+
+/// [`solve_node`] for a planner that already built the round's speedup
+/// tables (one per job, in round order) and started its clock at `t0`:
+/// mip-exact, when it falls to this model, neither redoes its batch-size
+/// searches nor runs past its limit by the time it spent first.
+pub(crate) fn solve_node_from(
+    round: &Round,
+    solver: Solver,
+    limits: &Limits,
+    caches: Option<Vec<SpeedupCache>>,
+    t0: web_time::Instant,
+) -> Result<SolvedPlan, String> {
     let n_nodes = round.cluster.num_nodes();
     let cap: Vec<f64> = round.cluster.nodes.iter().map(|n| n.gpus as f64).collect();
-    let total = round.cluster.total_gpus();
-    let mut caches = SpeedupCache::tables(
-        round,
-        round.jobs.iter().map(|j| {
-            let m = max_gpus_of(j, &round.params, total)
-                .max(j.current().num_gpus())
-                .max(1);
-            (m.min(n_nodes as u32).max(1), m)
-        }),
-    );
+    let mut caches = caches.unwrap_or_else(|| SpeedupCache::per_job(round, |m| m.min(n_nodes as u32).max(1)));
     let opts = job_options(round, &mut caches, Shapes::Any);
     // The model holds per-node variables and rows for every movable job
     // with options: its size is known before a variable is made.

@@ -14,7 +14,7 @@ use gpuplan_core::{Plan, PlanStatus, Round};
 use crate::candidates::{charge, job_options, type_capacity, Choice, JobOptions, Pick, Sense, Shapes};
 use crate::placement::pack_grouped;
 use crate::pools::{in_pools, Pools, Speeds};
-use crate::speedup::{evaluate_cached, max_gpus_of, SpeedupCache};
+use crate::speedup::{evaluate_cached, SpeedupCache};
 use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 
 #[derive(Debug, Default)]
@@ -142,6 +142,7 @@ impl Ord for Move {
 /// pool. Every type's (and pool's) candidates compete by value: a faster
 /// type's or pool's higher goodput wins over "first that fits". A move
 /// frees the job's own GPUs and must fit in what its new pools have left.
+#[allow(clippy::too_many_arguments)]
 fn best_move(
     round: &Round,
     cands: &[Cand],
@@ -150,16 +151,24 @@ fn best_move(
     pick: Option<usize>,
     ledger: &Ledger,
     sense: Sense,
+    prices: Option<&[f64]>,
 ) -> Option<Move> {
     let cur_v = pick.map_or(none_value, |c| cands[c].value);
     let cur_g = ledger.holds(j);
+    // Under prices, a move pays for the GPUs it takes and is refunded
+    // those it frees: its gain is net of the GPUs' worth elsewhere.
+    let price = |c: Option<&Cand>| match (prices, c) {
+        (Some(p), Some(c)) => p.get(c.ty).copied().unwrap_or(0.0) * f64::from(c.gpus),
+        _ => 0.0,
+    };
+    let paid = price(pick.map(|c| &cands[c]));
     let mut best: Option<Move> = None;
     for (ci, c) in cands.iter().enumerate() {
         let k = c.gpus;
         if k <= cur_g || ledger.takes(round, j, c).is_none() {
             continue;
         }
-        let score = gain(sense, cur_v, c.value) / (k - cur_g) as f64;
+        let score = (gain(sense, cur_v, c.value) - price(Some(c)) + paid) / (k - cur_g) as f64;
         if score > 1e-15 && best.as_ref().is_none_or(|b| score > b.score) {
             best = Some(Move {
                 score,
@@ -188,14 +197,8 @@ pub struct Choices {
 /// The greedy choice per job (a job without a pick gets nothing), shared
 /// with the MIP fallback.
 pub fn greedy_choices(round: &Round) -> Choices {
-    let total = round.cluster.total_gpus();
-    let mut caches = SpeedupCache::tables(
-        round,
-        round.jobs.iter().map(|j| {
-            let m = max_gpus_of(j, &round.params, total).max(j.current().num_gpus());
-            (m.min(round.cluster.num_nodes() as u32).max(1), m.max(1))
-        }),
-    );
+    let nodes = round.cluster.num_nodes() as u32;
+    let mut caches = SpeedupCache::per_job(round, |m| m.min(nodes).max(1));
     greedy_choices_with(round, &mut caches)
 }
 
@@ -232,7 +235,7 @@ pub fn greedy_choices_from(
 ) -> Choices {
     let opts = job_options(round, caches, Shapes::Packable);
     let pools = Pools::new(round, Speeds::Seen);
-    let fine = choose(round, &opts, &pools, prefer);
+    let fine = choose(round, &opts, &pools, prefer, None);
     if !pools.any_split() {
         return fine;
     }
@@ -240,7 +243,13 @@ pub fn greedy_choices_from(
     // kept there, two restarts for no gain. One pool per type, valued at
     // its slowest node, keeps running jobs where they are; the plan the
     // common objective values higher is taken (the finer one on a tie).
-    let coarse = choose(round, &opts, &Pools::with_groups(round, Speeds::Seen, 1), prefer);
+    let coarse = choose(
+        round,
+        &opts,
+        &Pools::with_groups(round, Speeds::Seen, 1),
+        prefer,
+        None,
+    );
     let (a, b) = (
         evaluate_cached(
             round,
@@ -260,9 +269,44 @@ pub fn greedy_choices_from(
     }
 }
 
+/// Greedy's moves made at per-type GPU prices (score units, as
+/// `mip::dual`'s), then seated, in the order made, for the plain greedy to
+/// fill what the prices left ([`greedy_choices_from`]). Why: plain greedy
+/// values a GPU of a scarce fast type like any other, and puts jobs that
+/// gain little from speed on it; the count relaxation's prices say what
+/// each type's GPU is worth elsewhere.
+pub fn greedy_choices_priced(round: &Round, caches: &mut [SpeedupCache], prices: &[f64]) -> Choices {
+    let opts = job_options(round, caches, Shapes::Packable);
+    let pools = Pools::new(round, Speeds::Seen);
+    let priced = choose(round, &opts, &pools, &[], Some(prices));
+    let prefer: Vec<(usize, Prefer)> = priced
+        .picks
+        .iter()
+        .filter(|p| !opts[p.job].pinned)
+        .map(|p| {
+            let want = match p.choice {
+                Choice::Keep => Prefer::Keep,
+                Choice::Config { gpus, .. } => Prefer::Gpus {
+                    ty: p.gpu_type.unwrap_or(0),
+                    gpus,
+                },
+            };
+            (p.job, want)
+        })
+        .collect();
+    greedy_choices_from(round, caches, &prefer)
+}
+
 /// Greedy's moves over the candidates `opts`, counted and valued per pool,
-/// after seating the suggestions `prefer`.
-fn choose(round: &Round, opts: &[JobOptions], pools: &Pools, prefer: &[(usize, Prefer)]) -> Choices {
+/// after seating the suggestions `prefer`; with `prices`, each move's gain
+/// net of the GPUs' price ([`greedy_choices_priced`]).
+fn choose(
+    round: &Round,
+    opts: &[JobOptions],
+    pools: &Pools,
+    prefer: &[(usize, Prefer)],
+    prices: Option<&[f64]>,
+) -> Choices {
     let sense = Sense::of(round.params.p);
     // Per type: node size for what an unpackable shape takes (`charge`).
     let types = type_capacity(&round.cluster);
@@ -337,7 +381,16 @@ fn choose(round: &Round, opts: &[JobOptions], pools: &Pools, prefer: &[(usize, P
         }
     }
     let mv = |j: usize, pick: Option<usize>, ledger: &Ledger| {
-        best_move(round, &cands[j], opts[j].none_value, j, pick, ledger, sense)
+        best_move(
+            round,
+            &cands[j],
+            opts[j].none_value,
+            j,
+            pick,
+            ledger,
+            sense,
+            prices,
+        )
     };
     let mut heap = BinaryHeap::new();
     for (j, o) in opts.iter().enumerate() {

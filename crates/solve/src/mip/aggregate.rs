@@ -958,13 +958,17 @@ pub fn solve_aggregate_with(
     limits: &Limits,
     pricing: Pricing,
 ) -> Result<AggregateSolution, String> {
+    let t0 = web_time::Instant::now();
     let (mut prep, mut notes, caches) = prepare(round, Speeds::Seen);
     add_pairs(round, &mut prep, &mut notes);
-    solve_prepared(round, prep, notes, caches, solver, limits, pricing)
+    solve_prepared(round, prep, notes, caches, solver, limits, pricing, t0)
 }
 
 /// Solve and decode the aggregate model built from `prep` ([`prepare`],
-/// perhaps revalued).
+/// perhaps revalued). The time since `t0`, when the caller began
+/// preparing, comes off the solver's limit ([`Limits::after_build`]): at
+/// 100,000 GPUs preparing and building took longer than the solve.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn solve_prepared(
     round: &Round,
     prep: Prep,
@@ -973,6 +977,7 @@ pub(crate) fn solve_prepared(
     solver: Solver,
     limits: &Limits,
     pricing: Pricing,
+    t0: web_time::Instant,
 ) -> Result<AggregateSolution, String> {
     let sense = prep.sense;
     let n = prep.cands.len();
@@ -1000,13 +1005,14 @@ pub(crate) fn solve_prepared(
     let watched = m.watched.clone();
     // The reduced model is small: solve it (nearly) exactly, so the
     // requested gap is spent only where the pricing left real choices.
+    let left = limits.after_build(t0.elapsed().as_secs_f64(), "the aggregate model")?;
     let tight = Limits {
         gap: if lagrange.is_some() {
             limits.gap.min(1e-6)
         } else {
             limits.gap
         },
-        ..*limits
+        ..left
     };
     let solved = solve(m, solver, &tight).map_err(|e| format!("{} failed: {e}", solver.name()))?;
     let index: std::collections::HashMap<good_lp::Variable, usize> =

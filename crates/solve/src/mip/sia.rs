@@ -138,9 +138,10 @@ impl Planner for Sia {
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
+        let t0 = web_time::Instant::now();
         let (mut prep, notes, mut caches) = prepare(round, Speeds::Blind);
         revalue(round, &mut prep, &mut caches);
-        match solve_prepared(round, prep, notes, caches, self.solver, limits, Pricing::Off) {
+        match solve_prepared(round, prep, notes, caches, self.solver, limits, Pricing::Off, t0) {
             Ok(AggregateSolution {
                 choices,
                 status,

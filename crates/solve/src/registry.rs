@@ -150,8 +150,8 @@ const ENTRIES: &[Entry] = &[
     Entry {
         name: "lagrange",
         description: "Goodput at production scale: Lagrangian prices per GPU type from the count \
-            relaxation, each job seated at its best priced choice, greedy fill; no MIP, and the \
-            dual's value as a proven bound (docs/formulation.md).",
+            relaxation steer greedy's moves, plain greedy fills the rest; no MIP, and the dual's \
+            value as a proven bound (docs/formulation.md).",
         params: pollux_params,
         create: || Box::new(Lagrange),
     },

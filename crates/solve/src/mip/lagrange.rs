@@ -19,7 +19,7 @@ use super::dual::count_dual;
 use super::MIP_TRAITS;
 use crate::candidates::{job_options, Shapes};
 use crate::fallback::set_gap_cached;
-use crate::planners::greedy::{greedy_choices_priced, greedy_choices_with, plan_from_choices};
+use crate::planners::greedy::{choices_from_options, greedy_choices_priced, plan_from_choices};
 use crate::speedup::{evaluate_cached, SpeedupCache};
 use crate::{Limits, PlanError, Planner, PlannerTraits};
 
@@ -53,17 +53,19 @@ pub(crate) fn plan_lagrange(name: &str, round: &Round, limits: &Limits) -> Plan 
     let any = job_options(round, &mut caches, Shapes::Any);
     let dual = count_dual(round, &any);
     drop(any);
+    // Every greedy run below starts from the same packable options.
+    let opts = job_options(round, &mut caches, Shapes::Packable);
     let mut best = plan_from_choices(
         name,
         round,
-        &greedy_choices_with(round, &mut caches),
+        &choices_from_options(round, &mut caches, &opts, &[]),
         PlanStatus::Feasible,
     );
     let mut best_value = evaluate_cached(round, &best, &mut caches);
     if let Some(prices) = dual.as_ref().and_then(|d| d.prices.as_deref()) {
         for scale in PRICE_SCALES {
             let scaled: Vec<f64> = prices.iter().map(|p| p * scale).collect();
-            let choices = greedy_choices_priced(round, &mut caches, &scaled);
+            let choices = greedy_choices_priced(round, &mut caches, &opts, &scaled);
             let plan = plan_from_choices(name, round, &choices, PlanStatus::Feasible);
             let value = evaluate_cached(round, &plan, &mut caches);
             if value > best_value {

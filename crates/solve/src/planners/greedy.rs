@@ -234,8 +234,20 @@ pub fn greedy_choices_from(
     prefer: &[(usize, Prefer)],
 ) -> Choices {
     let opts = job_options(round, caches, Shapes::Packable);
+    choices_from_options(round, caches, &opts, prefer)
+}
+
+/// [`greedy_choices_from`] over the packable options the caller already
+/// built from `caches` (`job_options` with [`Shapes::Packable`]), so a
+/// planner that runs greedy several times builds them once.
+pub(crate) fn choices_from_options(
+    round: &Round,
+    caches: &mut [SpeedupCache],
+    opts: &[JobOptions],
+    prefer: &[(usize, Prefer)],
+) -> Choices {
     let pools = Pools::new(round, Speeds::Seen);
-    let fine = choose(round, &opts, &pools, prefer, None);
+    let fine = choose(round, opts, &pools, prefer, None);
     if !pools.any_split() {
         return fine;
     }
@@ -245,7 +257,7 @@ pub fn greedy_choices_from(
     // common objective values higher is taken (the finer one on a tie).
     let coarse = choose(
         round,
-        &opts,
+        opts,
         &Pools::with_groups(round, Speeds::Seen, 1),
         prefer,
         None,
@@ -275,10 +287,15 @@ pub fn greedy_choices_from(
 /// values a GPU of a scarce fast type like any other, and puts jobs that
 /// gain little from speed on it; the count relaxation's prices say what
 /// each type's GPU is worth elsewhere.
-pub fn greedy_choices_priced(round: &Round, caches: &mut [SpeedupCache], prices: &[f64]) -> Choices {
-    let opts = job_options(round, caches, Shapes::Packable);
+/// `opts` as for [`choices_from_options`].
+pub(crate) fn greedy_choices_priced(
+    round: &Round,
+    caches: &mut [SpeedupCache],
+    opts: &[JobOptions],
+    prices: &[f64],
+) -> Choices {
     let pools = Pools::new(round, Speeds::Seen);
-    let priced = choose(round, &opts, &pools, &[], Some(prices));
+    let priced = choose(round, opts, &pools, &[], Some(prices));
     let prefer: Vec<(usize, Prefer)> = priced
         .picks
         .iter()
@@ -294,7 +311,7 @@ pub fn greedy_choices_priced(round: &Round, caches: &mut [SpeedupCache], prices:
             (p.job, want)
         })
         .collect();
-    greedy_choices_from(round, caches, &prefer)
+    choices_from_options(round, caches, opts, &prefer)
 }
 
 /// Greedy's moves over the candidates `opts`, counted and valued per pool,

@@ -59,7 +59,7 @@ pub use fit::{fit_perf_params, prior_perf_params, FitStarts, Observation};
 pub use gpu_speed::{perf_on, type_speed, TypeSpeed};
 pub use job::{Allocation, GpuId, JobId, JobSpec, JobState};
 pub use math::Libm;
-pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams};
+pub use model::{BatchChoice, BatchLimits, GoodputModel, GradParams, PerfParams, Searches};
 pub use plan::{Plan, PlanStatus};
 pub use profile::{pollux_app_constants, AppConstants, AppProfile, MeasuredPoint, StepTime, POLLUX_APPS};
 pub use report::{JobGpus, JobVariability, PlanReport};

@@ -281,6 +281,60 @@ impl GoodputModel {
     }
 }
 
+/// Batch-size searches memoised by (model, nodes, GPUs): jobs of one
+/// application share a fitted model until each is profiled (a 16,384-GPU
+/// bench round of 8,000 jobs holds 301 distinct models), and the search is
+/// most of an evaluation's cost. A cache of a pure function, so results are
+/// the same bits with it or without; behind a mutex so planners that work
+/// in parallel can share one.
+#[derive(Debug, Default)]
+pub struct Searches {
+    found: std::sync::Mutex<std::collections::HashMap<SearchKey, Option<f64>>>,
+}
+
+/// A model's exact bits and a configuration: equal keys, equal searches.
+type SearchKey = ([u64; 12], u32, u32);
+
+impl Searches {
+    /// [`GoodputModel::optimize`]'s goodput, searched once per key.
+    pub fn goodput(&self, m: &GoodputModel, nodes: u32, gpus: u32) -> Option<f64> {
+        let key = m.key(nodes, gpus);
+        if let Some(g) = self.found.lock().ok().and_then(|f| f.get(&key).copied()) {
+            return g;
+        }
+        let g = m.optimize(nodes, gpus).map(|c| c.goodput);
+        if let Ok(mut f) = self.found.lock() {
+            f.insert(key, g);
+        }
+        g
+    }
+}
+
+impl GoodputModel {
+    fn key(&self, nodes: u32, gpus: u32) -> SearchKey {
+        let p = &self.perf;
+        let l = &self.limits;
+        (
+            [
+                p.alpha_c.to_bits(),
+                p.beta_c.to_bits(),
+                p.alpha_n.to_bits(),
+                p.beta_n.to_bits(),
+                p.alpha_r.to_bits(),
+                p.beta_r.to_bits(),
+                p.gamma.to_bits(),
+                self.grad.sqr.to_bits(),
+                self.grad.var.to_bits(),
+                u64::from(l.init_batch) << 32 | u64::from(l.max_batch),
+                u64::from(l.min_local) << 32 | u64::from(l.max_local),
+                u64::from(self.accumulation),
+            ],
+            nodes,
+            gpus,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 use crate::cluster::{Cluster, GpuType};
 use crate::job::Allocation;
 use crate::math::Libm;
-use crate::model::GoodputModel;
+use crate::model::{GoodputModel, Searches};
 use crate::plan::Plan;
 use crate::round::{PolicyParams, Round, RoundJob};
 
@@ -26,30 +26,74 @@ pub fn fair_share(round: &Round) -> (u32, u32) {
 /// (one denominator per job, whatever the type). Jobs without a fitted
 /// model scale linearly, as Pollux assumes for jobs that never ran.
 pub fn speedup(job: &RoundJob, gpu_type: Option<&GpuType>, nodes: u32, gpus: u32, fair: (u32, u32)) -> f64 {
+    speedup_with(job, gpu_type, nodes, gpus, fair, None)
+}
+
+/// [`speedup`] with its batch-size searches memoised in `searches`: the
+/// same value, bit for bit.
+pub fn speedup_in(
+    job: &RoundJob,
+    gpu_type: Option<&GpuType>,
+    nodes: u32,
+    gpus: u32,
+    fair: (u32, u32),
+    searches: &Searches,
+) -> f64 {
+    speedup_with(job, gpu_type, nodes, gpus, fair, Some(searches))
+}
+
+fn speedup_with(
+    job: &RoundJob,
+    gpu_type: Option<&GpuType>,
+    nodes: u32,
+    gpus: u32,
+    fair: (u32, u32),
+    searches: Option<&Searches>,
+) -> f64 {
     if gpus == 0 {
         return 0.0;
     }
     let Some(m) = &job.model else {
         return gpus as f64 / fair.1 as f64;
     };
-    match job.model_on(gpu_type) {
-        Some(on) if on != *m => {
-            let base = fair_goodput(m, fair);
-            if base <= 0.0 {
-                return 0.0;
-            }
-            on.optimize(nodes, gpus).map_or(0.0, |c| c.goodput / base)
-        }
-        _ => m.speedup(nodes, gpus, fair.0, fair.1),
+    let on = job.model_on(gpu_type);
+    let model = match &on {
+        Some(on) if on != m => on,
+        _ => m,
+    };
+    let Some(goodput) = search(model, nodes, gpus, searches) else {
+        return 0.0;
+    };
+    let base = fair_goodput_with(m, fair, searches);
+    if base <= 0.0 {
+        return 0.0;
+    }
+    goodput / base
+}
+
+/// One batch-size search's goodput, through `searches` when given.
+fn search(m: &GoodputModel, nodes: u32, gpus: u32, searches: Option<&Searches>) -> Option<f64> {
+    match searches {
+        Some(s) => s.goodput(m, nodes, gpus),
+        None => m.optimize(nodes, gpus).map(|c| c.goodput),
     }
 }
 
 /// The speedup denominator: best goodput at the fair share, else on one GPU
 /// ([`GoodputModel::speedup`]'s base).
 pub fn fair_goodput(m: &GoodputModel, fair: (u32, u32)) -> f64 {
-    m.optimize(fair.0, fair.1)
-        .or_else(|| m.optimize(1, 1))
-        .map_or(0.0, |b| b.goodput)
+    fair_goodput_with(m, fair, None)
+}
+
+/// [`fair_goodput`] through `searches`.
+pub fn fair_goodput_in(m: &GoodputModel, fair: (u32, u32), searches: &Searches) -> f64 {
+    fair_goodput_with(m, fair, Some(searches))
+}
+
+fn fair_goodput_with(m: &GoodputModel, fair: (u32, u32), searches: Option<&Searches>) -> f64 {
+    search(m, fair.0, fair.1, searches)
+        .or_else(|| search(m, 1, 1, searches))
+        .unwrap_or(0.0)
 }
 
 /// Pollux's re-allocation factor (age − wδ·restarts)/(age + wδ), floored
@@ -79,6 +123,16 @@ pub fn restart_factor(job: &RoundJob, params: &PolicyParams) -> f64 {
 /// on which that is slowest. 1 when off, or when the job gains nothing
 /// anywhere.
 pub fn least_speedup(job: &RoundJob, cluster: &Cluster, fair: (u32, u32), params: &PolicyParams) -> f64 {
+    least_speedup_with(job, cluster, fair, params, None)
+}
+
+fn least_speedup_with(
+    job: &RoundJob,
+    cluster: &Cluster,
+    fair: (u32, u32),
+    params: &PolicyParams,
+    searches: Option<&Searches>,
+) -> f64 {
     if params.left_out_cost <= 0.0 {
         return 1.0;
     }
@@ -93,7 +147,7 @@ pub fn least_speedup(job: &RoundJob, cluster: &Cluster, fair: (u32, u32), params
             continue;
         }
         let span = if k <= most { 1 } else { 2 };
-        let s = speedup(job, Some(&ty), span, k, fair);
+        let s = speedup_with(job, Some(&ty), span, k, fair, searches);
         if s > 0.0 {
             least = least.min(s);
         }
@@ -129,16 +183,28 @@ pub fn job_value(
     fair: (u32, u32),
     params: &PolicyParams,
 ) -> f64 {
+    job_value_with(job, cluster, alloc, fair, params, None)
+}
+
+fn job_value_with(
+    job: &RoundJob,
+    cluster: &Cluster,
+    alloc: &Allocation,
+    fair: (u32, u32),
+    params: &PolicyParams,
+    searches: Option<&Searches>,
+) -> f64 {
     if alloc.num_gpus() == 0 {
         return prioritise(job, params, left_out_value(params));
     }
-    let s = speedup(
+    let s = speedup_with(
         job,
         cluster.type_of(alloc),
         alloc.num_nodes(),
         alloc.num_gpus(),
         fair,
-    ) / least_speedup(job, cluster, fair, params);
+        searches,
+    ) / least_speedup_with(job, cluster, fair, params, searches);
     let v = if alloc.same_gpus(&job.state.allocation) {
         s
     } else {
@@ -220,10 +286,22 @@ pub fn power_mean(values: &[f64], p: f64) -> f64 {
 /// The objective of a plan: higher is better, same for every planner.
 pub fn evaluate(round: &Round, plan: &Plan) -> f64 {
     let fair = fair_share(round);
+    // Jobs of one model share their searches (the same values): repeated
+    // searches were most of an evaluation of a 16,384-GPU round.
+    let searches = Searches::default();
     let mut values: Vec<f64> = round
         .jobs
         .iter()
-        .map(|j| job_value(j, &round.cluster, plan.gpus_of(j.id), fair, &round.params))
+        .map(|j| {
+            job_value_with(
+                j,
+                &round.cluster,
+                plan.gpus_of(j.id),
+                fair,
+                &round.params,
+                Some(&searches),
+            )
+        })
         .collect();
     weigh_values(round, &mut values);
     shared_values(round, plan, &mut values);

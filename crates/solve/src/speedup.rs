@@ -2,11 +2,12 @@
 //! (nodes, GPUs) thousands of times per round and each answer is a batch-size
 //! optimisation.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use gpuplan_core::objective;
-use gpuplan_core::{Allocation, Cluster, GoodputModel, GpuType, Plan, PolicyParams, Round, RoundJob};
+use gpuplan_core::{
+    Allocation, Cluster, GoodputModel, GpuType, Plan, PolicyParams, Round, RoundJob, Searches,
+};
 
 /// Lazily filled speedup table of one job for one round, per GPU type
 /// (indexed as `Cluster::types()`): a job's goodput depends on the type.
@@ -44,33 +45,7 @@ struct RoundShape {
     /// (a 16,384-GPU bench round of 8,000 jobs holds 301 distinct models),
     /// and the search is most of a round's planning time. A job's own
     /// table still answers first; this only spares the repeats.
-    searched: Mutex<HashMap<ModelKey, Option<f64>>>,
-}
-
-/// A model's exact bits and a configuration: equal keys, equal searches.
-type ModelKey = ([u64; 12], u32, u32);
-
-fn model_key(m: &GoodputModel, nodes: u32, gpus: u32) -> ModelKey {
-    let p = &m.perf;
-    let l = &m.limits;
-    (
-        [
-            p.alpha_c.to_bits(),
-            p.beta_c.to_bits(),
-            p.alpha_n.to_bits(),
-            p.beta_n.to_bits(),
-            p.alpha_r.to_bits(),
-            p.beta_r.to_bits(),
-            p.gamma.to_bits(),
-            m.grad.sqr.to_bits(),
-            m.grad.var.to_bits(),
-            u64::from(l.init_batch) << 32 | u64::from(l.max_batch),
-            u64::from(l.min_local) << 32 | u64::from(l.max_local),
-            u64::from(m.accumulation),
-        ],
-        nodes,
-        gpus,
-    )
+    searched: Searches,
 }
 
 impl SpeedupCache {
@@ -188,7 +163,7 @@ impl RoundShape {
             types: round.cluster.types(),
             node_type: round.cluster.type_index(),
             least_of: (round.params.left_out_cost > 0.0).then(|| (round.cluster.clone(), round.params)),
-            searched: Mutex::new(HashMap::new()),
+            searched: Searches::default(),
         }
     }
 }
@@ -201,7 +176,10 @@ impl SpeedupCache {
             return objective::speedup(job, self.round.types.get(ty), nodes, gpus, self.round.fair);
         };
         let fair = self.round.fair;
-        let base = *self.base.get_or_insert_with(|| objective::fair_goodput(m, fair));
+        let searched = &self.round.searched;
+        let base = *self
+            .base
+            .get_or_insert_with(|| objective::fair_goodput_in(m, fair, searched));
         if base <= 0.0 {
             return 0.0;
         }
@@ -210,16 +188,10 @@ impl SpeedupCache {
         let Some(on) = on else {
             return 0.0;
         };
-        let key = model_key(&on, nodes, gpus);
-        let known = self.round.searched.lock().ok().and_then(|m| m.get(&key).copied());
-        let goodput = known.unwrap_or_else(|| {
-            let g = on.optimize(nodes, gpus).map(|c| c.goodput);
-            if let Ok(mut m) = self.round.searched.lock() {
-                m.insert(key, g);
-            }
-            g
-        });
-        goodput.map_or(0.0, |g| g / base)
+        self.round
+            .searched
+            .goodput(&on, nodes, gpus)
+            .map_or(0.0, |g| g / base)
     }
 }
 

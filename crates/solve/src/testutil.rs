@@ -73,3 +73,29 @@ pub fn round(cluster: &str, jobs: Vec<RoundJob>, interference: Interference) -> 
         queues: Vec::new(),
     }
 }
+
+/// A round on `cluster` of `n` jobs of varied scaling, at most 4 GPUs each
+/// (models fitted on t4, so each type is valued through the speed table).
+pub fn typed_round(cluster: &str, n: u32, seed: u64) -> Round {
+    let mut s = seed;
+    let mut next = move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((s >> 33) % 1000) as f64 / 1000.0
+    };
+    let jobs = (0..n)
+        .map(|i| {
+            let mut m = model();
+            m.perf.alpha_n *= 0.2 + 4.0 * next();
+            m.perf.beta_c *= 0.5 + 3.0 * next();
+            m.grad.var *= 0.3 + 20.0 * next();
+            let mut j = job(i, 1 + (next() * 4.0) as u32, i as f64);
+            j.max_gpus = 4;
+            j.model = Some(m);
+            j.model_type = Some("t4".into());
+            j
+        })
+        .collect();
+    round(cluster, jobs, Interference::Avoid)
+}

@@ -23,7 +23,7 @@ use super::MIP_TRAITS;
 use crate::candidates::{
     bound_to_mean, charge, job_options, kept_charge, type_capacity, Choice, Pick, Sense, Shapes, TypeCapacity,
 };
-use crate::fallback::{fallback, set_gap_cached};
+use crate::fallback::set_gap_cached;
 use crate::pairs::{group_options, kept_groups, overlapping_now, GroupOpt, Sharer};
 use crate::placement::pack_grouped;
 use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
@@ -945,13 +945,8 @@ pub enum Pricing {
     Off,
 }
 
-/// Build, solve and decode the aggregate model. `Err` carries the reason
-/// for a fallback.
-pub fn solve_aggregate(round: &Round, solver: Solver, limits: &Limits) -> Result<AggregateSolution, String> {
-    solve_aggregate_with(round, solver, limits, Pricing::Lagrangian)
-}
-
-/// [`solve_aggregate`] with the pricing step chosen.
+/// Build, solve and decode the aggregate model with the pricing step
+/// chosen. `Err` carries the reason for a fallback.
 pub fn solve_aggregate_with(
     round: &Round,
     solver: Solver,
@@ -1174,7 +1169,36 @@ impl Planner for MipAggregate {
     }
 
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
-        match solve_aggregate(round, self.solver, limits) {
+        let t0 = web_time::Instant::now();
+        let (mut prep, mut notes, mut caches) = prepare(round, Speeds::Seen);
+        add_pairs(round, &mut prep, &mut notes);
+        // What does not depend on the solution is done first, so that the
+        // solver gets only the time left (issue 32: at 100,000 GPUs the
+        // bound, the greedy plan and the packing after the solve took 12 s
+        // past a 30 s limit).
+        // The model's own bound covers packable shapes only; the round's
+        // is the count relaxation's (docs/formulation.md).
+        let bound = count_bound(round, &job_options(round, &mut caches, Shapes::Any));
+        let t_greedy = web_time::Instant::now();
+        let picks = greedy_choices_with(round, &mut caches);
+        let greedy = plan_from_choices(self.name, round, &picks, PlanStatus::Feasible);
+        let theirs = evaluate_cached(round, &greedy, &mut caches);
+        // Packing and evaluating the solution costs about what the greedy
+        // plan just did: that much is kept back from the solver.
+        let budget = Limits {
+            time_limit_s: limits.time_limit_s - t_greedy.elapsed().as_secs_f64(),
+            ..*limits
+        };
+        match solve_prepared(
+            round,
+            prep,
+            notes,
+            caches,
+            self.solver,
+            &budget,
+            Pricing::Lagrangian,
+            t0,
+        ) {
             Ok(AggregateSolution {
                 choices,
                 pairs,
@@ -1192,9 +1216,7 @@ impl Planner for MipAggregate {
                 if !packed.notes.is_empty() {
                     plan.reason = Some(packed.notes.join("; "));
                 }
-                // The model's own bound covers packable shapes only; the
-                // round's is the count relaxation's (docs/formulation.md).
-                plan.bound = count_bound(round, &job_options(round, &mut caches, Shapes::Any));
+                plan.bound = bound;
                 if !round.queues.is_empty() && round.params.sharing > 1 {
                     // The count relaxation does not hold jobs that share
                     // GPUs to their queues' caps as the exact model does:
@@ -1218,12 +1240,7 @@ impl Planner for MipAggregate {
                 // Packing may shrink or drop a job; the greedy plan is
                 // always packable, so the better of the two is returned
                 // and the plan is never worse than greedy (docs/formulation.md).
-                let picks = greedy_choices_with(round, &mut caches);
-                let greedy = plan_from_choices(self.name, round, &picks, PlanStatus::Feasible);
-                let (ours, theirs) = (
-                    evaluate_cached(round, &plan, &mut caches),
-                    evaluate_cached(round, &greedy, &mut caches),
-                );
+                let ours = evaluate_cached(round, &plan, &mut caches);
                 // Under queues, greedy (which knows no queue rule) competes
                 // only with a plan that keeps them.
                 let keeps_queues = |p: &Plan| {
@@ -1248,7 +1265,13 @@ impl Planner for MipAggregate {
                 }
                 Ok(plan)
             }
-            Err(reason) => Ok(fallback(self.name, round, &reason)),
+            // The greedy plan at hand is `fallback`'s, without planning it again.
+            Err(reason) => {
+                let mut plan = greedy;
+                plan.status = PlanStatus::Fallback;
+                plan.reason = Some(format!("{reason}; greedy plan used"));
+                Ok(plan)
+            }
         }
     }
 }

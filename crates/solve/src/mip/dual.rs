@@ -128,29 +128,18 @@ pub(crate) fn count_dual(round: &Round, opts: &[JobOptions]) -> Option<CountDual
     for _pass in 0..8 {
         let before = best;
         for t in 0..n_types {
-            // L is convex in λ_t and its slope, cap − use, rises with λ_t:
-            // bisect for the sign change.
-            let (mut lo, mut hi) = (0.0, top);
-            for _ in 0..60 {
-                let mid = 0.5 * (lo + hi);
-                lam[t] = mid;
-                let (_, used) = dual(&jobs, &cap, &lam);
-                if used[t] > cap[t] {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
+            // L is convex and piecewise linear in λ_t (the others held),
+            // with slope cap − use: its exact minimiser is a breakpoint,
+            // found by one sweep instead of a bisection of full
+            // evaluations (at 100,000 GPUs the bisection took 9 s).
+            let old = lam[t];
+            lam[t] = line_min(&jobs, &cap, &lam, t).min(top);
+            let l = dual(&jobs, &cap, &lam).0;
+            if l < best {
+                best = l;
+            } else {
+                lam[t] = old;
             }
-            let mut pick = (best, lam[t]);
-            for x in [lo, hi] {
-                lam[t] = x;
-                let l = dual(&jobs, &cap, &lam).0;
-                if l < pick.0 {
-                    pick = (l, x);
-                }
-            }
-            best = pick.0;
-            lam[t] = pick.1;
         }
         if before - best <= 1e-12 * best.abs().max(1.0) {
             break;
@@ -161,6 +150,103 @@ pub(crate) fn count_dual(round: &Round, opts: &[JobOptions]) -> Option<CountDual
         bound,
         prices: Some(lam),
     })
+}
+
+/// The λ_t minimising L(λ) with the other prices held: the smallest λ_t
+/// at which the GPUs of type t the jobs' maximisers use fall to the
+/// capacity. Each job's term is the upper envelope of one line per option
+/// (intercept its score net of the other types' prices, slope minus its
+/// type-t GPUs), so its use of t drops at the envelope's breakpoints; the
+/// breakpoints of all jobs, sorted, give the step function `use(λ_t)`.
+/// `f64::INFINITY` when the use never falls to the capacity (pinned jobs
+/// over it; the caller caps λ_t).
+fn line_min(jobs: &[Job], cap: &[f64], lam: &[f64], t: usize) -> f64 {
+    let mut drops: Vec<(f64, f64)> = Vec::new();
+    let mut used = 0.0;
+    // (GPUs of type t, intercept) of the options that use type t.
+    let mut lines: Vec<(f64, f64)> = Vec::new();
+    for j in jobs {
+        lines.clear();
+        let mut flat = f64::NEG_INFINITY;
+        for o in &j.fixed {
+            let (mut g, mut b) = (0.0, o.score);
+            for &(u, x) in &o.gpus {
+                if u == t {
+                    g += x;
+                } else {
+                    b -= lam[u] * x;
+                }
+            }
+            if g > 0.0 {
+                lines.push((g, b));
+            } else {
+                flat = flat.max(b);
+            }
+        }
+        for (u, pts) in &j.hulls {
+            if *u == t {
+                lines.extend(pts.iter().filter(|p| p.0 > 0.0));
+            } else {
+                for &(g, s) in pts {
+                    flat = flat.max(s - lam[*u] * g);
+                }
+            }
+        }
+        if lines.is_empty() {
+            continue;
+        }
+        if flat.is_finite() {
+            lines.push((0.0, flat));
+        }
+        // The envelope's piece just above λ = 0: the best intercept, the
+        // fewest GPUs among ties.
+        let mut cur = lines
+            .iter()
+            .copied()
+            .reduce(|a, b| {
+                if b.1 > a.1 || (b.1 == a.1 && b.0 < a.0) {
+                    b
+                } else {
+                    a
+                }
+            })
+            .expect("lines is not empty");
+        if !cur.1.is_finite() {
+            continue;
+        }
+        used += cur.0;
+        let mut at = 0.0f64;
+        // Walk down the envelope: the next piece is the line with fewer
+        // GPUs that overtakes the current one first.
+        loop {
+            let next = lines
+                .iter()
+                .filter(|l| l.0 < cur.0 && l.1.is_finite())
+                .map(|&l| (((cur.1 - l.1) / (cur.0 - l.0)).max(at), l))
+                .reduce(|a, b| {
+                    if b.0 < a.0 || (b.0 == a.0 && b.1 .0 < a.1 .0) {
+                        b
+                    } else {
+                        a
+                    }
+                });
+            let Some((x, l)) = next else { break };
+            drops.push((x, cur.0 - l.0));
+            at = x;
+            cur = l;
+        }
+    }
+    if used <= cap[t] {
+        return 0.0;
+    }
+    drops.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (x, d) in drops {
+        used -= d;
+        if used <= cap[t] + 1e-9 * cap[t].max(1.0) {
+            return x;
+        }
+    }
+    f64::INFINITY
 }
 
 /// L(λ) = Σ_j max_o (score − λ·GPUs) + λ·cap, and each type's GPUs at the

@@ -1466,34 +1466,8 @@ impl Planner for PolluxMip {
 #[cfg(all(test, feature = "highs"))]
 mod tests {
     use super::*;
-    use crate::testutil::{job, model, round};
+    use crate::testutil::typed_round;
     use gpuplan_core::objective::evaluate;
-
-    /// A round on `cluster` of `n` jobs of varied scaling (models fitted on
-    /// t4, so each type is valued through the speed table).
-    fn typed_round(cluster: &str, n: u32, seed: u64) -> Round {
-        let mut s = seed;
-        let mut next = move || {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % 1000) as f64 / 1000.0
-        };
-        let jobs = (0..n)
-            .map(|i| {
-                let mut m = model();
-                m.perf.alpha_n *= 0.2 + 4.0 * next();
-                m.perf.beta_c *= 0.5 + 3.0 * next();
-                m.grad.var *= 0.3 + 20.0 * next();
-                let mut j = job(i, 1 + (next() * 4.0) as u32, i as f64);
-                j.max_gpus = 4;
-                j.model = Some(m);
-                j.model_type = Some("t4".into());
-                j
-            })
-            .collect();
-        round(cluster, jobs, Interference::Avoid)
-    }
 
     /// The best valid plan by enumeration: every job gets any per-node GPU
     /// counts within its limit that fit what the others left.

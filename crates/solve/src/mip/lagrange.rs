@@ -1,7 +1,9 @@
 //! `lagrange`: the production-scale planner (issue 32). No MIP is built:
 //! the count relaxation's Lagrangian dual ([`super::dual`]) prices each
 //! GPU type, greedy makes its moves net of those prices, the plain greedy
-//! fills what the prices left, and the shared packer places the result.
+//! fills what the prices left, exchanges move GPUs from jobs that lose
+//! little by giving them up to jobs that gain more, and the shared packer
+//! places the result.
 //! The dual's value is an upper bound on the round's objective (every
 //! valid plan is a solution of the count relaxation), so every plan comes
 //! with a proven gap, in time linear in jobs × candidates and memory
@@ -49,23 +51,34 @@ const PRICE_SCALES: [f64; 2] = [1.0, 2.0];
 /// The best of greedy's plan and the priced greedy plans, with the count
 /// relaxation's bound and, within `limits.gap` of it, `optimal`.
 pub(crate) fn plan_lagrange(name: &str, round: &Round, limits: &Limits) -> Plan {
+    let t0 = web_time::Instant::now();
     let mut caches = SpeedupCache::per_job(round, |_| 2);
     let any = job_options(round, &mut caches, Shapes::Any);
     let dual = count_dual(round, &any);
     drop(any);
     // Every greedy run below starts from the same packable options.
     let opts = job_options(round, &mut caches, Shapes::Packable);
+    let t_greedy = web_time::Instant::now();
     let mut best = plan_from_choices(
         name,
         round,
-        &choices_from_options(round, &mut caches, &opts, &[]),
+        &choices_from_options(round, &mut caches, &opts, &[], true),
         PlanStatus::Feasible,
     );
     let mut best_value = evaluate_cached(round, &best, &mut caches);
+    // A priced plan costs about what the plain one did: one that would end
+    // past the time limit is not started (the plain plan and the bound
+    // stand).
+    let per_plan = t_greedy.elapsed().as_secs_f64();
+    let mut skipped = Vec::new();
     if let Some(prices) = dual.as_ref().and_then(|d| d.prices.as_deref()) {
         for scale in PRICE_SCALES {
+            if t0.elapsed().as_secs_f64() + per_plan > limits.time_limit_s {
+                skipped.push(format!("{scale}"));
+                continue;
+            }
             let scaled: Vec<f64> = prices.iter().map(|p| p * scale).collect();
-            let choices = greedy_choices_priced(round, &mut caches, &opts, &scaled);
+            let choices = greedy_choices_priced(round, &mut caches, &opts, &scaled, true);
             let plan = plan_from_choices(name, round, &choices, PlanStatus::Feasible);
             let value = evaluate_cached(round, &plan, &mut caches);
             if value > best_value {
@@ -75,6 +88,12 @@ pub(crate) fn plan_lagrange(name: &str, round: &Round, limits: &Limits) -> Plan 
         }
     }
     best.planner = name.to_string();
+    if !skipped.is_empty() {
+        best.add_note(format!(
+            "time limit: the plans at price scale {} were not made",
+            skipped.join(", ")
+        ));
+    }
     best.bound = dual.map(|d| d.bound);
     set_gap_cached(round, &mut best, &mut caches);
     if best.gap.is_some_and(|g| g <= limits.gap) {

@@ -113,6 +113,10 @@ pub struct GpuUsage {
 pub struct PlannerMs {
     /// Mean over the rounds.
     pub mean: f64,
+    /// Median over the rounds (absent from summaries written before it
+    /// was added: 0 when read from them).
+    #[serde(default)]
+    pub p50: f64,
     /// 99th percentile over the rounds.
     pub p99: f64,
     /// Slowest round.
@@ -291,6 +295,7 @@ impl SimResult {
             rounds: rounds.len(),
             planner_ms: PlannerMs {
                 mean: if ms.is_empty() { 0.0 } else { mean(&ms) },
+                p50: if ms.is_empty() { 0.0 } else { percentile(&ms, 50.0) },
                 p99: if ms.is_empty() { 0.0 } else { percentile(&ms, 99.0) },
                 max: ms.last().copied().unwrap_or(0.0),
             },

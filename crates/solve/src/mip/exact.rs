@@ -1223,9 +1223,13 @@ fn lp_greedy_start(ctx: &mut Ctx, solver: Solver, limits: &Limits, t0: web_time:
         .enumerate()
         .map(|(i, v)| (*v, i))
         .collect();
-    // A tenth of what is left: a start is only ever a help.
+    // A quarter of what is left. A start is only a help, but a large one:
+    // on a 4,096-GPU three-type round the relaxation needed about 1.2 s,
+    // and with a tenth of a 10 s limit it was cut off, HiGHS began from
+    // greedy and ran past the limit to a plan 1.5% worse; with the start,
+    // it proved a 1% gap in 2.6 s.
     let share = Limits {
-        time_limit_s: (limits.time_limit_s - t0.elapsed().as_secs_f64()) * 0.1,
+        time_limit_s: (limits.time_limit_s - t0.elapsed().as_secs_f64()) * 0.25,
         ..*limits
     };
     let solved = solve(std::mem::take(&mut lp.model), solver, &share).ok()?;

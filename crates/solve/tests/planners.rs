@@ -1116,4 +1116,28 @@ fn the_memory_limit_is_a_budget_not_a_hope() {
             free.reason
         );
     }
+    // The aggregate model (mip-aggregate's and sia's): about 1.6 KiB a
+    // column; 400 jobs of up to 16 GPUs on 32 × 4 GPUs pass 1 MiB.
+    let mut wide = simple();
+    wide.8 = 16;
+    let round = build(32, 4, vec![wide; 400], Interference::Avoid, -1.0);
+    for name in ["mip-aggregate", "sia"] {
+        let lim = Limits {
+            time_limit_s: 30.0,
+            gap: 1e-4,
+            threads: 1,
+            seed: 0,
+            memory_limit_mb: Some(1),
+        };
+        let mut p = registry::create(name).unwrap();
+        let capped = gpuplan_solve::run_round(p.as_mut(), &round, &lim).unwrap().plan;
+        assert_eq!(capped.status, gpuplan_core::PlanStatus::Fallback, "{name}");
+        let why = capped.reason.clone().unwrap_or_default();
+        assert!(
+            why.contains("the aggregate model would need") && why.contains("over the memory limit of 1 MiB"),
+            "{name}: {why}"
+        );
+        validates(name, &round, &capped);
+        assert!(capped.allocations.values().any(|a| a.num_gpus() > 0), "{name}");
+    }
 }

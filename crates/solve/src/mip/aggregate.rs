@@ -959,6 +959,13 @@ pub fn solve_aggregate_with(
     solve_prepared(round, prep, notes, caches, solver, limits, pricing, t0)
 }
 
+/// Peak memory of the aggregate model per column, its build and HiGHS's
+/// copy together: `gpuplan plan` with sia and mip-aggregate on the bench's
+/// four-type rounds peaked 1.0-1.6 KiB per column above greedy's own peak
+/// on the same round (104,173 columns at 16,384 GPUs, 654,447 at 100,000;
+/// docs/formulation.md), so 1.6 KiB.
+pub const AGGREGATE_MODEL_BYTES_PER_COLUMN: f64 = 1.6 * 1024.0;
+
 /// Solve and decode the aggregate model built from `prep` ([`prepare`],
 /// perhaps revalued). The time since `t0`, when the caller began
 /// preparing, comes off the solver's limit ([`Limits::after_build`]): at
@@ -996,6 +1003,20 @@ pub(crate) fn solve_prepared(
             lagrange = Some(l);
         }
     }
+    // Its size is known before a variable is made: one column per free
+    // job's option and its "none", one per pair.
+    let columns = slots
+        .iter()
+        .map(|s| match s {
+            Slot::Free(o, _) => o.len() + 1,
+            Slot::Fixed(_) => 0,
+        })
+        .sum::<usize>()
+        + prep.pairs.len();
+    limits.check_memory(
+        "the aggregate model",
+        columns as f64 * AGGREGATE_MODEL_BYTES_PER_COLUMN,
+    )?;
     let (m, z, y) = build(round, &prep, &slots, start.as_deref());
     let watched = m.watched.clone();
     // The reduced model is small: solve it (nearly) exactly, so the

@@ -78,6 +78,11 @@ pub struct SimOpts {
     /// Solver time limit per round, seconds (MIP planners).
     #[arg(long, default_value_t = 10.0)]
     pub time_limit: f64,
+    /// Most memory a round's model may take, MiB, as `plan --memory-limit`:
+    /// a larger model is not built and that round falls back to greedy,
+    /// marked (default: half the machine's memory; 0: no limit)
+    #[arg(long, value_name = "MIB")]
+    pub memory_limit: Option<u64>,
     /// Read application profiles from this directory instead of the bundled ones.
     #[arg(long)]
     pub traces: Option<PathBuf>,
@@ -240,6 +245,7 @@ impl SimOpts {
             restart_delay_s: self.restart_delay,
             interference_slowdown: self.interference_slowdown,
             time_limit_s: self.time_limit,
+            memory_limit_mb: crate::plan::memory_limit_mb(self.memory_limit),
             max_sim_s: self.max_sim_days * 86400.0,
             seed: self.seed,
             idle_rounds: if self.run_idle_rounds {

@@ -834,6 +834,49 @@ fn plan_falls_back_under_the_memory_limit() {
     assert_ne!(out("0")["status"], "fallback");
 }
 
+/// `simulate --memory-limit` holds every round's model to the budget, as
+/// `plan --memory-limit` does: on 64 nodes mip-node's model of a few jobs
+/// passes 1 MiB (9.5 KiB a job-node pair), and those rounds fall back,
+/// marked in rounds.csv; with no limit none does.
+#[test]
+fn simulate_holds_each_round_to_the_memory_limit() {
+    let statuses = |limit: &str| -> Vec<String> {
+        let dir = std::env::temp_dir().join(format!("gpuplan-memlimit-{limit}-{}", std::process::id()));
+        run(&[
+            "simulate",
+            "--workload",
+            root().join("tests/data/short-workload.csv").to_str().unwrap(),
+            "--cluster",
+            "64x4",
+            "--policy",
+            "mip-node",
+            "--memory-limit",
+            limit,
+            "--out",
+            dir.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        let text = std::fs::read_to_string(dir.join("rounds.csv")).unwrap();
+        let mut lines = text.lines();
+        let col = lines
+            .next()
+            .unwrap()
+            .split(',')
+            .position(|h| h == "status")
+            .unwrap();
+        let out = lines
+            .map(|l| l.split(',').nth(col).unwrap().to_string())
+            .collect();
+        std::fs::remove_dir_all(&dir).ok();
+        out
+    };
+    let capped = statuses("1");
+    assert!(capped.iter().any(|s| s == "fallback"), "{capped:?}");
+    let free = statuses("0");
+    assert!(free.iter().all(|s| s != "fallback"), "{free:?}");
+}
+
 /// `bench --dump-rounds` writes the rounds it benches (the plan command
 /// reads them back to the same greedy objective), and `--warm-rounds`
 /// plans each one repeatedly with one planner value: pollux-ga then starts

@@ -51,6 +51,11 @@ pub struct SimConfig {
     pub time_limit_s: f64,
     /// Relative MIP gap at which a round's solve may stop.
     pub gap: f64,
+    /// Most memory a round's model may take, MiB ([`Limits::memory_limit_mb`]):
+    /// a larger one falls back to greedy for that round, marked. `None`:
+    /// no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_mb: Option<u64>,
     /// Stop (with an error) if jobs are still running this much simulated
     /// time after the last arrival.
     pub max_sim_s: f64,
@@ -138,6 +143,7 @@ impl Default for SimConfig {
             seed: 0,
             time_limit_s: 10.0,
             gap: 1e-4,
+            memory_limit_mb: None,
             max_sim_s: 60.0 * 86400.0,
             idle_rounds: IdleRounds::Skip,
             variability: None,
@@ -800,7 +806,7 @@ impl<'a> World<'a> {
                 .seed
                 .wrapping_mul(0x9E37_79B9_7F4A_7C15)
                 .wrapping_add(self.round_index),
-            memory_limit_mb: None,
+            memory_limit_mb: cfg.memory_limit_mb,
         };
         self.round_index += 1;
         limits

@@ -136,6 +136,8 @@ pub struct SimScenario {
     pub params: ParamFlags,
     /// The teams' queues (docs/tenants.md); empty: one pool.
     pub queues: Vec<gpuplan_core::queue::Queue>,
+    /// As [`SimConfig::memory_limit_mb`].
+    pub memory_limit_mb: Option<u64>,
 }
 
 impl Default for SimScenario {
@@ -157,6 +159,7 @@ impl Default for SimScenario {
             colocation_gpu_type: String::new(),
             params: ParamFlags::default(),
             queues: Vec::new(),
+            memory_limit_mb: None,
         }
     }
 }
@@ -314,6 +317,7 @@ impl SimScenario {
             colocation,
             colocation_jobs,
             queues: self.queues.clone(),
+            memory_limit_mb: self.memory_limit_mb,
             ..SimConfig::default()
         })
     }

@@ -135,7 +135,6 @@ fn parse_sizes(s: &str) -> Result<Vec<(u32, usize)>> {
     }
 }
 
-/// (solve ms, objective, status) of one solve.
 /// (solve ms, objective, status, the plan's proven gap, the process's
 /// peak resident MiB during the solve).
 type Solved = (f64, f64, PlanStatus, Option<f64>, Option<f64>);

@@ -36,9 +36,17 @@ pub fn set_gap_cached(round: &Round, plan: &mut Plan, caches: &mut [SpeedupCache
 
 /// The greedy plan, marked `fallback` with the reason.
 pub fn fallback(name: &str, round: &Round, reason: &str) -> Plan {
-    let mut plan = plan_from_choices(name, round, &greedy_choices(round), PlanStatus::Fallback);
-    plan.reason = Some(format!("{reason}; greedy plan used"));
-    plan
+    as_fallback(
+        plan_from_choices(name, round, &greedy_choices(round), PlanStatus::Fallback),
+        reason,
+    )
+}
+
+/// A greedy plan already made, marked as [`fallback`] marks its own.
+pub fn as_fallback(mut greedy: Plan, reason: &str) -> Plan {
+    greedy.status = PlanStatus::Fallback;
+    greedy.reason = Some(format!("{reason}; greedy plan used"));
+    greedy
 }
 
 /// The common end of the node-placing MIPs: the independent validator (a

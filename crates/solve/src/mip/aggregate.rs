@@ -23,7 +23,7 @@ use super::MIP_TRAITS;
 use crate::candidates::{
     bound_to_mean, charge, job_options, kept_charge, type_capacity, Choice, Pick, Sense, Shapes, TypeCapacity,
 };
-use crate::fallback::set_gap_cached;
+use crate::fallback::{as_fallback, set_gap_cached};
 use crate::pairs::{group_options, kept_groups, overlapping_now, GroupOpt, Sharer};
 use crate::placement::pack_grouped;
 use crate::planners::greedy::{greedy_choices_with, plan_from_choices};
@@ -1287,12 +1287,7 @@ impl Planner for MipAggregate {
                 Ok(plan)
             }
             // The greedy plan at hand is `fallback`'s, without planning it again.
-            Err(reason) => {
-                let mut plan = greedy;
-                plan.status = PlanStatus::Fallback;
-                plan.reason = Some(format!("{reason}; greedy plan used"));
-                Ok(plan)
-            }
+            Err(reason) => Ok(as_fallback(greedy, &reason)),
         }
     }
 }

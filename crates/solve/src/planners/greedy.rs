@@ -65,14 +65,7 @@ impl Ledger<'_> {
         let free = |p: usize| self.left[p] + held(p);
         match (c.choice, c.pool) {
             (Choice::Keep, _) => {
-                let mut out: Vec<(usize, u32)> = Vec::new();
-                for (n, k) in round.jobs[j].current().per_node() {
-                    let p = self.pools.of_node[n.0 as usize];
-                    match out.iter_mut().find(|x| x.0 == p) {
-                        Some(x) => x.1 += k,
-                        None => out.push((p, k)),
-                    }
-                }
+                let out = kept_per_pool(round, self.pools, j);
                 out.iter().all(|&(p, k)| k <= free(p)).then_some(out)
             }
             (_, Some(p)) => (c.gpus <= free(p)).then(|| vec![(p, c.gpus)]),
@@ -479,6 +472,19 @@ fn choose(
     }
 }
 
+/// Job `j`'s current GPUs per pool: what keeping them holds.
+fn kept_per_pool(round: &Round, pools: &Pools, j: usize) -> Vec<(usize, u32)> {
+    let mut out: Vec<(usize, u32)> = Vec::new();
+    for (n, k) in round.jobs[j].current().per_node() {
+        let p = pools.of_node[n.0 as usize];
+        match out.iter_mut().find(|x| x.0 == p) {
+            Some(x) => x.1 += k,
+            None => out.push((p, k)),
+        }
+    }
+    out
+}
+
 /// Most exchange passes after the marginal moves ([`exchange_pass`]).
 const EXCHANGE_PASSES: usize = 8;
 
@@ -501,17 +507,7 @@ struct Donor {
 /// what is free, so it is left out of exchanges).
 fn holding(round: &Round, pools: &Pools, j: usize, c: &Cand) -> Option<Vec<(usize, u32)>> {
     match (c.choice, c.pool) {
-        (Choice::Keep, _) => {
-            let mut out: Vec<(usize, u32)> = Vec::new();
-            for (n, k) in round.jobs[j].current().per_node() {
-                let p = pools.of_node[n.0 as usize];
-                match out.iter_mut().find(|x| x.0 == p) {
-                    Some(x) => x.1 += k,
-                    None => out.push((p, k)),
-                }
-            }
-            Some(out)
-        }
+        (Choice::Keep, _) => Some(kept_per_pool(round, pools, j)),
         (_, Some(p)) => Some(vec![(p, c.gpus)]),
         (_, None) => None,
     }
@@ -557,9 +553,6 @@ fn exchange_pass(
         // Each other choice (`None`: no GPUs) with its change per pool.
         let mut options: Vec<(Option<usize>, PoolDelta)> = vec![(None, delta(&[]))];
         for (ci, c) in cands[j].iter().enumerate() {
-            if Some(ci) == pick[j] {
-                continue;
-            }
             if let Some(h) = holding(round, ledger.pools, j, c) {
                 options.push((Some(ci), delta(&h)));
             }

@@ -63,9 +63,12 @@ def save():
 
 
 def report(body):
+    # The job's token is in the 0600 file the daemon names, never in the environment.
+    with open(env["GPUPLAN_JOB_TOKEN_FILE"]) as f:
+        token = f.read().strip()
     req = urllib.request.Request(env["GPUPLAN_REPORT_URL"], data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json",
-                                          "Authorization": f"Bearer {env['GPUPLAN_JOB_TOKEN']}"})
+                                          "Authorization": f"Bearer {token}"})
     try:
         urllib.request.urlopen(req, timeout=2).read()
     except Exception:

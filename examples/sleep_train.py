@@ -90,8 +90,17 @@ def save():
     os.replace(tmp, ckpt)
 
 
+def job_token():
+    """The job's token: in the 0600 file the daemon names (never in the environment)."""
+    path = env.get("GPUPLAN_JOB_TOKEN_FILE")
+    if not path:
+        return None
+    with open(path) as f:
+        return f.read().strip()
+
+
 def report(step_time, accum_time):
-    url, token = env.get("GPUPLAN_REPORT_URL"), env.get("GPUPLAN_JOB_TOKEN")
+    url, token = env.get("GPUPLAN_REPORT_URL"), job_token()
     if rank != 0 or not url:
         return
     body = json.dumps({"step": step, "step_time_s": step_time, "accum_time_s": accum_time,

@@ -109,9 +109,8 @@ pub enum ClusterCmd {
         /// (`slurm`: the partition's nodes from `sinfo`).
         #[arg(long, default_value = "local", value_parser = crate::serve::engine_names())]
         engine: String,
-        /// The Slurm partition (with `--engine slurm`).
-        #[arg(long)]
-        partition: Option<String>,
+        #[command(flatten)]
+        engine_flags: crate::serve::EngineFlags,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -183,10 +182,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 ClusterCmd::Show {
                     devices,
                     engine,
-                    partition,
+                    engine_flags,
                     format,
                 },
-        } => crate::cluster::show(&devices, &engine, partition.as_deref(), format),
+        } => crate::cluster::show(&devices, &engine, &engine_flags.0, format),
         Cmd::Policies { format } => {
             print!("{}", policies(format));
             Ok(ExitCode::SUCCESS)

@@ -27,14 +27,18 @@ struct Shown<'a> {
     unhealthy: Vec<Unhealthy<'a>>,
 }
 
-pub fn show(devices: &str, engine: &str, partition: Option<&str>, format: Format) -> Result<ExitCode> {
+pub fn show(
+    devices: &str,
+    engine: &str,
+    options: &gpuplan_exec::engine::EngineOptions,
+    format: Format,
+) -> Result<ExitCode> {
     let state = std::env::temp_dir();
-    let (mut d, _) = gpuplan_exec::engine::backends(
+    let (mut d, _) = gpuplan_exec::engine::build(
         engine,
-        &gpuplan_exec::engine::EngineArgs {
+        &gpuplan_exec::engine::EngineSetup {
             devices,
-            partition,
-            slurm_timeout: std::time::Duration::from_secs(20),
+            options,
             state_dir: &state,
             sharing: 1,
             clock: std::sync::Arc::new(gpuplan_exec::SystemClock),

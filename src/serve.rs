@@ -18,28 +18,10 @@ use crate::cli::Format;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7077";
 
-/// `60s`, `200ms`, `5m`, `1h`, or plain seconds.
+/// `60s`, `200ms`, `5m`, `1h`, or plain seconds: the engines' flags'
+/// grammar, so every duration flag reads alike.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration (e.g. 60s, 200ms, 5m)"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("'{s}' must be a duration >= 0"));
-    }
-    Ok(Duration::from_secs_f64(v * scale))
+    gpuplan_exec::engine::flag::duration(s)
 }
 
 /// `$XDG_STATE_HOME/gpuplan`, else `~/.local/state/gpuplan`.
@@ -60,13 +42,8 @@ pub struct ServeArgs {
     /// takes the cluster from `sinfo`, not `--devices`).
     #[arg(long, default_value = "local", value_parser = engine_names())]
     pub engine: String,
-    /// The Slurm partition gpuplan plans (with `--engine slurm`).
-    #[arg(long)]
-    pub partition: Option<String>,
-    /// Longest one Slurm command (sinfo, squeue, sbatch, scontrol) may take;
-    /// a slower one counts as failed and the round is retried.
-    #[arg(long, default_value = "20s", value_parser = parse_duration)]
-    pub slurm_timeout: Duration,
+    #[command(flatten)]
+    pub engine_flags: EngineFlags,
     /// Time between planning rounds.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub interval: Duration,
@@ -91,6 +68,11 @@ pub struct ServeArgs {
     /// Planner time limit per round.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub time_limit: Duration,
+    /// Most memory a round's model may take, MiB, as `plan --memory-limit`: a larger model is not
+    /// built and that round falls back to greedy, marked with the reason (default: half the
+    /// machine's memory; 0: no limit).
+    #[arg(long, value_name = "MIB")]
+    pub memory_limit: Option<u64>,
     /// δ of the restart factor (seconds a restart is assumed to cost).
     #[arg(long, default_value_t = 30.0)]
     pub restart_penalty: f64,
@@ -124,6 +106,15 @@ pub struct ServeArgs {
     /// to FILE instead of stderr; GPUPLAN_LOG sets the level (default info).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// Label job series in /metrics (which needs no token) with job names too; by default
+    /// only job ids: a name can say what a team works on.
+    #[arg(long)]
+    pub metrics_job_labels: bool,
+    /// How long finished jobs are kept: a duration after each finished (7d, 12h, 30m, 90s) or
+    /// a count of the latest (100). Past it a job leaves the job table, the journal and
+    /// STATE/jobs; its id is never given out again.
+    #[arg(long, value_name = "DURATION|COUNT", default_value = "7d", value_parser = gpuplan_exec::Keep::parse)]
+    pub keep_finished: gpuplan_exec::Keep,
 }
 
 pub fn serve(a: ServeArgs) -> Result<ExitCode> {
@@ -149,6 +140,9 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
                 .try_init();
         }
     }
+    // An engine's flag given with another engine is refused by the
+    // registry, before anything starts.
+    gpuplan_exec::engine::check_options(&a.engine, &a.engine_flags.0)?;
     gpuplan_exec::raise_open_file_limit();
     let state = a.state.unwrap_or_else(default_state_dir);
     let mut cfg = gpuplan_exec::Config::new(state, &a.planner);
@@ -157,6 +151,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     cfg.backoff_s = a.backoff.as_secs_f64();
     cfg.max_crashes = a.max_crashes.max(1);
     cfg.limits.time_limit_s = a.time_limit.as_secs_f64().max(0.01);
+    cfg.limits.memory_limit_mb = crate::plan::memory_limit_mb(a.memory_limit);
     cfg.params.restart_penalty_s = a.restart_penalty;
     if let Some(k) = a.sharing {
         cfg.params.sharing = k;
@@ -169,6 +164,10 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     if a.recover {
         cfg.on_damage = gpuplan_exec::OnDamage::Recover;
     }
+    if a.metrics_job_labels {
+        cfg.metrics_job_names = gpuplan_exec::JobNames::Shown;
+    }
+    cfg.keep_finished = a.keep_finished;
     // The executor's one check of its settings; only the flag names are ours.
     if let Err(errs) = cfg.check() {
         use gpuplan_core::ParamField;
@@ -193,8 +192,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             daemon: cfg,
             devices: a.devices,
             engine: a.engine,
-            partition: a.partition,
-            slurm_timeout: a.slurm_timeout,
+            engine_options: a.engine_flags.0,
             listen: a.listen,
             token,
             http: gpuplan_exec::HttpLimits::default(),
@@ -389,4 +387,93 @@ pub fn engine_names() -> clap::builder::PossibleValuesParser {
             .iter()
             .map(|e| clap::builder::PossibleValue::new(e.name).help(e.description)),
     )
+}
+
+/// Every engine's own flags, from the engine registry: what an engine
+/// declares appears in `serve` and `cluster show` (with the engine it
+/// belongs to, its default and its parsing) with no edit here. Only the
+/// flags given are kept, so the registry can refuse one given with another
+/// engine ([`gpuplan_exec::engine::check_options`]).
+#[derive(Debug, Clone, Default)]
+pub struct EngineFlags(pub gpuplan_exec::engine::EngineOptions);
+
+fn engine_flags() -> impl Iterator<Item = (&'static str, &'static dyn gpuplan_exec::engine::AnyFlag)> {
+    gpuplan_exec::engine::REGISTRY
+        .iter()
+        .flat_map(|e| e.flags.iter().map(move |f| (e.name, *f)))
+}
+
+impl clap::FromArgMatches for EngineFlags {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut given = gpuplan_exec::engine::EngineOptions::new();
+        for (_, f) in engine_flags() {
+            if m.value_source(f.name()) == Some(clap::parser::ValueSource::CommandLine) {
+                if let Some(v) = m.get_one::<String>(f.name()) {
+                    given.set(f.name(), v);
+                }
+            }
+        }
+        Ok(EngineFlags(given))
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for EngineFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        engine_flags().fold(cmd, |cmd, (engine, f)| {
+            let arg = clap::Arg::new(f.name())
+                .long(f.name())
+                .value_name(f.value_name())
+                .help(format!("{} (with --engine {engine})", f.help()))
+                // A bad value exits 2 as the daemon's own flags do.
+                .value_parser(move |s: &str| f.check(s).map(|()| s.to_string()));
+            cmd.arg(match f.default() {
+                Some(d) => arg.default_value(d),
+                None => arg,
+            })
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The engines' flags sit beside `serve`'s and `cluster show`'s own:
+    /// a name an engine shares with one of them would fail here, not at an
+    /// operator's start (clap checks this only in debug builds).
+    #[test]
+    fn engine_flags_take_no_name_of_the_commands_own() {
+        let cli = crate::cli::Cli::command();
+        let cluster = cli.find_subcommand("cluster").unwrap();
+        for cmd in [
+            cli.find_subcommand("serve").unwrap(),
+            cluster.find_subcommand("show").unwrap(),
+        ] {
+            let (mut ids, mut longs) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+            for a in cmd.get_arguments() {
+                assert!(
+                    ids.insert(a.get_id().as_str()),
+                    "{}: {} twice",
+                    cmd.get_name(),
+                    a.get_id()
+                );
+                if let Some(long) = a.get_long() {
+                    assert!(longs.insert(long), "{}: --{long} twice", cmd.get_name());
+                }
+            }
+            assert!(
+                longs.contains("partition") && longs.contains("slurm-timeout"),
+                "{longs:?}"
+            );
+        }
+    }
 }

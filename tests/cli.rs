@@ -564,6 +564,73 @@ fn cluster_show_prints_the_cluster_a_round_gets() {
     assert!(stderr(&bad).contains("--devices bogus"), "{}", stderr(&bad));
 }
 
+/// Engines' own flags come from the engine registry into `serve` and
+/// `cluster show`, each with its engine; given with another engine, one is
+/// refused by the registry naming its engine, before anything starts.
+/// `serve --memory-limit` is `plan`'s.
+#[test]
+fn serve_and_cluster_show_take_each_engines_flags_from_the_registry() {
+    for cmd in [&["serve", "--help"][..], &["cluster", "show", "--help"]] {
+        let help = String::from_utf8_lossy(&run(cmd).stdout).to_string();
+        for flag in [
+            "--partition <NAME>",
+            "--slurm-timeout <DURATION>",
+            "(with --engine slurm)",
+        ] {
+            assert!(help.contains(flag), "{cmd:?}: {flag} in\n{help}");
+        }
+    }
+    let help = String::from_utf8_lossy(&run(&["serve", "--help"]).stdout).to_string();
+    assert!(help.contains("--memory-limit <MIB>"), "{help}");
+    let dir = std::env::temp_dir().join(format!("gpuplan-cli-engine-flags-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let state = dir.to_str().unwrap();
+    for (args, said) in [
+        (
+            &[
+                "serve",
+                "--devices",
+                "fake:1x1",
+                "--state",
+                state,
+                "--partition",
+                "p",
+            ][..],
+            "error: --partition is an option of --engine slurm",
+        ),
+        (
+            &[
+                "serve",
+                "--devices",
+                "fake:1x1",
+                "--state",
+                state,
+                "--slurm-timeout",
+                "5s",
+            ],
+            "error: --slurm-timeout is an option of --engine slurm",
+        ),
+        (
+            &["cluster", "show", "--devices", "fake:1x1", "--partition", "p"],
+            "error: --partition is an option of --engine slurm",
+        ),
+        (
+            &["serve", "--engine", "slurm", "--slurm-timeout", "soon"],
+            "'soon' is not a duration",
+        ),
+        (
+            &["cluster", "show", "--engine", "slurm"],
+            "--engine slurm needs --partition NAME",
+        ),
+        (&["serve", "--memory-limit", "lots"], "--memory-limit <MIB>"),
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(said), "{args:?}: {}", stderr(&o));
+    }
+    assert!(!dir.exists(), "nothing written");
+}
+
 /// `--variability-draw pal` (PAL's per-run draw) changes the result of a
 /// variable cluster; a bad value or one without `--variability` exits 2.
 #[test]

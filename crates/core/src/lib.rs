@@ -27,6 +27,7 @@
 //! ```
 
 mod bind;
+mod capacity;
 mod cluster;
 // A namespace: its rules (`may_group`, `round_model`, `Observed`, ...) read
 // unclearly without `colocation::`, and `Observed` would sit beside `Observation`.
@@ -53,6 +54,7 @@ mod validate;
 mod variability;
 
 pub use bind::{bind_plan, bind_round};
+pub use capacity::{largest_type_gpus, never_fits, NeverFits};
 pub use cluster::{Cluster, GpuType, Node, NodeId, DEFAULT_GPU_TYPE, MAX_GPUS_PER_NODE, MAX_GPUS_TOTAL};
 pub use error::{CoreError, ParseError};
 pub use fit::{fit_perf_params, prior_perf_params, FitStarts, Observation};

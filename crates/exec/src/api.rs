@@ -5,7 +5,7 @@
 //! probes and Prometheus, which sends no token by default) needs a token in
 //! `Authorization: Bearer`:
 //! the admin token (STATE/token) for everything, or a job's own token
-//! (given to its processes as GPUPLAN_JOB_TOKEN) for that job's report,
+//! (given to its processes in the file GPUPLAN_JOB_TOKEN_FILE names) for that job's report,
 //! state and logs only — so one job cannot read or signal another.
 
 use std::future::Future;
@@ -39,10 +39,8 @@ pub struct ServeConfig {
     pub devices: String,
     /// Engine name (one of [`crate::engine::REGISTRY`]).
     pub engine: String,
-    /// The Slurm partition gpuplan plans (`--engine slurm`).
-    pub partition: Option<String>,
-    /// Longest one Slurm command may take before it counts as failed.
-    pub slurm_timeout: Duration,
+    /// The engine's own flags as given (each engine declares its own).
+    pub engine_options: crate::engine::EngineOptions,
     /// Where the HTTP API listens (`--listen`).
     pub listen: SocketAddr,
     /// Admin token; `None` = read STATE/token, creating it (mode 0600) if absent.
@@ -88,11 +86,63 @@ struct Shared {
     daemon: SharedDaemon,
     token: String,
     http: HttpLimits,
+    /// The engine and devices, for the few requests that need them; every
+    /// such call runs on a blocking thread off the daemon's lock.
+    engine: crate::effects::SharedEngine,
+    devices: crate::effects::SharedDevices,
+    /// What health says, read with no lock at all.
+    backend: &'static str,
+    rounds: Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// Longest a request waits for an engine or device call (an engine's
+/// admission command, a log read, fault injection) before it is answered 503.
+pub const ENGINE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Shared {
+    fn new(daemon: SharedDaemon, token: String, http: HttpLimits) -> Shared {
+        let (engine, devices, backend, rounds) = {
+            let d = daemon.lock();
+            let (e, dv) = d.effects();
+            (e, dv, d.backend(), d.round_counter())
+        };
+        Shared {
+            daemon,
+            token,
+            http,
+            engine,
+            devices,
+            backend,
+            rounds,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Daemon> {
         self.daemon.lock()
+    }
+
+    /// Run `f` (engine or device calls) on a blocking thread, answering 503
+    /// if it has not returned within [`ENGINE_REQUEST_TIMEOUT`].
+    async fn effect<R: Send + 'static>(
+        &self,
+        what: &str,
+        f: impl FnOnce() -> Result<R, ExecError> + Send + 'static,
+    ) -> Result<R, ApiError> {
+        match tokio::time::timeout(ENGINE_REQUEST_TIMEOUT, tokio::task::spawn_blocking(f)).await {
+            Ok(Ok(r)) => r.map_err(ApiError::from),
+            Ok(Err(_)) => Err(ApiError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{what}: an engine call panicked"),
+            )),
+            Err(_) => Err(ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "{what}: the engine has not answered within {} s; it goes on in the background \
+                     (list the jobs before submitting again)",
+                    ENGINE_REQUEST_TIMEOUT.as_secs()
+                ),
+            )),
+        }
     }
 }
 
@@ -114,7 +164,7 @@ impl From<ExecError> for ApiError {
             | ExecError::NoGpu(_) => StatusCode::BAD_REQUEST,
             ExecError::NoJob(_) => StatusCode::NOT_FOUND,
             ExecError::AlreadyFinal { .. } => StatusCode::CONFLICT,
-            // Slurm did not take the job: nothing was recorded, try again.
+            // The engine did not take the job: nothing was recorded, try again.
             ExecError::Engine(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -211,9 +261,11 @@ fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result
     })
 }
 
+/// Takes no lock: it answers whatever the daemon, its engine or its
+/// devices are doing.
 async fn health(State(s): State<Arc<Shared>>) -> ApiResult {
-    let d = s.lock();
-    Ok(Json(json!({ "ok": true, "devices": d.backend(), "rounds": d.rounds() })).into_response())
+    let rounds = s.rounds.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(Json(json!({ "ok": true, "devices": s.backend, "rounds": rounds })).into_response())
 }
 
 /// Prometheus scrape; no token, like health: it shows counts, job ids and
@@ -253,7 +305,10 @@ async fn submit(State(s): State<Arc<Shared>>, h: HeaderMap, body: axum::body::Bo
     admin(&s, &h)?;
     let body = read_body(&s, &h, body).await?;
     let spec: JobSubmission = parse_json(&body, "request")?;
-    let (id, _) = s.lock().submit(spec)?;
+    let (d, e, dv) = (s.daemon.clone(), s.engine.clone(), s.devices.clone());
+    let (id, _) = s
+        .effect("submit", move || crate::effects::submit(&d, &e, &dv, spec))
+        .await?;
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
 }
 
@@ -288,9 +343,11 @@ async fn logs(
 ) -> ApiResult {
     let id = parse_id(&id)?;
     admin_or_job(&s, &h, id)?;
+    let (d, e) = (s.daemon.clone(), s.engine.clone());
+    let (rank, n) = (q.rank.unwrap_or(0), q.lines.unwrap_or(100).min(10_000));
     let lines = s
-        .lock()
-        .logs(id, q.rank.unwrap_or(0), q.lines.unwrap_or(100).min(10_000))?;
+        .effect("logs", move || crate::effects::logs(&d, &e, id, rank, n))
+        .await?;
     Ok(Json(json!({ "id": id, "lines": lines })).into_response())
 }
 
@@ -319,7 +376,11 @@ async fn fault(State(s): State<Arc<Shared>>, h: HeaderMap, body: axum::body::Bod
     admin(&s, &h)?;
     let body = read_body(&s, &h, body).await?;
     let f: FaultReq = parse_json(&body, "request")?;
-    s.lock().inject(&f.uuid, f.fault)?;
+    let dv = s.devices.clone();
+    s.effect("fault", move || {
+        crate::effects::lock(&dv).inject(&f.uuid, f.fault)
+    })
+    .await?;
     Ok(Json(json!({ "ok": true })).into_response())
 }
 
@@ -378,12 +439,11 @@ pub async fn serve(
     // Refuse an oracle planner before touching devices or the state.
     crate::daemon::live_planner(&cfg.daemon.planner)?;
     let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::SystemClock);
-    let (devices, engine) = crate::engine::backends(
+    let (devices, engine) = crate::engine::build(
         &cfg.engine,
-        &crate::engine::EngineArgs {
+        &crate::engine::EngineSetup {
             devices: &cfg.devices,
-            partition: cfg.partition.as_deref(),
-            slurm_timeout: cfg.slurm_timeout,
+            options: &cfg.engine_options,
             state_dir: &cfg.daemon.state_dir,
             sharing: cfg.daemon.params.sharing,
             clock: clock.clone(),
@@ -434,11 +494,7 @@ pub async fn serve(
             })
             .await
     });
-    let app = router(Arc::new(Shared {
-        daemon,
-        token,
-        http: cfg.http,
-    }));
+    let app = router(Arc::new(Shared::new(daemon, token, cfg.http)));
     serve_http(listener, app, cfg.http, async move {
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -628,6 +684,157 @@ mod tests {
     use crate::device::FakeDevices;
     use crate::engine::FakeEngine;
 
+    /// An engine whose `status` hangs once, for a bounded time, when
+    /// armed: a stand-in for an engine's command that does not answer.
+    struct Hanging {
+        inner: FakeEngine,
+        armed: Arc<std::sync::atomic::AtomicBool>,
+        hang: Duration,
+    }
+
+    impl crate::engine::Engine for Hanging {
+        fn name(&self) -> &'static str {
+            "hanging"
+        }
+        fn locate(&self, job: JobId, attempt: u32) -> crate::engine::Handle {
+            self.inner.locate(job, attempt)
+        }
+        fn start(
+            &mut self,
+            spec: &crate::engine::AttemptSpec,
+            h: &mut crate::engine::Handle,
+        ) -> Result<(), ExecError> {
+            self.inner.start(spec, h)
+        }
+        fn status(&mut self, h: &crate::engine::Handle) -> Vec<crate::engine::RankStatus> {
+            if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(self.hang);
+            }
+            self.inner.status(h)
+        }
+        fn stop(&mut self, h: &crate::engine::Handle, how: crate::engine::Stop) {
+            self.inner.stop(h, how)
+        }
+        fn adopt(&mut self, h: &mut crate::engine::Handle, ranks: u32) -> bool {
+            self.inner.adopt(h, ranks)
+        }
+        fn logs(&self, h: &crate::engine::Handle, rank: u32, lines: usize) -> Vec<String> {
+            self.inner.logs(h, rank, lines)
+        }
+        fn done(&self, job: JobId) -> bool {
+            self.inner.done(job)
+        }
+    }
+
+    /// Issue 49: an engine call that hangs (5 s, then it returns by
+    /// itself) holds up neither the API nor the rounds: health answers
+    /// throughout, rounds go on being planned, and once the call returns
+    /// the engine is used again. The production loop and HTTP server, on
+    /// the system clock.
+    #[test]
+    fn a_hung_engine_call_stalls_neither_health_nor_rounds() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-api-hang-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let fake = FakeEngine::new(ManualClock::new(0.0));
+        let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let engine = Hanging {
+            inner: fake.clone(),
+            armed: armed.clone(),
+            hang: Duration::from_secs(5),
+        };
+        let mut cfg = Config::new(dir.clone(), "greedy");
+        cfg.interval_s = 0.2;
+        let d = Daemon::open_with_clock(
+            cfg,
+            Box::new(FakeDevices::new(1, 2)),
+            Box::new(engine),
+            Arc::new(crate::clock::SystemClock),
+        )
+        .unwrap();
+        let daemon = SharedDaemon::new(d);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared::new(
+            daemon.clone(),
+            "secret".into(),
+            HttpLimits::default(),
+        ));
+        rt.spawn(serve_http(
+            listener,
+            router(shared),
+            HttpLimits::default(),
+            std::future::pending(),
+        ));
+        let mut driver = RoundDriver::new(daemon.clone()).unwrap();
+        rt.spawn(async move { driver.run_rounds(std::future::pending()).await });
+        for name in ["a", "b"] {
+            let body = format!(
+                r#"{{"name":"{name}","command":"run=1000000","min_gpus":1,"max_gpus":1,"batch_size":8}}"#
+            );
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            write!(
+                c,
+                "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer secret\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).unwrap();
+            assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+        }
+        let t0 = std::time::Instant::now();
+        while fake.started().len() < 2 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "{:?}",
+                daemon.lock().views()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let rounds = |d: &SharedDaemon| d.lock().rounds();
+        let before = rounds(&daemon);
+        armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let t0 = std::time::Instant::now();
+        let mut worst = Duration::ZERO;
+        while t0.elapsed() < Duration::from_millis(4500) {
+            let asked = std::time::Instant::now();
+            let (code, out) = call(addr, "GET", "/v1/health");
+            worst = worst.max(asked.elapsed());
+            assert_eq!(code, 200, "{out}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let during = rounds(&daemon);
+        assert!(
+            !armed.load(std::sync::atomic::Ordering::SeqCst),
+            "the hang happened"
+        );
+        assert!(
+            worst < Duration::from_secs(1),
+            "health took {worst:?} while the engine hung"
+        );
+        assert!(
+            during >= before + 3,
+            "rounds went on while the engine hung: {before} -> {during}"
+        );
+        // After the hang the engine serves again: a cancel's stop is sent.
+        daemon.lock().cancel(JobId(1)).unwrap();
+        let t0 = std::time::Instant::now();
+        while fake.stops().is_empty() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "no stop sent after the hang"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(rt);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// One HTTP/1.1 request on a fresh connection: (status code, whole response).
     fn call(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
         let mut c = std::net::TcpStream::connect(addr).unwrap();
@@ -672,11 +879,7 @@ mod tests {
         )
         .unwrap();
         let daemon = SharedDaemon::new(d);
-        let shared = Arc::new(Shared {
-            daemon: daemon.clone(),
-            token: "secret".into(),
-            http,
-        });
+        let shared = Arc::new(Shared::new(daemon.clone(), "secret".into(), http));
         let http = shared.http;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

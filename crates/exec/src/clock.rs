@@ -1,6 +1,6 @@
 //! The daemon's one clock, injected: supervision (grace periods, crash
-//! back-off, attained service), the round loop's schedule and the Slurm
-//! engine's status cache read time only through [`Clock`], so tests advance
+//! back-off, attained service), the round loop's schedule and engines'
+//! status caches read time only through [`Clock`], so tests advance
 //! a [`ManualClock`] instead of sleeping through a grace period or a round
 //! interval. Durations that are only measured (a round's `plan_ms`, an
 //! external command's time-out) use a [`Stopwatch`]; nothing else in the

@@ -8,6 +8,14 @@
 //! A round (prepare, plan, apply) plans off the daemon's lock, so the API
 //! stays responsive, and ticks go on while the planner runs; the round then
 //! ends with a tick, so what it planned launches at once.
+//!
+//! Every engine and device call is an effect ([`crate::effects`]) run on a
+//! blocking thread, never under the daemon's lock. The loop waits for one
+//! at most [`EFFECT_WAIT_S`] on its clock: a call that has not returned by
+//! then is logged and left to finish in the background, and until it does
+//! the engine is busy, so ticks skip it (said once) and rounds plan without
+//! retiring or adopting jobs. A hung engine thus degrades its own work and
+//! stalls neither the API nor the loop.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,12 +24,23 @@ use gpuplan_solve::{run_round, Limits, Planner};
 
 use crate::clock::Clock;
 use crate::daemon::{live_planner, SharedDaemon};
+use crate::effects::{try_lock, SharedDevices, SharedEngine};
 use crate::ExecError;
+
+/// Longest the loop waits for one effect (a tick's engine calls, a
+/// round's preparation) before it goes on without it: a few ticks, so a
+/// slow engine command is waited for and a hung one costs the loop two
+/// seconds once, not every tick.
+pub const EFFECT_WAIT_S: f64 = 2.0;
 
 /// The round loop's state: the planner (its cross-round state lives here,
 /// off the lock) and when the next tick and round are due.
 pub struct RoundDriver {
     daemon: SharedDaemon,
+    engine: SharedEngine,
+    devices: SharedDevices,
+    /// Since when ticks have found the engine busy (logged once a spell).
+    engine_busy_since: Option<f64>,
     /// `None` once the planner panicked: rounds stop, ticks go on.
     planner: Option<Box<dyn Planner>>,
     limits: Limits,
@@ -45,16 +64,25 @@ impl RoundDriver {
     /// A driver for `daemon`, with the planner, interval and time limit of
     /// its config; refuses a planner that cannot run live.
     pub fn new(daemon: SharedDaemon) -> Result<RoundDriver, ExecError> {
-        let (planner, limits, interval_s, clock) = {
+        let (planner, limits, interval_s, clock, (engine, devices)) = {
             let d = daemon.lock();
             let cfg = d.config();
-            (live_planner(&cfg.planner)?, cfg.limits, cfg.interval_s, d.clock())
+            (
+                live_planner(&cfg.planner)?,
+                cfg.limits,
+                cfg.interval_s,
+                d.clock(),
+                d.effects(),
+            )
         };
         let round_s = interval_s.max(0.01);
         // Supervision's pace: a quarter of the interval, within 20-500 ms.
         let tick_s = (round_s / 4.0).clamp(0.02, 0.5);
         Ok(RoundDriver {
             daemon,
+            engine,
+            devices,
+            engine_busy_since: None,
             planner: Some(planner),
             limits,
             clock,
@@ -75,7 +103,7 @@ impl RoundDriver {
         loop {
             let now = self.clock.now_unix_s();
             if due_at(self.last_tick_unix_s, self.tick_s, now) <= now {
-                self.tick(now);
+                self.tick(now).await;
             }
             if self.planner.is_some() && due_at(self.last_round_unix_s, self.round_s, now) <= now {
                 self.last_round_unix_s = Some(now);
@@ -94,20 +122,62 @@ impl RoundDriver {
         }
     }
 
-    fn tick(&mut self, now: f64) {
+    /// A tick's effects, with the engine if it is not busy.
+    async fn tick(&mut self, now: f64) {
         self.last_tick_unix_s = Some(now);
-        if let Err(e) = self.daemon.lock().tick() {
-            tracing::error!("tick: {e}");
+        let (daemon, engine) = (self.daemon.clone(), self.engine.clone());
+        let r = effect(self.clock.clone(), "tick", move || {
+            let mut e = try_lock(&engine)?;
+            Some(crate::effects::tick(&daemon, e.as_mut()))
+        })
+        .await;
+        match r {
+            Some(Some(r)) => {
+                if let Some(since) = self.engine_busy_since.take() {
+                    tracing::warn!(
+                        "the engine answers again, after {:.1} s busy",
+                        self.clock.now_unix_s() - since
+                    );
+                }
+                if let Err(e) = r {
+                    tracing::error!("tick: {e}");
+                }
+            }
+            Some(None) if self.engine_busy_since.is_none() => {
+                self.engine_busy_since = Some(now);
+                tracing::warn!(
+                    "the engine is busy (a call of it has not returned): ticks skip it until it does"
+                );
+            }
+            Some(None) | None => {}
         }
     }
 
-    /// Prepare under the lock, plan off it (ticking when due meanwhile),
-    /// apply under it, then tick.
+    /// Prepare (the engine's and the devices' effects off the lock, the
+    /// round built under it), plan off the lock (ticking when due
+    /// meanwhile), apply under it, then tick.
     async fn round(&mut self) {
-        let prep = match self.daemon.lock().prepare() {
-            Ok(Some(p)) => p,
-            Ok(None) => return,
-            Err(e) => {
+        let (daemon, engine, devices) = (self.daemon.clone(), self.engine.clone(), self.devices.clone());
+        let prepared = effect(self.clock.clone(), "round", move || {
+            let mut e = try_lock(&engine);
+            let mut dv = try_lock(&devices);
+            let engine: Option<&mut dyn crate::engine::Engine> = match e.as_mut() {
+                Some(g) => Some(g.as_mut()),
+                None => None,
+            };
+            let devices: Option<&mut dyn crate::device::Devices> = match dv.as_mut() {
+                Some(g) => Some(g.as_mut()),
+                None => None,
+            };
+            let r = crate::effects::prepare(&daemon, engine, devices);
+            drop((e, dv));
+            r
+        })
+        .await;
+        let prep = match prepared {
+            Some(Ok(Some(p))) => p,
+            Some(Ok(None)) | None => return,
+            Some(Err(e)) => {
                 tracing::error!("round: {e}");
                 return;
             }
@@ -127,7 +197,7 @@ impl RoundDriver {
                 joined = &mut planning => break joined,
                 () = self.clock.sleep_until(next_tick) => {
                     let now = self.clock.now_unix_s();
-                    self.tick(now);
+                    self.tick(now).await;
                 }
             }
         };
@@ -141,7 +211,36 @@ impl RoundDriver {
             Err(e) => tracing::error!("apply: {e}"),
         }
         let now = self.clock.now_unix_s();
-        self.tick(now);
+        self.tick(now).await;
+    }
+}
+
+/// Run `f` (blocking work: engine and device calls) on a blocking
+/// thread and wait for it at most [`EFFECT_WAIT_S`] on the loop's clock;
+/// `None` if it panicked or is still running (logged; it finishes in
+/// the background, and feeds its results to the daemon itself).
+async fn effect<R: Send + 'static>(
+    clock: Arc<dyn Clock>,
+    what: &str,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Option<R> {
+    let mut task = tokio::task::spawn_blocking(f);
+    let deadline = clock.now_unix_s() + EFFECT_WAIT_S;
+    tokio::select! {
+        r = &mut task => match r {
+            Ok(r) => Some(r),
+            Err(_) => {
+                tracing::error!("{what}: an engine or device call panicked");
+                None
+            }
+        },
+        () = clock.sleep_until(deadline) => {
+            tracing::warn!(
+                "{what}: engine or device calls are still running after {EFFECT_WAIT_S} s; \
+                 the loop goes on and they finish in the background"
+            );
+            None
+        }
     }
 }
 
@@ -268,11 +367,13 @@ mod tests {
                     })
                     .await
             });
-            // No job: a round has nothing to plan, so nothing runs off the
-            // runtime and a few yields let the loop reach its wait.
+            // No job: a round has nothing to plan; its effects (devices,
+            // engine) run on blocking threads, so the loop gets real time
+            // beside its turns to reach its wait.
             let settle = || async {
-                for _ in 0..10 {
+                for _ in 0..50 {
                     tokio::task::yield_now().await;
+                    std::thread::sleep(std::time::Duration::from_millis(2));
                 }
             };
             settle().await;

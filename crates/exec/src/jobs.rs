@@ -215,9 +215,9 @@ pub struct JobRecord {
     pub last_log: Vec<String>,
     /// When it completed, failed or was cancelled.
     pub finished_unix_s: Option<f64>,
-    /// The job's id in the engine's queue (Slurm job id), while it has
-    /// one; opaque to the daemon. Journaled as `slurm_job`, its name since
-    /// the Slurm engine's first release.
+    /// The job's id in the engine's queue, while it has one; opaque to
+    /// the daemon. Journaled under the key of the first engine that kept
+    /// one, so journals of earlier releases load.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "slurm_job")]
     pub engine_id: Option<u64>,
     /// What sharing has measured of the job (absent from older journals).

@@ -5,8 +5,9 @@
 //! [`Daemon`] holds the job table, a round's steps (devices ([`Devices`]:
 //! NVML or [`FakeDevices`]) → a [`gpuplan_core::Round`] → the shared
 //! pipeline → GPUs), the supervisor over a job-level engine
-//! ([`engine::Engine`]: local processes; scripted for tests; Slurm jobs,
-//! picked by name from [`engine::REGISTRY`]), the journal and the injected
+//! ([`engine::Engine`]: local processes, a scripted one for tests, or a
+//! workload manager's jobs, each picked by name from [`engine::REGISTRY`]
+//! with its own flags), the journal and the injected
 //! [`Clock`]; [`Config`] is what it is started with. The one round loop is
 //! [`RoundDriver::run_rounds`], on the injected clock until an injected
 //! shutdown; [`serve`] runs it beside an HTTP JSON API, with Prometheus
@@ -23,8 +24,11 @@ mod clock;
 mod daemon;
 mod device;
 mod driver;
-// Kept a namespace: the engine registry (`engine::REGISTRY`, `engine::backends`) reads unclearly flat.
+mod effects;
+mod held;
+// Kept a namespace: the engine registry (`engine::REGISTRY`, `engine::build`) reads unclearly flat.
 pub mod engine;
+mod jobfile;
 mod jobs;
 mod journal;
 mod metrics;
@@ -35,7 +39,9 @@ mod supervise;
 
 pub use api::{raise_open_file_limit, serve, serve_blocking, HttpLimits, ServeConfig, MAX_BODY_BYTES};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
-pub use daemon::{utilization_samples, Config, ConfigError, ConfigField, Daemon, SharedDaemon};
+pub use daemon::{
+    utilization_samples, Config, ConfigError, ConfigField, Daemon, JobNames, Keep, SharedDaemon,
+};
 pub use device::{Devices, FakeDevices, Fault, Gpu, Health};
 pub use driver::RoundDriver;
 pub use jobs::{batch_target, JobRecord, JobStatus, JobView, Phase, Report};
@@ -43,9 +49,9 @@ pub use journal::OnDamage;
 pub use round::{device_cluster, DeviceCluster, Prepared, RoundStats, RoundStatus};
 pub use spec::JobSubmission;
 
-/// The Slurm client the Slurm engine drives (`gpuplan sweep-slurm` runs
-/// its commands too); it lives with the engine. Kept a namespace:
-/// `slurm::run_timed` says whose commands it runs, flat it would not.
+/// The client of the engine of this name, for the commands that run it
+/// outside the daemon; it lives with its engine. Kept a namespace: the
+/// module's name says whose commands `run_timed` runs, flat it would not.
 pub mod slurm {
     pub use crate::engine::slurm::client::{run_timed, Slurm, SlurmJob, SlurmNode};
 }

@@ -36,7 +36,8 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// plan (no job waiting or running, or no healthy GPU).
 pub const ROUND_STATUSES: [&str; 5] = ["optimal", "feasible", "fallback", "error", "idle"];
 
-type JobLabels = [(&'static str, String); 2];
+/// `job_id`, and `job_name` only where the daemon shows names.
+type JobLabels = Vec<(&'static str, String)>;
 type NodeLabels = [(&'static str, String); 1];
 
 /// One job's row. Only jobs that are not final, or still have ranks
@@ -153,7 +154,12 @@ impl Snapshot {
             .jobs()
             .filter(|j| !j.status.is_final() || j.live())
             .map(|j| JobRow {
-                labels: [("job_id", j.id.0.to_string()), ("job_name", j.spec.name.clone())],
+                labels: match d.config().metrics_job_names {
+                    crate::daemon::JobNames::Hidden => vec![("job_id", j.id.0.to_string())],
+                    crate::daemon::JobNames::Shown => {
+                        vec![("job_id", j.id.0.to_string()), ("job_name", j.spec.name.clone())]
+                    }
+                },
                 gpus: j.gpus.len() as u64,
                 goodput: predicted_goodput(j, d.models().get(&j.id), &node_of),
                 restarts: u64::from(j.restarts),
@@ -415,8 +421,11 @@ mod tests {
     }
 
     impl Rig {
+        /// Job names shown (`--metrics-job-labels`), as the tests below read them.
         fn new(tag: &str) -> Rig {
-            Rig::with(tag, "greedy", (2, 4), |_| {})
+            Rig::with(tag, "greedy", (2, 4), |c| {
+                c.metrics_job_names = crate::daemon::JobNames::Shown
+            })
         }
 
         /// A rig with `planner` on `nodes` fake NODESxGPUS, its config
@@ -500,6 +509,26 @@ mod tests {
             .replace('\\', "\\\\")
             .replace('"', "\\\"");
         format!("{name}{{job_id=\"{}\",job_name=\"{n}\"}}", id.0)
+    }
+
+    /// Issue 49, item 6: `/metrics` needs no token, so by default its job
+    /// series carry ids only; names only with `--metrics-job-labels`.
+    #[test]
+    fn job_names_are_shown_only_when_asked() {
+        let rig = Rig::with("names", "greedy", (1, 4), |_| {});
+        let id = rig.lock().submit(job("secret-project", 1, 1)).unwrap().0;
+        let text = Snapshot::of(&rig.lock()).render().unwrap();
+        assert!(!text.contains("secret-project"), "{text}");
+        assert!(
+            text.contains(&format!("gpuplan_job_gpus{{job_id=\"{}\"}} 0", id.0)),
+            "{text}"
+        );
+        let rig = Rig::new("names-shown");
+        rig.lock().submit(job("secret-project", 1, 1)).unwrap();
+        assert!(Snapshot::of(&rig.lock())
+            .render()
+            .unwrap()
+            .contains("job_name=\"secret-project\""));
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! place that writes and signals, and this module needs nothing of it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use gpuplan_core::colocation::Colocation;
 use gpuplan_core::predict::PredictAt;
@@ -23,10 +25,9 @@ use gpuplan_solve::{round_job, Change, Decision, FitMemo, JobFacts, PlannerTrait
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Stopwatch;
-use crate::device::{Devices, Fault, Gpu, Health};
+use crate::device::{Gpu, Health};
 use crate::jobs::{partners, JobRecord, JobStatus};
 use crate::supervise::{Order, Supervisor};
-use crate::ExecError;
 
 /// Timings and outcome of one round.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -183,15 +184,16 @@ pub(crate) fn node_count(gpus: &[Gpu], uuids: &[String]) -> u32 {
 /// The job table as a round reads and changes it (the daemon's).
 pub(crate) type Jobs = BTreeMap<JobId, JobRecord>;
 
-/// What rounds keep between rounds: the device source and its last
-/// collection, the round count and last stats, and each job's goodput
+/// What rounds keep between rounds: the last device collection (the
+/// device source itself is an effect's, read off the daemon's lock), the
+/// round count (shared, so health reads it with no lock) and last stats, and each job's goodput
 /// model as the last round planned with it. `/metrics` predicts from
 /// these: a report drops a job's cached fit until the next round, and a
 /// scrape must not fit (an L-BFGS run per job).
 pub struct Rounds {
-    devices: Box<dyn Devices>,
+    backend: &'static str,
     gpus: Vec<Gpu>,
-    count: u64,
+    count: Arc<AtomicU64>,
     last: Option<RoundStats>,
     models: HashMap<JobId, GoodputModel>,
 }
@@ -235,11 +237,11 @@ pub(crate) struct Done {
 }
 
 impl Rounds {
-    pub fn new(devices: Box<dyn Devices>) -> Self {
+    pub fn new(backend: &'static str) -> Self {
         Rounds {
-            devices,
+            backend,
             gpus: Vec::new(),
-            count: 0,
+            count: Arc::new(AtomicU64::new(0)),
             last: None,
             models: HashMap::new(),
         }
@@ -250,20 +252,26 @@ impl Rounds {
         &self.gpus
     }
 
-    /// Collect devices outside a round (to check a submission before the
-    /// first round has); the next round collects again.
-    pub(crate) fn refresh_gpus(&mut self) -> Result<(), ExecError> {
-        self.gpus = self.devices.collect()?;
-        Ok(())
+    /// Devices collected outside a round (to check a submission before
+    /// the first round has), kept only if no round has collected yet.
+    pub(crate) fn first_gpus(&mut self, gpus: Vec<Gpu>) {
+        if self.gpus.is_empty() {
+            self.gpus = gpus;
+        }
     }
 
     pub fn backend(&self) -> &'static str {
-        self.devices.backend()
+        self.backend
     }
 
     /// Rounds begun so far.
     pub fn count(&self) -> u64 {
-        self.count
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// The round count, for readers that take no lock (health).
+    pub fn counter(&self) -> Arc<AtomicU64> {
+        self.count.clone()
     }
 
     pub fn last(&self) -> Option<&RoundStats> {
@@ -274,33 +282,30 @@ impl Rounds {
         &self.models
     }
 
-    pub fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
-        self.devices.inject(uuid, fault)
-    }
-
     /// Count a new round and start its stopwatch.
     pub(crate) fn begin(&mut self) -> Begun {
         let t0 = Stopwatch::start();
-        self.count += 1;
+        let round = self.count.fetch_add(1, Ordering::Relaxed) + 1;
         Begun {
             t0,
             stats: RoundStats {
-                round: self.count,
+                round,
                 ..RoundStats::default()
             },
         }
     }
 
-    /// Collect devices. Jobs on GPUs that left or turned unhealthy lose
-    /// them now and are re-planned; each running job's utilization is
-    /// recorded (jobs it changes enough join `dirty`).
+    /// Take the devices collected for this round. Jobs on GPUs that left
+    /// or turned unhealthy lose them now and are re-planned; each running
+    /// job's utilization is recorded (jobs it changes enough join `dirty`).
     pub(crate) fn collect(
         &mut self,
+        gpus: Vec<Gpu>,
         jobs: &mut Jobs,
         dirty: &mut BTreeSet<JobId>,
         now: f64,
-    ) -> Result<Collected, ExecError> {
-        self.gpus = self.devices.collect()?;
+    ) -> Collected {
+        self.gpus = gpus;
         let cluster = device_cluster(&self.gpus);
         let mut lost = Vec::new();
         let mut stops = Vec::new();
@@ -324,11 +329,11 @@ impl Rounds {
             lost.push(j.id);
         }
         record_utilization(&self.gpus, jobs, dirty);
-        Ok(Collected {
+        Collected {
             cluster,
             journal: dirty.iter().copied().chain(lost).collect(),
             stops,
-        })
+        }
     }
 
     /// Build the round from the job table: `None` when there is nothing to

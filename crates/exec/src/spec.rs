@@ -92,6 +92,43 @@ pub const MAX_UID: u32 = i32::MAX as u32 - 1;
 /// Longest `app` and `model` hints, like `name`.
 pub const MAX_HINT_CHARS: usize = 128;
 
+/// Longest `name`, in characters (not bytes: "é" is one).
+pub const MAX_NAME_CHARS: usize = 128;
+
+/// Largest `restart_cost_s` (one day). No checkpoint and reload takes
+/// longer, and the planner weighs a restart against what the round gains:
+/// a figure like 1e300 made every start look like a loss, so the job
+/// waited forever with no reason given.
+pub const MAX_RESTART_COST_S: f64 = 86_400.0;
+
+/// Largest `batch_size`, `max_batch_size`, `min_local_bsz` and
+/// `max_local_bsz`: a million samples, far above any data-parallel batch
+/// in use, and small enough that a batch spread over [`MAX_GPUS_PER_JOB`]
+/// GPUs (gpus × local batch, kept in a `u32`) cannot overflow.
+pub const MAX_BATCH_SIZE: u32 = 1_000_000;
+
+/// Most `max_crashes`: the back-off doubles with each crash, so a job past
+/// a few dozen would wait longer than any cluster runs; above this is a typo.
+pub const MAX_CRASHES: u32 = 100;
+
+/// Largest `mem_gib` (1 TiB per GPU): several times any GPU's memory, so a
+/// larger figure is a unit slip (MiB or bytes) that would keep the job from
+/// ever sharing.
+pub const MAX_MEM_GIB: f64 = 1024.0;
+
+/// Largest `features.flops_per_sample`, about a thousand times a large
+/// language model's forward pass over a long sequence: the predictor takes
+/// logarithms of it times the local batch, which must stay finite.
+pub const MAX_FLOPS_PER_SAMPLE: f64 = 1e18;
+
+/// Largest `features.params`, hundreds of times the largest models
+/// trained; like the FLOPs, a guard for the predictor's logarithms.
+pub const MAX_PARAMS: f64 = 1e15;
+
+/// Most layers of one kind in `features.layers`: the predictor adds the
+/// counts in a `u32`, and no model has near this many.
+pub const MAX_LAYERS: u32 = 100_000;
+
 impl JobSubmission {
     /// Semantic checks: (field, message) for every problem.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
@@ -99,8 +136,11 @@ impl JobSubmission {
         if self.name.trim().is_empty() {
             p.push(("name", "must not be empty".to_string()));
         }
-        if self.name.len() > 128 || self.name.chars().any(char::is_control) {
-            p.push(("name", "must be at most 128 printable characters".to_string()));
+        if self.name.chars().count() > MAX_NAME_CHARS || self.name.chars().any(char::is_control) {
+            p.push((
+                "name",
+                format!("must be at most {MAX_NAME_CHARS} printable characters"),
+            ));
         }
         if self.command.trim().is_empty() {
             p.push(("command", "must not be empty".to_string()));
@@ -113,6 +153,11 @@ impl JobSubmission {
                     self.command.len()
                 ),
             ));
+        }
+        // Newlines and tabs are a script's; a NUL cannot be passed to
+        // `sh -c` at all, so every launch would fail.
+        if self.command.contains('\0') {
+            p.push(("command", "must not contain a NUL byte".to_string()));
         }
         for (f, v) in [("app", &self.app), ("model", &self.model), ("queue", &self.queue)] {
             if v.as_ref()
@@ -129,17 +174,19 @@ impl JobSubmission {
                 p.push(("uid", format!("must be <= {MAX_UID}, got {u}")));
             }
         }
-        if let Some(g) = self.grace_s {
-            if g > MAX_GRACE_S {
-                // `{:e}`: 1e300 in full is three hundred digits.
-                p.push((
-                    "grace_s",
-                    format!("must be <= {MAX_GRACE_S} (one hour), got {g:e}"),
-                ));
+        if let Some(c) = self.max_crashes {
+            if c > MAX_CRASHES {
+                p.push(("max_crashes", format!("must be <= {MAX_CRASHES}, got {c}")));
             }
         }
         if self.min_gpus == 0 {
             p.push(("min_gpus", "must be >= 1, got 0".to_string()));
+        }
+        if self.min_gpus > MAX_GPUS_PER_JOB {
+            p.push((
+                "min_gpus",
+                format!("must be <= {MAX_GPUS_PER_JOB}, got {}", self.min_gpus),
+            ));
         }
         if self.max_gpus < self.min_gpus {
             p.push((
@@ -178,26 +225,68 @@ impl JobSubmission {
         if self.max_local_bsz == Some(0) {
             p.push(("max_local_bsz", "must be >= 1, got 0".to_string()));
         }
+        for (f, v) in [
+            ("batch_size", Some(self.batch_size)),
+            ("max_batch_size", self.max_batch_size),
+            ("min_local_bsz", self.min_local_bsz),
+            ("max_local_bsz", self.max_local_bsz),
+        ] {
+            if let Some(v) = v.filter(|v| *v > MAX_BATCH_SIZE) {
+                p.push((f, format!("must be <= {MAX_BATCH_SIZE}, got {v}")));
+            }
+        }
         if let Some(f) = &self.features {
-            for (name, v) in [
-                ("features.flops_per_sample", f.flops_per_sample),
-                ("features.params", f.params),
+            for (name, v, max) in [
+                (
+                    "features.flops_per_sample",
+                    f.flops_per_sample,
+                    MAX_FLOPS_PER_SAMPLE,
+                ),
+                ("features.params", f.params, MAX_PARAMS),
             ] {
                 if !v.is_finite() || v <= 0.0 {
                     p.push((name, format!("must be a finite number > 0, got {v}")));
+                } else if v > max {
+                    p.push((name, format!("must be <= {max:e}, got {v:e}")));
+                }
+            }
+            let l = &f.layers;
+            for (name, v) in [
+                ("features.layers.conv", l.conv),
+                ("features.layers.matmul", l.matmul),
+                ("features.layers.norm", l.norm),
+                ("features.layers.recurrent", l.recurrent),
+                ("features.layers.attention", l.attention),
+                ("features.layers.other", l.other),
+            ] {
+                if v > MAX_LAYERS {
+                    p.push((name, format!("must be <= {MAX_LAYERS}, got {v}")));
                 }
             }
         }
         if let Some(m) = self.mem_gib {
             if !m.is_finite() || m <= 0.0 {
                 p.push(("mem_gib", format!("must be a finite number > 0, got {m}")));
+            } else if m > MAX_MEM_GIB {
+                p.push(("mem_gib", format!("must be <= {MAX_MEM_GIB} (1 TiB), got {m:e}")));
             }
         }
-        for (f, v) in [("restart_cost_s", self.restart_cost_s), ("grace_s", self.grace_s)] {
-            if let Some(v) = v {
-                if !v.is_finite() || v < 0.0 {
+        for (f, v, max, what) in [
+            (
+                "restart_cost_s",
+                self.restart_cost_s,
+                MAX_RESTART_COST_S,
+                "one day",
+            ),
+            ("grace_s", self.grace_s, MAX_GRACE_S, "one hour"),
+        ] {
+            match v {
+                Some(v) if !v.is_finite() || v < 0.0 => {
                     p.push((f, format!("must be a finite number >= 0, got {v}")));
                 }
+                // `{:e}`: 1e300 in full is three hundred digits.
+                Some(v) if v > max => p.push((f, format!("must be <= {max} ({what}), got {v:e}"))),
+                _ => {}
             }
         }
         p
@@ -348,5 +437,161 @@ mod tests {
         let wrong_type = OK.replace("min_gpus = 1", "min_gpus = \"one\"");
         let e = JobSubmission::from_toml(&wrong_type, "j.toml").unwrap_err();
         assert!(e[0].starts_with("j.toml:3:"), "{e:?}");
+    }
+
+    fn ok() -> JobSubmission {
+        JobSubmission::from_toml(OK, "j.toml").unwrap()
+    }
+
+    /// Issue 49, item 5: a restart cost of 1e300 (the job never started,
+    /// `reason: null`) is refused naming the field and its one-day bound;
+    /// a day is accepted, as is any finite cost below it.
+    #[test]
+    fn an_unbounded_restart_cost_is_refused() {
+        let e = JobSubmission::from_toml(&format!("{OK}restart_cost_s = 1e300\n"), "j.toml").unwrap_err();
+        assert_eq!(
+            e,
+            vec!["j.toml:6:restart_cost_s: must be <= 86400 (one day), got 1e300".to_string()]
+        );
+        for bad in [f64::INFINITY, f64::NAN, -1.0] {
+            let sub = JobSubmission {
+                restart_cost_s: Some(bad),
+                ..ok()
+            };
+            let e = sub.check("request").unwrap_err();
+            assert_eq!(e.len(), 1, "{e:?}");
+            assert!(
+                e[0].starts_with("request:restart_cost_s: must be a finite number >= 0"),
+                "{e:?}"
+            );
+        }
+        for good in [0.0, 120.0, MAX_RESTART_COST_S] {
+            let sub = JobSubmission {
+                restart_cost_s: Some(good),
+                ..ok()
+            };
+            assert_eq!(sub.check("request"), Ok(()));
+        }
+    }
+
+    /// Issue 49, item 5: a NUL byte in `command` (accepted, then failed at
+    /// every launch) is refused naming the field; newlines and tabs, a
+    /// script's, are not. Every other string field refuses it too.
+    #[test]
+    fn a_nul_byte_is_refused_naming_the_field() {
+        let sub = JobSubmission {
+            command: "echo a\0b".into(),
+            ..ok()
+        };
+        assert_eq!(
+            sub.check("request"),
+            Err(vec!["request:command: must not contain a NUL byte".to_string()])
+        );
+        let script = JobSubmission {
+            command: "set -e\n\techo a\necho b\n".into(),
+            ..ok()
+        };
+        assert_eq!(script.check("request"), Ok(()));
+        let nul = Some("a\0b".to_string());
+        let sub = JobSubmission {
+            name: "a\0b".into(),
+            app: nul.clone(),
+            model: nul.clone(),
+            queue: nul,
+            ..ok()
+        };
+        let fields: Vec<&str> = sub.problems().iter().map(|(f, _)| *f).collect();
+        assert_eq!(fields, ["name", "app", "model", "queue"]);
+    }
+
+    /// Issue 49, item 5: `name` is counted in characters, not bytes: 128
+    /// "é" (256 bytes) are accepted, 129 refused.
+    #[test]
+    fn a_name_is_counted_in_characters() {
+        let named = |n: usize| JobSubmission {
+            name: "é".repeat(n),
+            ..ok()
+        };
+        assert_eq!(named(128).name.len(), 256);
+        assert_eq!(named(128).check("request"), Ok(()));
+        assert_eq!(
+            named(129).check("request"),
+            Err(vec![
+                "request:name: must be at most 128 printable characters".to_string()
+            ])
+        );
+    }
+
+    /// Every other number of a submission has a bound, and a value past it
+    /// is refused naming its field (the API answers 400 with it); at the
+    /// bound it is accepted.
+    #[test]
+    fn every_number_has_a_bound() {
+        let mut huge = ok();
+        huge.min_gpus = 5000;
+        huge.max_gpus = 5000;
+        huge.batch_size = 2_000_000;
+        huge.max_batch_size = Some(u32::MAX);
+        huge.min_local_bsz = Some(1_000_001);
+        huge.max_local_bsz = Some(1_000_001);
+        huge.max_crashes = Some(u32::MAX);
+        huge.grace_s = Some(1e9);
+        huge.mem_gib = Some(1e9);
+        huge.features = Some(gpuplan_core::predict::ModelFeatures {
+            flops_per_sample: 1e300,
+            params: 1e300,
+            layers: gpuplan_core::predict::LayerCounts {
+                conv: u32::MAX,
+                matmul: u32::MAX,
+                norm: u32::MAX,
+                recurrent: u32::MAX,
+                attention: u32::MAX,
+                other: u32::MAX,
+            },
+        });
+        let fields: Vec<&str> = huge.problems().iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            fields,
+            [
+                "max_crashes",
+                "min_gpus",
+                "max_gpus",
+                "batch_size",
+                "max_batch_size",
+                "min_local_bsz",
+                "max_local_bsz",
+                "features.flops_per_sample",
+                "features.params",
+                "features.layers.conv",
+                "features.layers.matmul",
+                "features.layers.norm",
+                "features.layers.recurrent",
+                "features.layers.attention",
+                "features.layers.other",
+                "mem_gib",
+                "grace_s",
+            ]
+        );
+        let mut at = ok();
+        at.min_gpus = MAX_GPUS_PER_JOB;
+        at.max_gpus = MAX_GPUS_PER_JOB;
+        at.batch_size = MAX_BATCH_SIZE;
+        at.max_batch_size = Some(MAX_BATCH_SIZE);
+        at.min_local_bsz = Some(MAX_BATCH_SIZE);
+        at.max_local_bsz = Some(MAX_BATCH_SIZE);
+        at.max_crashes = Some(MAX_CRASHES);
+        at.uid = Some(MAX_UID);
+        at.grace_s = Some(MAX_GRACE_S);
+        at.restart_cost_s = Some(MAX_RESTART_COST_S);
+        at.mem_gib = Some(MAX_MEM_GIB);
+        at.features = Some(gpuplan_core::predict::ModelFeatures {
+            flops_per_sample: MAX_FLOPS_PER_SAMPLE,
+            params: MAX_PARAMS,
+            layers: gpuplan_core::predict::LayerCounts {
+                conv: MAX_LAYERS,
+                ..Default::default()
+            },
+        });
+        assert_eq!(at.check("request"), Ok(()));
     }
 }

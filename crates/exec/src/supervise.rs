@@ -2,14 +2,73 @@
 //! and turns what it sees into job state (completed, crashed with back-off,
 //! failed, stopped on purpose).
 //!
-//! It changes a job's record and returns the signals to send as
-//! [`Order`]s; the daemon journals the record first and only then sends
-//! them ([`Supervisor::send`]), so a crash in between never leaves a
-//! signalled job that the journal thinks untouched. Time comes in as an
-//! argument, read by the daemon from its injected clock.
+//! It is a state machine and holds no engine: what the engine saw of an
+//! attempt comes in as a [`Seen`] (read off the daemon's lock by
+//! [`observe`]), a start's outcome as a `Result`, and what it decides goes
+//! out as [`Order`]s. The daemon journals the record first and only then
+//! sends them, so a crash in between never leaves a signalled job that the
+//! journal thinks untouched. Time comes in as an argument, read by the
+//! daemon from its injected clock.
+
+use gpuplan_core::JobId;
 
 use crate::engine::{AttemptSpec, Engine, Handle, RankStatus, Stop};
 use crate::jobs::{Attempt, JobRecord, JobStatus, Lifecycle, StopCause};
+use crate::ExecError;
+
+/// A live attempt to look at through the engine, listed under the
+/// daemon's lock and looked at off it.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    pub id: JobId,
+    /// The attempt's number: what is seen applies to that attempt only.
+    pub n: u32,
+    pub handle: Handle,
+}
+
+/// What the engine showed of one attempt: each rank's state and, once no
+/// rank runs, whether the done-file is there and the log of the rank that
+/// failed (rank 0 if none did), for the record of a crash.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub id: JobId,
+    pub n: u32,
+    pub st: Vec<RankStatus>,
+    pub done: bool,
+    pub logs: Vec<String>,
+}
+
+/// Look at an attempt through the engine: an effect, run off the daemon's
+/// lock (it polls processes, reads the job's files, or runs the engine's
+/// commands).
+pub fn observe(engine: &mut dyn Engine, w: &Watched, log_lines: usize) -> Seen {
+    let st = engine.status(&w.handle);
+    let ended = !st.contains(&RankStatus::Running);
+    let (done, logs) = if ended {
+        let rank = st
+            .iter()
+            .position(|s| matches!(s, RankStatus::Exited(c) if *c != Some(0)))
+            .unwrap_or(0) as u32;
+        (engine.done(w.id), engine.logs(&w.handle, rank, log_lines))
+    } else {
+        (false, Vec::new())
+    };
+    Seen {
+        id: w.id,
+        n: w.n,
+        st,
+        done,
+        logs,
+    }
+}
+
+/// Send orders, after the journal holds the state they follow from: an
+/// effect, run off the daemon's lock.
+pub fn send(engine: &mut dyn Engine, orders: Vec<Order>) {
+    for o in orders {
+        engine.stop(&o.handle, o.how);
+    }
+}
 
 /// A signal to send once the state that explains it is journaled.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,33 +85,15 @@ pub struct Policy {
     /// First restart delay after a crash; doubles with each further crash.
     pub backoff_s: f64,
     pub max_crashes: u32,
-    /// Log lines kept with a failed job.
-    pub log_lines: usize,
 }
 
 pub struct Supervisor {
-    engine: Box<dyn Engine>,
     pub policy: Policy,
 }
 
 impl Supervisor {
-    pub fn new(engine: Box<dyn Engine>, policy: Policy) -> Self {
-        Supervisor { engine, policy }
-    }
-
-    pub fn engine(&self) -> &dyn Engine {
-        self.engine.as_ref()
-    }
-
-    pub fn engine_mut(&mut self) -> &mut dyn Engine {
-        self.engine.as_mut()
-    }
-
-    /// Send orders, after the journal holds the state they follow from.
-    pub fn send(&mut self, orders: Vec<Order>) {
-        for o in orders {
-            self.engine.stop(&o.handle, o.how);
-        }
+    pub fn new(policy: Policy) -> Self {
+        Supervisor { policy }
     }
 
     /// Begin stopping the job's attempt, if it has one not already stopping
@@ -69,9 +110,9 @@ impl Supervisor {
     /// looked up through the engine; a half-started one is stopped and
     /// relaunched later; a stopping one gets a fresh grace period (the old
     /// clock is lost).
-    pub fn recover(&mut self, j: &mut JobRecord, now: f64) -> Option<Order> {
+    pub fn recover(&self, engine: &mut dyn Engine, j: &mut JobRecord, now: f64) -> Option<Order> {
         let a = j.attempt.as_mut()?;
-        let started = self.engine.adopt(&mut a.handle, a.gpus.len() as u32);
+        let started = engine.adopt(&mut a.handle, a.gpus.len() as u32);
         if a.life == Lifecycle::Starting && !started {
             a.order_stop(now);
         }
@@ -92,6 +133,7 @@ impl Supervisor {
     /// [`Supervisor::start`]); returns what the engine is to start.
     pub fn intend(
         &self,
+        engine: &dyn Engine,
         j: &mut JobRecord,
         nodes: Vec<(String, Vec<String>)>,
         env: Vec<(String, String)>,
@@ -105,24 +147,45 @@ impl Supervisor {
             nodes,
             env,
             uid: j.spec.uid,
+            token: j.token.clone(),
         };
         j.attempt = Some(Attempt {
             n: j.attempts,
             gpus: j.gpus.clone(),
-            handle: self.engine.locate(j.id, j.attempts),
+            handle: engine.locate(j.id, j.attempts),
             life: Lifecycle::Starting,
             started_unix_s: now,
         });
         spec
     }
 
-    /// Start an intended attempt; a start failure is a crash (or, when the
-    /// engine's own command failed, waits for the next round).
-    pub fn start(&mut self, j: &mut JobRecord, spec: &AttemptSpec, now: f64) {
-        let a = j.attempt.as_mut().expect("intended first");
-        match self.engine.start(spec, &mut a.handle) {
-            Ok(()) => a.life = Lifecycle::Running,
-            // The engine's own command failed (Slurm did not answer): not
+    /// The outcome of starting an intended attempt (the engine's start, run
+    /// off the daemon's lock): the handle it filled in, or why it failed.
+    /// A start failure is a crash (or, when the engine's own command
+    /// failed, waits for the next round). An attempt ordered to stop while
+    /// it started is sent the stop now that it has ranks to signal.
+    pub fn started(
+        &self,
+        j: &mut JobRecord,
+        n: u32,
+        result: Result<Handle, ExecError>,
+        now: f64,
+    ) -> Option<Order> {
+        let a = j.attempt.as_mut().filter(|a| a.n == n)?;
+        match result {
+            Ok(h) => {
+                a.handle = h;
+                if a.is_stopping() {
+                    return Some(Order {
+                        handle: a.handle.clone(),
+                        how: Stop::Graceful,
+                    });
+                }
+                a.life = Lifecycle::Running;
+            }
+            // Cancelled while it started: nothing of it runs.
+            Err(_) if j.status.is_final() => j.attempt = None,
+            // The engine's own command failed (it did not answer): not
             // the job's fault. It waits for the next round's plan.
             Err(e @ crate::ExecError::Engine(_)) => {
                 tracing::error!(job = j.id.0, name = %j.spec.name, "launch failed: {e}; retried next round");
@@ -140,6 +203,7 @@ impl Supervisor {
                 self.crash(j, &format!("launch failed: {e}"), now);
             }
         }
+        None
     }
 
     /// Count a crash (`what` says what happened): the job is failed at its
@@ -168,15 +232,18 @@ impl Supervisor {
     /// crashed attempt, escalate a stop past its grace period, and settle
     /// an ended attempt. Returns whether the record changed, and the order
     /// to send after journaling it.
-    pub fn watch(&mut self, j: &mut JobRecord, now: f64, dt: f64) -> (bool, Option<Order>) {
+    pub fn watch(&self, j: &mut JobRecord, seen: &Seen, now: f64, dt: f64) -> (bool, Option<Order>) {
         // Bounded even for a job journaled before submissions were checked.
         let grace = j
             .spec
             .grace_s
             .unwrap_or(self.policy.grace_s)
             .min(crate::spec::MAX_GRACE_S);
-        let a = j.attempt.as_mut().expect("live job has an attempt");
-        let st = self.engine.status(&a.handle);
+        let Some(a) = j.attempt.as_mut().filter(|a| a.n == seen.n) else {
+            // Seen of an attempt that has ended or been replaced since.
+            return (false, None);
+        };
+        let st = &seen.st;
         let running = st.iter().filter(|s| **s == RankStatus::Running).count();
         j.attained_gpu_s += dt * a.gpus.len() as f64 * (running > 0) as u32 as f64;
         let failed = st
@@ -214,15 +281,15 @@ impl Supervisor {
             changed = true;
         }
         if running == 0 {
-            self.settle(j, &st, failed, now);
+            self.settle(j, seen, failed, now);
             changed = true;
         }
         (changed, order)
     }
 
     /// Every rank has exited: decide what the attempt's end means.
-    fn settle(&mut self, j: &mut JobRecord, st: &[RankStatus], failed: bool, now: f64) {
-        let done = self.engine.done(j.id);
+    fn settle(&self, j: &mut JobRecord, seen: &Seen, failed: bool, now: f64) {
+        let (st, done) = (&seen.st, seen.done);
         let a = j.attempt.take().expect("checked");
         let all_ok = st.iter().all(|s| *s == RankStatus::Exited(Some(0)));
         // Rank 0 exiting 0 after our SIGTERM means training had already
@@ -248,22 +315,11 @@ impl Supervisor {
                     _ => None,
                 })
                 .unwrap_or((0, None));
-            j.last_log = self.engine.logs(&a.handle, rank, self.policy.log_lines);
+            // `observe` read this rank's log.
+            j.last_log = seen.logs.clone();
             let code = code.map_or("a signal".to_string(), |c| format!("code {c}"));
             self.crash(j, &format!("rank {rank} exited with {code}"), now);
         }
         // Otherwise it was stopped on purpose (143 after SIGTERM is no failure).
-    }
-
-    /// Log lines of a job's latest attempt, rank `rank`.
-    pub fn logs(&self, j: &JobRecord, rank: u32, lines: usize) -> Vec<String> {
-        if j.attempts == 0 {
-            return j.last_log.clone();
-        }
-        let h = match &j.attempt {
-            Some(a) if a.n == j.attempts => a.handle.clone(),
-            _ => self.engine.locate(j.id, j.attempts),
-        };
-        self.engine.logs(&h, rank, lines)
     }
 }

@@ -76,7 +76,12 @@ fn the_engine_gets_the_protocol_and_owns_the_rest() {
     assert_eq!((s.job, s.attempt, s.ranks()), (id, 1, 2));
     let keys: Vec<&str> = s.env.iter().map(|(k, _)| k.as_str()).collect();
     assert!(keys.contains(&"GPUPLAN_REPORT_URL") && keys.contains(&"GPUPLAN_LOCAL_BSZ"));
-    assert!(s.env.contains(&("GPUPLAN_JOB_TOKEN".to_string(), token)));
+    // The token travels beside the environment, for the engine's file.
+    assert_eq!(s.token, token);
+    assert!(!s
+        .env
+        .iter()
+        .any(|(k, v)| k == "GPUPLAN_JOB_TOKEN" || *v == s.token));
     for engine_owned in [
         "MASTER_ADDR",
         "MASTER_PORT",

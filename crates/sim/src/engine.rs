@@ -394,15 +394,9 @@ impl SimJob<'_> {
 
 use gpuplan_solve::fixed_batch_split;
 
-/// GPUs of the cluster's largest GPU type: a job never mixes types, so
-/// no job can hold more.
-pub fn largest_type_gpus(cluster: &Cluster) -> u32 {
-    gpuplan_solve::type_capacity(cluster)
-        .iter()
-        .map(|t| t.gpus)
-        .max()
-        .unwrap_or(0)
-}
+/// GPUs of the cluster's largest GPU type: core's, the bound the fit rule
+/// ([`gpuplan_core::never_fits`]) that the daemon shares reads.
+pub use gpuplan_core::largest_type_gpus;
 
 /// Where the user allows it (`--shrink-to-fit`): a job that needs more GPUs
 /// than the largest GPU type is cut to that size, so the run goes on
@@ -1049,10 +1043,13 @@ fn sim_jobs<'a>(
     specs: &[WorkloadJob],
     traits: &PlannerTraits,
 ) -> Result<Vec<SimJob<'a>>, SimError> {
-    // A job runs on one GPU type, so the largest type bounds what it can get.
+    // A job runs on one GPU type, so the largest type bounds what it can
+    // get, and under queues so do its queues' limits: core's one rule,
+    // which the daemon applies to submissions.
     let total_gpus = largest_type_gpus(&cfg.cluster);
     let mut jobs: Vec<SimJob> = Vec::with_capacity(specs.len());
     let mut too_big = Vec::new();
+    let mut over_queue = Vec::new();
     for job @ WorkloadJob { spec, work, .. } in specs {
         if !(spec.submit_s.is_finite() && spec.submit_s >= 0.0) {
             return Err(SimError::Invalid(format!(
@@ -1082,8 +1079,14 @@ fn sim_jobs<'a>(
                 (None, *duration_s, spec.min_gpus.max(spec.requested_gpus))
             }
         };
-        if min_gpus > total_gpus {
-            too_big.push(format!("{} ({min_gpus} GPUs)", spec.name));
+        match gpuplan_core::never_fits(&cfg.cluster, min_gpus, spec.queue.as_deref(), &cfg.queues) {
+            Some(gpuplan_core::NeverFits::LargestType { .. }) => {
+                too_big.push(format!("{} ({min_gpus} GPUs)", spec.name));
+            }
+            Some(gpuplan_core::NeverFits::QueueLimit { queue, limit, .. }) => {
+                over_queue.push(format!("{} ({min_gpus} GPUs, queue {queue}: {limit})", spec.name));
+            }
+            None => {}
         }
         // The artifact pins NCF to its tuned batch and one GPU for adaptive
         // policies; rigid jobs have no batch to adapt.
@@ -1127,6 +1130,15 @@ fn sim_jobs<'a>(
         return Err(SimError::Invalid(format!(
             "{n} job(s) need more GPUs than the cluster's {total_gpus} (of its largest GPU type; a job never mixes types): {}{}; shrink them to fit with --shrink-to-fit",
             too_big.join(", "),
+            if n > 10 { ", ..." } else { "" }
+        )));
+    }
+    if !over_queue.is_empty() {
+        let n = over_queue.len();
+        over_queue.truncate(10);
+        return Err(SimError::Invalid(format!(
+            "{n} job(s) need more GPUs than their queue may ever hold (its guarantee plus borrowing limit): {}{}",
+            over_queue.join(", "),
             if n > 10 { ", ..." } else { "" }
         )));
     }
@@ -1327,6 +1339,32 @@ mod scale_tests {
         assert_eq!(
             run(&cfg, &[rigid(0, 0.0, 4, 10.0)], "fifo").jobs[0].max_gpus_used,
             4
+        );
+    }
+
+    /// A job larger than its queue may ever hold (guarantee plus borrowing
+    /// limit) is refused up front too, by the rule the daemon shares.
+    #[test]
+    fn a_job_larger_than_its_queues_limit_is_refused() {
+        let cfg = SimConfig {
+            cluster: "2x4".parse().unwrap(),
+            queues: vec![gpuplan_core::queue::Queue {
+                guarantee: 2,
+                borrow_limit: Some(2),
+                ..gpuplan_core::queue::Queue::new("a")
+            }],
+            ..SimConfig::default()
+        };
+        let mut job = rigid(0, 0.0, 6, 10.0);
+        job.spec.queue = Some("a".into());
+        let profiles = crate::data::pollux_profiles().unwrap();
+        let mut p = gpuplan_solve::registry::create("fifo").unwrap();
+        let e = simulate_workload(&cfg, &profiles, &[job], p.as_mut(), &mut |_, _| Control::Continue)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("r0 (6 GPUs, queue a: 4)") && e.contains("borrowing limit"),
+            "{e}"
         );
     }
 

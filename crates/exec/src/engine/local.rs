@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use gpuplan_core::JobId;
 
 use super::{
-    mkdir, tail_beneath, AttemptSpec, Backends, Engine, EngineArgs, EngineEntry, Handle, RankProc,
+    mkdir, tail_beneath, AttemptSpec, Backends, Engine, EngineEntry, EngineSetup, Handle, RankProc,
     RankStatus, Stop,
 };
 use crate::ExecError;
@@ -24,17 +24,15 @@ use crate::ExecError;
 pub(super) const ENTRY: EngineEntry = EngineEntry {
     name: "local",
     description: "each rank a process group on this host, on the GPUs of --devices",
+    flags: &[],
     build,
 };
 
-/// The `--devices` source and this engine; refuses `--partition`.
-fn build(args: &EngineArgs) -> Result<Backends, ExecError> {
-    if args.partition.is_some() {
-        return Err(ExecError::Config("--partition needs --engine slurm".into()));
-    }
+/// The `--devices` source and this engine.
+fn build(setup: &EngineSetup) -> Result<Backends, ExecError> {
     Ok((
-        open_devices(args.devices)?,
-        Box::new(LocalEngine::new(args.state_dir)),
+        open_devices(setup.devices)?,
+        Box::new(LocalEngine::new(setup.state_dir)),
     ))
 }
 
@@ -147,7 +145,13 @@ impl LocalEngine {
                 }
             }
         }
-        let file = read_exit(dir, p.rank);
+        // The wrapper's own status when this engine spawned it (waitpid,
+        // which the job cannot forge); the exit file only for a rank
+        // adopted after a restart.
+        let file = match self.reaped.get(&p.pgid) {
+            Some(code) => Some(*code),
+            None => read_exit(&self.state_dir, dir, p.rank),
+        };
         // A zombie leader is a wrapper that has ended but that this engine
         // cannot reap: one an earlier engine in this same process spawned
         // (init reaps those of a daemon that really restarted). Killed before
@@ -203,9 +207,20 @@ fn pgrp(pid: i32) -> Option<i32> {
     rest.split_whitespace().nth(2)?.parse().ok()
 }
 
-fn read_exit(dir: &Path, rank: u32) -> Option<Option<i32>> {
-    let s = std::fs::read_to_string(exit_file(dir, rank)).ok()?;
-    Some(s.trim().parse().ok())
+/// The exit code a rank's wrapper wrote, read through the one safe reader
+/// (the attempt directory is the job's: the file may be a FIFO, a link to
+/// `/dev/zero`, or huge). `None`: no file yet; `Some(None)`: a file that
+/// is refused or holds no code (logged), read as killed.
+fn read_exit(state_dir: &Path, dir: &Path, rank: u32) -> Option<Option<i32>> {
+    let path = exit_file(dir, rank);
+    match crate::jobfile::read_small_beneath(state_dir, &path, crate::jobfile::EXIT_FILE_MAX_BYTES) {
+        Ok(b) => Some(String::from_utf8_lossy(&b).trim().parse().ok()),
+        Err(crate::jobfile::Unread::Missing) => None,
+        Err(crate::jobfile::Unread::Refused(why)) => {
+            tracing::warn!("exit file {} refused: {why}", path.display());
+            Some(None)
+        }
+    }
 }
 
 impl Engine for LocalEngine {
@@ -236,6 +251,7 @@ impl Engine for LocalEngine {
         }
         // Shared by all ranks: the protocol's variables, then the engine's own.
         let mut shared = spec.env.clone();
+        shared.push(super::token_file(&h.dir, &spec.token, user)?);
         for (k, v) in [
             ("MASTER_ADDR", "127.0.0.1".to_string()),
             ("MASTER_PORT", free_port().to_string()),
@@ -292,8 +308,9 @@ impl Engine for LocalEngine {
     fn adopt(&mut self, h: &mut Handle, ranks: u32) -> bool {
         let mut found: Vec<Option<RankProc>> = (0..ranks)
             .map(|r| {
-                exit_file(&h.dir, r)
-                    .exists()
+                // lstat: the job's file is looked at, never opened, here.
+                std::fs::symlink_metadata(exit_file(&h.dir, r))
+                    .is_ok()
                     .then_some(RankProc { rank: r, pgid: 0 })
             })
             .collect();
@@ -343,7 +360,7 @@ impl Engine for LocalEngine {
     }
 
     fn done(&self, job: JobId) -> bool {
-        self.done_file(job).exists()
+        crate::jobfile::marker_beneath(&self.state_dir, &self.done_file(job))
     }
 }
 
@@ -419,6 +436,7 @@ mod tests {
             nodes: vec![("n0".into(), vec!["g0".into()])],
             env: Vec::new(),
             uid: None,
+            token: "t".into(),
         }
     }
 

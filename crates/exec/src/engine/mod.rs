@@ -4,16 +4,21 @@
 //! The trait is job-level on purpose: the supervisor hands over *what* to
 //! run (command, GPUs by node, the job protocol's variables) and gets back a
 //! serialisable [`Handle`] it journals. *How* it runs (processes on this
-//! host, or a Slurm allocation) is the engine's: the environment, the
-//! rendezvous address and port, where logs, exit codes, the checkpoint
-//! directory and the done-file live, and what it keeps in the handle.
+//! host, or a workload manager's allocation) is the engine's: the
+//! environment, the rendezvous address and port, where logs, exit codes,
+//! the checkpoint directory and the done-file live, and what it keeps in
+//! the handle.
 //!
 //! Engines describe themselves ([`EngineEntry`]): a name, one line for
-//! `--help`, and how to build the engine and its device source from the
-//! `serve` flags ([`EngineArgs`]), refusing the ones it cannot honour. So a
-//! new engine is one module here and one line in [`REGISTRY`]; the
-//! supervisor, journal, round driver and API stay as they are (the
-//! test-only `instant` engine is added exactly that way).
+//! `--help`, their own flags ([`flag::Flag`]: name, help, default and
+//! parsing in one definition), and how to build the engine and its device
+//! source from what every engine gets and those flags ([`EngineSetup`]).
+//! The CLI lists every engine's flags from [`REGISTRY`], and [`build`]
+//! refuses a flag given with an engine it does not belong to, naming the
+//! engine it does; no engine knows another's flags. So a new engine is one
+//! module here and one line in [`REGISTRY`]; the supervisor, journal,
+//! round driver, API and CLI stay as they are (the test-only `instant`
+//! engine, with its own flag, is added exactly that way).
 //!
 //! Time is the supervisor's: an engine never waits out a grace period. The
 //! supervisor asks for a graceful [`Stop`] and, once its injected clock
@@ -28,14 +33,15 @@ use crate::spec::JobSubmission;
 use crate::ExecError;
 
 mod fake;
+pub mod flag;
 #[cfg(test)]
 mod instant;
 mod local;
 pub(crate) mod slurm;
 
 pub use fake::{FakeEngine, FakeScript};
+pub use flag::{AnyFlag, EngineOptions};
 pub use local::LocalEngine;
-pub use slurm::SlurmEngine;
 
 /// One attempt to start: what to run and where; the engine decides how.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +60,11 @@ pub struct AttemptSpec {
     pub env: Vec<(String, String)>,
     /// Run as this user (with its primary group) when the daemon is root.
     pub uid: Option<u32>,
+    /// The job's token for its reports: the engine writes it to a 0600
+    /// file of the attempt directory ([`token_file`]) and names the file
+    /// in `GPUPLAN_JOB_TOKEN_FILE`; never put in the environment, which
+    /// every child of the job inherits and any process of its user reads.
+    pub token: String,
 }
 
 impl AttemptSpec {
@@ -82,8 +93,8 @@ pub struct Handle {
     pub dir: PathBuf,
     /// Filled in when the attempt starts (or is adopted).
     pub ranks: Vec<RankProc>,
-    /// What the engine keeps of the attempt (Slurm: `slurm_job`, its job
-    /// id), opaque to the daemon: journaled beside the fields above.
+    /// What the engine keeps of the attempt (its own id for it, say),
+    /// opaque to the daemon: journaled beside the fields above.
     #[serde(flatten)]
     pub engine: EngineState,
 }
@@ -142,7 +153,8 @@ pub enum Stop {
     Now,
 }
 
-/// How attempts run (local processes, Slurm jobs); the supervisor decides when.
+/// How attempts run (local processes, a workload manager's jobs); the
+/// supervisor decides when.
 pub trait Engine: Send {
     /// The engine's registry name.
     fn name(&self) -> &'static str;
@@ -168,9 +180,9 @@ pub trait Engine: Send {
     fn done(&self, job: JobId) -> bool;
 
     /// Enter a new job into the engine's own queue before the daemon
-    /// journals it (Slurm: a held batch job); the engine's id for it, if
-    /// it keeps one. A crash before the journal write leaves the job in
-    /// that queue, where [`Engine::discover`] finds it again.
+    /// journals it (a held job in a workload manager); the engine's id for
+    /// it, if it keeps one. A crash before the journal write leaves the job
+    /// in that queue, where [`Engine::discover`] finds it again.
     fn admit(&mut self, job: JobId, spec: &JobSubmission) -> Result<Option<u64>, ExecError> {
         let _ = (job, spec);
         Ok(None)
@@ -180,37 +192,39 @@ pub trait Engine: Send {
         let _ = (job, id);
     }
     /// Jobs waiting in the engine's queue that the daemon does not know yet
-    /// (Slurm: held jobs in the partition with `--comment=gpuplan`), with
-    /// their specs; polled each round. Refused ones come back as errors
-    /// (id, why) to report once.
+    /// (jobs users queued there for gpuplan to plan), with their specs;
+    /// polled each round. Refused ones come back as errors (id, why) to
+    /// report once.
     #[allow(clippy::type_complexity)]
     fn discover(&mut self) -> Result<(Vec<(u64, JobSubmission)>, Vec<(u64, String)>), ExecError> {
         Ok((Vec::new(), Vec::new()))
     }
     /// The job is final: let go of what the engine still holds for it
-    /// (Slurm: cancel a job that is still queued).
+    /// (cancel its job that is still queued there).
     fn retire(&mut self, job: JobId) -> Result<(), ExecError> {
         let _ = job;
         Ok(())
     }
     /// Whether a multi-node job must hold the same GPU count on each node
-    /// (Slurm allocates one count per node); the daemon's rounds then set
-    /// the pipeline's `even_nodes` rule.
+    /// (an engine that allocates one count per node); the daemon's rounds
+    /// then set the pipeline's `even_nodes` rule.
     fn even_nodes(&self) -> bool {
         false
     }
 }
 
-/// What an engine is built from: the `serve` flags that choose and shape
-/// engines, and the daemon's state directory, sharing and clock. An engine
-/// takes what it needs and refuses flags it cannot honour.
-pub struct EngineArgs<'a> {
-    /// `--devices`: `nvml` or `fake:NODESxGPUS[:TYPE]+...`.
+/// What every engine is built from, whichever it is: the device source
+/// `--devices` names, the daemon's state directory, sharing and clock, and
+/// the engine flags given (their values the engine reads through its own
+/// [`flag::Flag`]s; [`build`] has refused any that are not its own).
+pub struct EngineSetup<'a> {
+    /// `--devices`: `nvml` or `fake:NODESxGPUS[:TYPE]+...`. Every engine's,
+    /// not one engine's flag: fake devices serve any engine that takes
+    /// devices from it, and `cluster show` reads it too; an engine that
+    /// brings its own device source ignores it.
     pub devices: &'a str,
-    /// `--partition`: the Slurm partition gpuplan plans.
-    pub partition: Option<&'a str>,
-    /// `--slurm-timeout`: the longest one Slurm command may take.
-    pub slurm_timeout: std::time::Duration,
+    /// The engine flags given, by name.
+    pub options: &'a EngineOptions,
     /// The daemon's state directory: jobs' files live under it.
     pub state_dir: &'a Path,
     /// The daemon's jobs per GPU (1 = none).
@@ -225,8 +239,12 @@ pub struct EngineEntry {
     pub name: &'static str,
     /// One line for `--help` and error messages.
     pub description: &'static str,
+    /// Its own flags: the CLI offers them, [`build`] refuses them with any
+    /// other engine, and this entry's `build` reads them. Their names are
+    /// unique across the registry.
+    pub flags: &'static [&'static dyn AnyFlag],
     /// Build the device source and the engine.
-    pub build: fn(&EngineArgs) -> Result<Backends, ExecError>,
+    pub build: fn(&EngineSetup) -> Result<Backends, ExecError>,
 }
 
 /// Every engine, in the order `--help` lists them.
@@ -242,32 +260,71 @@ pub fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|e| e.name).collect()
 }
 
-/// Why `--sharing` is refused with the Slurm engine. A planned partner
-/// would otherwise wait in Slurm behind the GPU its partner holds as
-/// `gres:gpu` while the daemon counts it running. Slurm's `gres/shard` runs
-/// two jobs on one device, but 22.05 refuses to switch a job between
-/// `gres/gpu` and `gres/shard` once either is set, and this engine keeps one
-/// held Slurm job per gpuplan job across attempts (docs/slurm.md, "Sharing").
-pub(crate) const SLURM_SHARING: &str = "--sharing with --engine slurm is not supported: a job the plan \
-     puts on a GPU another job holds would wait in Slurm behind it. Slurm's gres/shard could run \
-     both (slurm.conf GresTypes=gpu,shard), but Slurm 22.05 cannot switch a held job between \
-     gres/gpu and gres/shard (`scontrol update ... TresPerNode=gres:shard:1`: Invalid generic \
-     resource (gres) specification); run without --sharing, or with the local engine \
-     (docs/slurm.md, \"Sharing\")";
+/// The engine `--engine NAME` names; an unknown name is refused with the
+/// valid ones.
+pub fn entry(name: &str) -> Result<&'static EngineEntry, ExecError> {
+    REGISTRY.iter().find(|e| e.name == name).ok_or_else(|| {
+        ExecError::Config(format!(
+            "--engine {name}: unknown engine; valid: {}",
+            names().join(", ")
+        ))
+    })
+}
+
+/// Refuse the engine flags in `options` that `engine` does not take, here
+/// and once for every engine: a flag of another engine by naming that
+/// engine (`--F is an option of --engine E`), so an operator learns which
+/// engine the flag was meant for and no engine lists another's flags; a
+/// flag no engine has; a value its flag does not parse, naming the flag.
+pub fn check_options(engine: &str, options: &EngineOptions) -> Result<(), ExecError> {
+    let chosen = entry(engine)?;
+    for (name, value) in options.iter() {
+        let owner = REGISTRY
+            .iter()
+            .find_map(|e| e.flags.iter().find(|f| f.name() == name).map(|f| (e, f)));
+        match owner {
+            Some((e, f)) if e.name == chosen.name => f
+                .check(value)
+                .map_err(|why| ExecError::Config(format!("--{name} {value}: {why}")))?,
+            Some((e, _)) => {
+                return Err(ExecError::Config(format!(
+                    "--{name} is an option of --engine {}",
+                    e.name
+                )))
+            }
+            None => return Err(ExecError::Config(format!("--{name}: no engine has this option"))),
+        }
+    }
+    Ok(())
+}
 
 /// Where GPUs come from, and how jobs run on them.
 pub type Backends = (Box<dyn crate::device::Devices>, Box<dyn Engine>);
 
 /// The device source and engine `serve --engine NAME` runs on, built by the
-/// named engine from `args`; an unknown name is refused with the valid ones.
-pub fn backends(engine: &str, args: &EngineArgs) -> Result<Backends, ExecError> {
-    let entry = REGISTRY.iter().find(|e| e.name == engine).ok_or_else(|| {
-        ExecError::Config(format!(
-            "--engine {engine}: unknown engine; valid: {}",
-            names().join(", ")
-        ))
-    })?;
-    (entry.build)(args)
+/// named engine from `setup` once its options are checked
+/// ([`check_options`]); an unknown name is refused with the valid ones.
+pub fn build(engine: &str, setup: &EngineSetup) -> Result<Backends, ExecError> {
+    let entry = entry(engine)?;
+    check_options(engine, setup.options)?;
+    (entry.build)(setup)
+}
+
+/// Write the job's token to `DIR/token` (0600, the job's user's; one
+/// left by an earlier start of the same attempt is replaced) and return
+/// the variable that names it, for every engine's `start`.
+pub(crate) fn token_file(
+    dir: &Path,
+    token: &str,
+    owner: Option<(u32, u32)>,
+) -> Result<(String, String), ExecError> {
+    // unlink never follows a link: whatever is there goes.
+    let _ = std::fs::remove_file(dir.join("token"));
+    let path = crate::jobfile::write_private(dir, "token", token, owner)?;
+    Ok((
+        "GPUPLAN_JOB_TOKEN_FILE".to_string(),
+        path.to_string_lossy().into_owned(),
+    ))
 }
 
 /// Where a job's files live under the daemon's state directory, whichever
@@ -322,126 +379,23 @@ pub(crate) fn mkdir(d: &Path, mode: u32) -> Result<(), ExecError> {
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode)).map_err(err)
 }
 
-/// Open `path`, which lies under `root`, for reading without following a
-/// link on the way: each directory below `root` and the file itself are
-/// opened with `O_NOFOLLOW` (relative to the one above), so a job that
-/// owns its attempt directory cannot point the daemon at another file by
-/// a link. Returns the file and the owner of the directory holding it.
-fn open_beneath(root: &Path, path: &Path) -> std::io::Result<(std::fs::File, u32)> {
-    use std::ffi::CString;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
-    let rel = path
-        .strip_prefix(root)
-        .map_err(|_| std::io::Error::other(format!("{} is not under {}", path.display(), root.display())))?;
-    let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
-    let Some((file, dirs)) = parts.split_last() else {
-        return Err(std::io::Error::other("no file name"));
-    };
-    let mut dir: OwnedFd = std::fs::File::open(root)?.into();
-    let openat = |at: &OwnedFd, name: &std::ffi::OsStr, flags: libc::c_int| -> std::io::Result<OwnedFd> {
-        let c = CString::new(name.as_bytes()).map_err(std::io::Error::other)?;
-        if name == ".." {
-            return Err(std::io::Error::other("`..` in a job's path"));
-        }
-        // SAFETY: a valid directory descriptor and a NUL-terminated name.
-        let fd = unsafe {
-            libc::openat(
-                at.as_raw_fd(),
-                c.as_ptr(),
-                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a descriptor just opened and owned by no one else.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    };
-    for d in dirs {
-        dir = openat(&dir, d, libc::O_RDONLY | libc::O_DIRECTORY)?;
-    }
-    let dir_owner = std::fs::File::from(dir.try_clone()?).metadata()?.uid();
-    // Non-blocking: a FIFO put in the log's place must not hang the daemon.
-    let f = std::fs::File::from(openat(&dir, file, libc::O_RDONLY | libc::O_NONBLOCK)?);
-    Ok((f, dir_owner))
-}
-
-/// Last `n` lines of a log under `root` (reads at most its last 64 KiB),
-/// read without following links ([`open_beneath`]) and only if it is a
-/// regular file with one link owned by the daemon's user or the owner of
-/// its directory (the job's): otherwise one line saying it was refused.
-pub(crate) fn tail_beneath(root: &Path, path: &Path, n: usize) -> Vec<String> {
-    match open_beneath(root, path) {
-        Ok((f, dir_owner)) => tail_checked(f, path, &[dir_owner], n),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => refused(path, &e.to_string()),
-    }
-}
-
-/// Last `n` lines of a file outside the state directory (a user's Slurm
-/// output file), opened without following a link at its last component and
-/// read only if `owner` (the job's user) or the daemon's user owns it.
-pub(crate) fn tail_owned(path: &Path, owner: Option<u32>, n: usize) -> Vec<String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-    {
-        Ok(f) => tail_checked(f, path, &owner.into_iter().collect::<Vec<_>>(), n),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => refused(path, &e.to_string()),
-    }
-}
-
-fn refused(path: &Path, why: &str) -> Vec<String> {
-    tracing::warn!("log {} refused: {why}", path.display());
-    vec![format!("gpuplan: log {} refused: {why}", path.display())]
-}
-
-fn tail_checked(mut f: std::fs::File, path: &Path, owners: &[u32], n: usize) -> Vec<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    use std::os::unix::fs::MetadataExt;
-    let Ok(m) = f.metadata() else {
-        return refused(path, "cannot stat it");
-    };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if !m.is_file() || m.nlink() != 1 {
-        return refused(path, "not a regular file with one link");
-    }
-    if m.uid() != me && !owners.contains(&m.uid()) {
-        return refused(path, &format!("owned by uid {}, not by the job's user", m.uid()));
-    }
-    let start = m.len().saturating_sub(64 * 1024);
-    let mut buf = Vec::new();
-    if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_end(&mut buf).is_err() {
-        return Vec::new();
-    }
-    let text = String::from_utf8_lossy(&buf);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-}
+pub(crate) use crate::jobfile::{tail_beneath, tail_owned};
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn args<'a>(
+    /// What `serve` passes an engine: `devices`, `options`, `sharing`,
+    /// state under `dir`.
+    pub(crate) fn setup<'a>(
         devices: &'a str,
-        partition: Option<&'a str>,
+        options: &'a EngineOptions,
         sharing: u32,
         dir: &'a Path,
-    ) -> EngineArgs<'a> {
-        EngineArgs {
+    ) -> EngineSetup<'a> {
+        EngineSetup {
             devices,
-            partition,
-            slurm_timeout: std::time::Duration::from_secs(1),
+            options,
             state_dir: dir,
             sharing,
             clock: std::sync::Arc::new(crate::clock::SystemClock),
@@ -451,54 +405,71 @@ mod tests {
     #[test]
     fn unknown_engines_are_refused_with_the_valid_ones() {
         let d = std::env::temp_dir();
-        let (_, e) = backends("local", &args("fake:1x1", None, 1, &d)).unwrap();
+        let none = EngineOptions::new();
+        let (_, e) = build("local", &setup("fake:1x1", &none, 1, &d)).unwrap();
         assert_eq!(e.name(), "local");
-        let e = backends("pbs", &args("fake:1x1", None, 1, &d))
+        let e = build("pbs", &setup("fake:1x1", &none, 1, &d))
             .err()
             .expect("not an engine")
             .to_string();
-        assert!(e.contains("pbs") && e.contains("valid: local, slurm"), "{e}");
-        let e = backends("local", &args("fake:1x1", Some("p"), 1, &d))
-            .err()
-            .unwrap()
-            .to_string();
-        assert_eq!(e, "--partition needs --engine slurm");
-        let e = backends("slurm", &args("", None, 1, &d))
-            .err()
-            .unwrap()
-            .to_string();
-        assert_eq!(e, "--engine slurm needs --partition NAME");
-    }
-
-    /// Refused before any Slurm command runs, so no Slurm is needed here.
-    #[test]
-    fn sharing_with_the_slurm_engine_is_refused_with_the_reason() {
-        let d = std::env::temp_dir();
-        let e = backends("slurm", &args("", Some("all"), 2, &d))
-            .err()
-            .expect("refused")
-            .to_string();
         assert!(
-            e.contains("--sharing") && e.contains("gres/shard") && e.contains("docs/slurm.md"),
+            e.contains("pbs") && e.contains(&format!("valid: {}", names().join(", "))),
             "{e}"
         );
-        // Without sharing nothing changes, and the local engine shares.
-        assert!(backends("local", &args("fake:1x1", None, 2, &d)).is_ok());
+        assert!(names().starts_with(&["local"]), "local first: the default");
     }
 
-    /// An engine's keys sit beside `dir` and `ranks` in the journal, as
-    /// `slurm_job` did before handles had engine state: old lines load,
-    /// and a handle is written back key for key.
+    /// Every engine's every flag, given with another engine, is refused
+    /// by the registry naming its own engine, before that engine's build
+    /// (which would otherwise complain of what it lacks); a flag no engine
+    /// has is refused too.
     #[test]
-    fn engine_state_is_journaled_beside_the_handle() {
-        let old = r#"{"dir":"/s/jobs/1/attempt-2","ranks":[{"rank":0,"pgid":0}],"slurm_job":42}"#;
-        let h: Handle = serde_json::from_str(old).unwrap();
-        assert_eq!(h.engine.u64("slurm_job"), Some(42));
-        assert_eq!(serde_json::to_string(&h).unwrap(), old);
-        let mut h = Handle::new("/d".into());
-        assert_eq!(serde_json::to_string(&h).unwrap(), r#"{"dir":"/d","ranks":[]}"#);
-        h.engine.set_u64("slurm_job", Some(7));
-        h.engine.set_u64("slurm_job", None);
-        assert_eq!(h, Handle::new("/d".into()));
+    fn an_engine_flag_given_with_another_engine_is_refused_naming_its_engine() {
+        let d = std::env::temp_dir();
+        let mut seen = 0;
+        for owner in REGISTRY {
+            for f in owner.flags {
+                let other = REGISTRY.iter().find(|e| e.name != owner.name).unwrap();
+                let o = EngineOptions::new().with(f.name(), f.default().unwrap_or("x"));
+                let e = build(other.name, &setup("fake:1x1", &o, 1, &d))
+                    .err()
+                    .expect("refused")
+                    .to_string();
+                assert_eq!(
+                    e,
+                    format!("--{} is an option of --engine {}", f.name(), owner.name)
+                );
+                seen += 1;
+            }
+        }
+        assert!(seen > 0, "the test engine has a flag");
+        let o = EngineOptions::new().with("bogus", "1");
+        let e = build("local", &setup("fake:1x1", &o, 1, &d))
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(e, "--bogus: no engine has this option");
+    }
+
+    /// One definition per flag: its name belongs to one engine (else the
+    /// refusal above could not name it), and its help and default are fit
+    /// for `--help`.
+    #[test]
+    fn engine_flags_are_unique_and_their_defaults_parse() {
+        let mut names = std::collections::HashSet::new();
+        for e in REGISTRY {
+            for f in e.flags {
+                assert!(names.insert(f.name()), "--{} declared twice", f.name());
+                assert!(
+                    !f.name().starts_with('-') && !f.help().is_empty(),
+                    "--{}",
+                    f.name()
+                );
+                assert!(f.value_name().chars().all(|c| c.is_ascii_uppercase() || c == '_'));
+                if let Some(d) = f.default() {
+                    assert_eq!(f.check(d), Ok(()), "--{} default {d}", f.name());
+                }
+            }
+        }
     }
 }

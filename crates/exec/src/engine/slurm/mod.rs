@@ -25,9 +25,10 @@ use std::sync::Arc;
 
 use gpuplan_core::JobId;
 
+use super::flag::{self, AnyFlag, Flag};
 use super::{
     checkpoint_dir, done_file, job_dir, mkdir, tail_beneath, tail_owned, AttemptSpec, Backends, Engine,
-    EngineArgs, EngineEntry, Handle, RankProc, RankStatus, Stop,
+    EngineEntry, EngineSetup, Handle, RankProc, RankStatus, Stop,
 };
 use crate::clock::Clock;
 
@@ -39,23 +40,87 @@ use client::{Slurm, SlurmDevices, SlurmJob};
 pub(super) const ENTRY: EngineEntry = EngineEntry {
     name: "slurm",
     description: "gpuplan plans, Slurm runs: one held batch job per job, released onto the planned GPUs",
+    flags: FLAGS,
     build,
 };
 
+/// This engine's flags, in `--help` order.
+const FLAGS: &[&dyn AnyFlag] = &[&PARTITION, &TIMEOUT];
+
+/// `--partition NAME`: the Slurm partition gpuplan plans; needed.
+const PARTITION: Flag<String> = Flag {
+    name: "partition",
+    value_name: "NAME",
+    help: "The Slurm partition gpuplan plans",
+    default: None,
+    parse: flag::text,
+};
+
+#[cfg(test)]
+#[test]
+fn flag_partition() {
+    let o = super::EngineOptions::new().with("partition", "gpu");
+    assert_eq!(PARTITION.require("slurm", &o).unwrap(), "gpu");
+    let e = PARTITION
+        .require("slurm", &super::EngineOptions::new())
+        .unwrap_err();
+    assert_eq!(e.to_string(), "--engine slurm needs --partition NAME");
+}
+
+/// `--slurm-timeout DURATION`: a hung `sinfo` or `scontrol` costs a round,
+/// not the daemon.
+const TIMEOUT: Flag<std::time::Duration> = Flag {
+    name: "slurm-timeout",
+    value_name: "DURATION",
+    help: "Longest one Slurm command (sinfo, squeue, sbatch, scontrol) may take; \
+           a slower one counts as failed and the round is retried",
+    default: Some("20s"),
+    parse: flag::duration,
+};
+
+#[cfg(test)]
+#[test]
+fn flag_slurm_timeout() {
+    use std::time::Duration;
+    let none = super::EngineOptions::new();
+    assert_eq!(TIMEOUT.get(&none).unwrap(), Some(Duration::from_secs(20)));
+    let o = none.clone().with("slurm-timeout", "500ms");
+    assert_eq!(TIMEOUT.get(&o).unwrap(), Some(Duration::from_millis(500)));
+    let o = none.with("slurm-timeout", "-1s");
+    assert!(TIMEOUT
+        .get(&o)
+        .unwrap_err()
+        .to_string()
+        .starts_with("--slurm-timeout -1s: "));
+}
+
+/// Why `--sharing` is refused with this engine. A planned partner would
+/// otherwise wait in Slurm behind the GPU its partner holds as `gres:gpu`
+/// while the daemon counts it running. Slurm's `gres/shard` runs two jobs
+/// on one device, but 22.05 refuses to switch a job between `gres/gpu` and
+/// `gres/shard` once either is set, and this engine keeps one held Slurm
+/// job per gpuplan job across attempts (docs/slurm.md, "Sharing").
+const SHARING: &str = "--sharing with --engine slurm is not supported: a job the plan \
+     puts on a GPU another job holds would wait in Slurm behind it. Slurm's gres/shard could run \
+     both (slurm.conf GresTypes=gpu,shard), but Slurm 22.05 cannot switch a held job between \
+     gres/gpu and gres/shard (`scontrol update ... TresPerNode=gres:shard:1`: Invalid generic \
+     resource (gres) specification); run without --sharing, or with the local engine \
+     (docs/slurm.md, \"Sharing\")";
+
 /// The partition's nodes and GRES as the device source, and this engine;
 /// needs `--partition`, refuses `--sharing`.
-fn build(args: &EngineArgs) -> Result<Backends, ExecError> {
-    let partition = args
-        .partition
-        .ok_or_else(|| ExecError::Config("--engine slurm needs --partition NAME".into()))?;
-    if args.sharing > 1 {
-        return Err(ExecError::Config(super::SLURM_SHARING.into()));
+fn build(setup: &EngineSetup) -> Result<Backends, ExecError> {
+    let partition = PARTITION.require(ENTRY.name, setup.options)?;
+    if setup.sharing > 1 {
+        return Err(ExecError::Config(SHARING.into()));
     }
-    let mut slurm = Slurm::new(partition);
-    slurm.timeout = args.slurm_timeout;
+    let mut slurm = Slurm::new(&partition);
+    if let Some(t) = TIMEOUT.get(setup.options)? {
+        slurm.timeout = t;
+    }
     Ok((
         Box::new(SlurmDevices { slurm: slurm.clone() }),
-        Box::new(SlurmEngine::new(slurm, args.state_dir, args.clock.clone())),
+        Box::new(SlurmEngine::new(slurm, setup.state_dir, setup.clock.clone())),
     ))
 }
 
@@ -246,6 +311,7 @@ impl Engine for SlurmEngine {
         mkdir(&h.dir, super::DIR_PRIVATE_MODE)?;
         mkdir(&ckpt, super::DIR_PRIVATE_MODE)?;
         let mut env = spec.env.clone();
+        env.push(super::token_file(&h.dir, &spec.token, None)?);
         for (key, v) in [
             ("GPUPLAN_COMMAND", spec.command.clone()),
             ("GPUPLAN_ATTEMPT_DIR", h.dir.to_string_lossy().into_owned()),
@@ -389,7 +455,7 @@ impl Engine for SlurmEngine {
     }
 
     fn done(&self, job: JobId) -> bool {
-        done_file(&self.state_dir, job).exists()
+        crate::jobfile::marker_beneath(&self.state_dir, &done_file(&self.state_dir, job))
     }
 
     fn admit(&mut self, job: JobId, spec: &JobSubmission) -> Result<Option<u64>, ExecError> {
@@ -514,5 +580,57 @@ mod tests {
             script.contains("'/state/slurm'/$SLURM_JOB_ID/attempt.env"),
             "{script}"
         );
+    }
+
+    /// Refused before any Slurm command runs, so no Slurm is needed here:
+    /// sharing with its reason, this engine's flags with another engine
+    /// (by the registry, naming this one), and a build without the
+    /// partition.
+    #[test]
+    fn sharing_and_misplaced_flags_are_refused_before_slurm_is_asked() {
+        use super::super::tests::setup;
+        use super::super::{build, EngineOptions};
+        let d = std::env::temp_dir();
+        let all = EngineOptions::new().with("partition", "all");
+        let e = build("slurm", &setup("", &all, 2, &d))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.contains("--sharing") && e.contains("gres/shard") && e.contains("docs/slurm.md"),
+            "{e}"
+        );
+        // Without sharing nothing changes, and the local engine shares.
+        let none = EngineOptions::new();
+        assert!(build("local", &setup("fake:1x1", &none, 2, &d)).is_ok());
+        let e = build("local", &setup("fake:1x1", &all, 1, &d))
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(e, "--partition is an option of --engine slurm");
+        let t = EngineOptions::new().with("slurm-timeout", "5s");
+        let e = build("local", &setup("fake:1x1", &t, 1, &d))
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(e, "--slurm-timeout is an option of --engine slurm");
+        let e = build("slurm", &setup("", &t, 1, &d)).err().unwrap().to_string();
+        assert_eq!(e, "--engine slurm needs --partition NAME");
+    }
+
+    /// An engine's keys sit beside `dir` and `ranks` in the journal, as
+    /// `slurm_job` did before handles had engine state: old lines load,
+    /// and a handle is written back key for key.
+    #[test]
+    fn engine_state_is_journaled_beside_the_handle() {
+        let old = r#"{"dir":"/s/jobs/1/attempt-2","ranks":[{"rank":0,"pgid":0}],"slurm_job":42}"#;
+        let h: Handle = serde_json::from_str(old).unwrap();
+        assert_eq!(h.engine.u64(JOB_KEY), Some(42));
+        assert_eq!(serde_json::to_string(&h).unwrap(), old);
+        let mut h = Handle::new("/d".into());
+        assert_eq!(serde_json::to_string(&h).unwrap(), r#"{"dir":"/d","ranks":[]}"#);
+        h.engine.set_u64(JOB_KEY, Some(7));
+        h.engine.set_u64(JOB_KEY, None);
+        assert_eq!(h, Handle::new("/d".into()));
     }
 }

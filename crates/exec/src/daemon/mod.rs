@@ -2,183 +2,48 @@
 //! (submit, cancel, report, views). Every change is journaled before it is
 //! acted on.
 //!
-//! A round's steps are [`crate::round`]'s (over the job table, which they
-//! are handed); [`Daemon::prepare`] and [`Daemon::apply`] journal what they
-//! change and send the stops they order, and the one loop that runs rounds
-//! is [`crate::driver`]. Between rounds [`Daemon::tick`] lets the
-//! [`Supervisor`] watch attempts through the engine (settle exits, escalate
-//! stops after the grace period, restart crashed jobs with back-off) and
+//! It is a state machine: it holds the job table and the journal and
+//! nothing that blocks. Its methods take events (a submission, a report,
+//! what the engine saw, a planned round) and return or queue effects
+//! (attempts to look at, launches, stops in its outbox), which
+//! the effects (effects.rs) run off the lock. A round's steps are
+//! [`crate::round`]'s (over the job table, which they are handed); the one
+//! loop that runs rounds and ticks is [`crate::driver`]. Between rounds a
+//! tick lets the [`Supervisor`] settle what the engine saw of attempts
+//! (exits, stops past their grace period, crashes with back-off) and
 //! launches jobs whose GPUs are free.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use gpuplan_core::queue::Queue;
 use gpuplan_core::{GoodputModel, GradParams, JobId, Observation, PolicyParams};
-use gpuplan_solve::{Agent, Decision, FitMemo, Limits, Planner, PlannerTraits};
+use gpuplan_solve::{Agent, Decision, FitMemo, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, SystemClock};
-use crate::device::{Devices, Fault, Gpu};
-use crate::engine::{AttemptSpec, Engine};
+use crate::device::{Devices, Gpu};
+use crate::engine::{AttemptSpec, Engine, Handle};
+use crate::held::{SharedDevices, SharedEngine};
 use crate::journal::{Journal, OnDamage};
-use crate::supervise::{Policy, Supervisor};
+use crate::supervise::{Order, Policy, Seen, Supervisor, Watched};
 use crate::ExecError;
 
 use crate::jobs::{JobRecord, JobStatus, JobView, Report};
+
+mod config;
+mod fit;
+mod protocol;
+mod state_dir;
+mod token;
+
 use crate::round::{Applied, PlanLine, Prepared, RoundStats, Rounds};
 use crate::spec::JobSubmission;
-
-/// Daemon settings (the `serve` flags).
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Where the journal, the admin token and the jobs' files live (`--state`).
-    pub state_dir: PathBuf,
-    /// The planner's registry name; oracle planners are refused at open.
-    pub planner: String,
-    /// Seconds between rounds.
-    pub interval_s: f64,
-    /// Seconds between SIGTERM and SIGKILL, unless the job sets `grace_s`.
-    pub grace_s: f64,
-    /// First restart delay after a crash; doubles with each further crash.
-    pub backoff_s: f64,
-    /// Crashes before a job is marked failed, unless the job sets `max_crashes`.
-    pub max_crashes: u32,
-    /// Log lines kept with a failed job.
-    pub log_lines: usize,
-    /// The planner's time limit and gap per round.
-    pub limits: Limits,
-    /// The planner's parameters (sharing included); default the planner's own.
-    pub params: PolicyParams,
-    /// Base URL jobs report to, e.g. `http://127.0.0.1:7077`.
-    pub report_base: String,
-    /// CUDA MPS for jobs that share GPUs (`serve --mps DIR`): every job gets
-    /// `CUDA_MPS_PIPE_DIRECTORY=DIR/pipe` and `CUDA_MPS_LOG_DIRECTORY=DIR/log`,
-    /// the directories of the control daemon the operator starts
-    /// (`nvidia-cuda-mps-control -d` with the same variables). `None`:
-    /// co-located jobs time-slice.
-    pub mps: Option<PathBuf>,
-    /// What a damaged journal does at start: stop the daemon (default), or
-    /// keep what is intact (`serve --recover`).
-    pub on_damage: OnDamage,
-    /// The queue tree (`serve --queues FILE`, docs/tenants.md); empty: one
-    /// pool. Submissions must name one of its leaves or none (`default`).
-    pub queues: Vec<Queue>,
-}
-
-impl Config {
-    /// The `serve` defaults for `planner` (60 s rounds, 30 s grace, 3 crashes).
-    pub fn new(state_dir: PathBuf, planner: &str) -> Self {
-        Config {
-            state_dir,
-            planner: planner.to_string(),
-            interval_s: 60.0,
-            grace_s: 30.0,
-            backoff_s: 10.0,
-            max_crashes: 3,
-            log_lines: 20,
-            limits: Limits {
-                time_limit_s: 10.0,
-                ..Limits::default()
-            },
-            params: gpuplan_solve::registry::default_params(planner),
-            report_base: String::new(),
-            mps: None,
-            on_damage: OnDamage::Stop,
-            queues: Vec::new(),
-        }
-    }
-
-    /// The settings' one check, every problem at once: core's check of the
-    /// params, a round interval > 0, and MPS only with sharing. `serve`
-    /// names each field by its flag; [`Daemon::open`] refuses a config
-    /// that fails it.
-    pub fn check(&self) -> Result<(), Vec<ConfigError>> {
-        let mut errs: Vec<ConfigError> = match self.params.check(false) {
-            Ok(()) => Vec::new(),
-            Err(e) => e
-                .into_iter()
-                .map(|e| ConfigError {
-                    field: ConfigField::Param(e.field),
-                    problem: e.problem,
-                })
-                .collect(),
-        };
-        if !(self.interval_s > 0.0 && self.interval_s.is_finite()) {
-            errs.push(ConfigError {
-                field: ConfigField::Interval,
-                problem: "must be > 0".into(),
-            });
-        }
-        if !(0.0..=crate::spec::MAX_GRACE_S).contains(&self.grace_s) {
-            errs.push(ConfigError {
-                field: ConfigField::Grace,
-                problem: format!("must be between 0 and {} s (one hour)", crate::spec::MAX_GRACE_S),
-            });
-        }
-        if self.mps.is_some() && self.params.sharing < 2 {
-            errs.push(ConfigError {
-                field: ConfigField::Mps,
-                problem: "needs --sharing: without sharing no two jobs run on one GPU".into(),
-            });
-        }
-        let mut tree = Vec::new();
-        // The cluster is not known yet: guarantees beyond it are scaled
-        // each round (`queue::fit_guarantees`), so only the tree is checked.
-        gpuplan_core::queue::check_parts(&self.queues, u64::MAX, &[], &mut tree);
-        errs.extend(tree.into_iter().map(|problem| ConfigError {
-            field: ConfigField::Queues,
-            problem,
-        }));
-        if errs.is_empty() {
-            Ok(())
-        } else {
-            Err(errs)
-        }
-    }
-}
-
-/// Which setting of a [`Config`] a problem is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConfigField {
-    /// A round parameter (core's field).
-    Param(gpuplan_core::ParamField),
-    /// `interval_s`.
-    Interval,
-    /// `grace_s`.
-    Grace,
-    /// `mps`.
-    Mps,
-    /// `queues` (the problem names the queue's path).
-    Queues,
-}
-
-/// One problem of a [`Config`]: its field and what is wrong, worded to
-/// follow the field's name (`serve` puts its flag in front). Displays with
-/// the field's key: `interval_s: must be > 0`, `params.sharing: …`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigError {
-    /// The setting at fault.
-    pub field: ConfigField,
-    /// What is wrong with it, worded to follow its name.
-    pub problem: String,
-}
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.field {
-            ConfigField::Param(p) => write!(f, "params.{}: {}", p.key(), self.problem),
-            ConfigField::Interval => write!(f, "interval_s: {}", self.problem),
-            ConfigField::Grace => write!(f, "grace_s: {}", self.problem),
-            ConfigField::Mps => write!(f, "mps: {}", self.problem),
-            ConfigField::Queues => write!(f, "{}", self.problem),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use config::{Config, ConfigError, ConfigField, JobNames, Keep};
+use fit::never_fits;
+pub use state_dir::utilization_samples;
+use state_dir::{job_dirs, set_aside, tighten_job_files};
+pub use token::random_token;
 
 /// Journal line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -193,134 +58,6 @@ pub(crate) enum Entry {
     },
 }
 
-/// The utilization predictor's training samples in a daemon's state dir
-/// (`gpuplan predict --fit OUT --state-dir DIR`): one per job whose
-/// submission gave features and that was measured alone, at the
-/// configuration it was measured at; the family is the job's `app`, else
-/// its name. Reads the journal without opening it for writing.
-pub fn utilization_samples(state_dir: &Path) -> Result<Vec<gpuplan_core::predict::Sample>, ExecError> {
-    let mut last: BTreeMap<JobId, JobRecord> = BTreeMap::new();
-    for e in crate::journal::read::<Entry>(&state_dir.join("journal.jsonl"))? {
-        if let Entry::Job(j) = e {
-            last.insert(j.id, *j);
-        }
-    }
-    Ok(last
-        .into_values()
-        .filter_map(|j| {
-            Some(gpuplan_core::predict::Sample {
-                family: j.spec.app.clone().unwrap_or_else(|| j.spec.name.clone()),
-                features: j.spec.features?,
-                at: j.sharing.util_at?,
-                utilization: j.sharing.util_solo?,
-            })
-        })
-        .collect())
-}
-
-/// Why `min_gpus` GPUs can never be had on `gpus` (naming the cluster's
-/// size and its largest node and type); `None` when they can, or when no
-/// GPU is known.
-fn never_fits(gpus: &[Gpu], min_gpus: u32) -> Option<String> {
-    if gpus.is_empty() || min_gpus as usize <= gpus.len() {
-        return None;
-    }
-    let mut per_node: BTreeMap<&str, (u32, &str)> = BTreeMap::new();
-    for g in gpus {
-        let e = per_node.entry(g.node.as_str()).or_insert((0, g.name.as_str()));
-        e.0 += 1;
-    }
-    let (node, (k, kind)) = per_node
-        .iter()
-        .max_by_key(|(n, (k, _))| (*k, std::cmp::Reverse(*n)))?;
-    Some(format!(
-        "{min_gpus} GPUs can never fit: the cluster has {} GPUs on {} nodes, the largest node {node} has {k} ({kind})",
-        gpus.len(),
-        per_node.len()
-    ))
-}
-
-/// The numeric directories of `STATE/jobs`, sorted.
-fn job_dirs(jobs: &Path) -> BTreeSet<u32> {
-    std::fs::read_dir(jobs)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect()
-}
-
-/// Move `STATE/jobs/ID`, if there is one, to `STATE/jobs-orphaned/ID-UNIXTIME`.
-fn set_aside(state: &Path, id: JobId, now_unix_s: f64) -> Result<(), ExecError> {
-    let from = crate::engine::job_dir(state, id);
-    if std::fs::symlink_metadata(&from).is_err() {
-        return Ok(());
-    }
-    let aside = state.join("jobs-orphaned");
-    crate::engine::mkdir(&aside, crate::engine::DIR_PRIVATE_MODE)?;
-    let to = aside.join(format!("{}-{}", id.0, now_unix_s as u64));
-    std::fs::rename(&from, &to).map_err(|source| ExecError::Io {
-        context: format!("set {} aside as {}", from.display(), to.display()),
-        source,
-    })?;
-    tracing::warn!(
-        "{} belongs to no journaled job; set aside as {} so no new job inherits it",
-        from.display(),
-        to.display()
-    );
-    Ok(())
-}
-
-/// Job files an earlier release left readable by every user (directories
-/// 0755, logs 0644) get the modes new ones are made with: `jobs/ID` 0711,
-/// what is below it 0700 (directories) or 0600 (logs). Links are left
-/// alone; a failure is logged, not fatal.
-fn tighten_job_files(jobs: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let set = |p: &Path, mode: u32| {
-        if let Err(e) = std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)) {
-            tracing::warn!("chmod {:o} {}: {e}", mode, p.display());
-        }
-    };
-    let Ok(ids) = std::fs::read_dir(jobs) else {
-        return;
-    };
-    for id in ids.flatten() {
-        if !id.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        set(&id.path(), crate::engine::DIR_SEARCH_MODE);
-        for sub in std::fs::read_dir(id.path()).into_iter().flatten().flatten() {
-            let Ok(t) = sub.file_type() else { continue };
-            if t.is_dir() {
-                set(&sub.path(), crate::engine::DIR_PRIVATE_MODE);
-                for f in std::fs::read_dir(sub.path()).into_iter().flatten().flatten() {
-                    let name = f.file_name();
-                    let name = name.to_string_lossy();
-                    if !name.starts_with("rank-") {
-                        continue;
-                    }
-                    // The job owns this directory: chmod through a
-                    // descriptor opened without following a link.
-                    use std::os::unix::fs::OpenOptionsExt;
-                    let Ok(file) = std::fs::OpenOptions::new()
-                        .read(true)
-                        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-                        .open(f.path())
-                    else {
-                        continue;
-                    };
-                    if file.metadata().is_ok_and(|m| m.is_file()) {
-                        let _ =
-                            file.set_permissions(std::fs::Permissions::from_mode(crate::engine::LOG_MODE));
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// The planner named `name`, if it can run on a live cluster: one that
 /// reads the simulator's oracle is refused here, at start, with the list of
 /// those that can (it would otherwise plan with no oracle, silently).
@@ -330,25 +67,23 @@ pub fn live_planner(name: &str) -> Result<Box<dyn Planner>, ExecError> {
     Ok(planner)
 }
 
-/// A random hex token from the kernel's generator.
-pub fn random_token() -> Result<String, ExecError> {
-    use std::io::Read;
-    let mut b = [0u8; 24];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|source| ExecError::Io {
-            context: "read /dev/urandom".into(),
-            source,
-        })?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
-}
-
 /// The job table, its journal and the supervisor, with what rounds keep
 /// between rounds ([`Rounds`]). Fields are private: the API, the metrics
 /// and the round loop go through the methods below.
 pub struct Daemon {
     cfg: Config,
     sup: Supervisor,
+    /// The engine and device source: held by effects, never under this
+    /// daemon's lock (clones of these handles go to the loop and the API).
+    engine: SharedEngine,
+    devices: SharedDevices,
+    /// Stops ordered and journaled, waiting for the next effects to send them.
+    outbox: Vec<Order>,
+    /// Directories of pruned jobs, for the next round's effects to remove.
+    pruned_dirs: Vec<PathBuf>,
+    /// The engine's name and rule, read once at open.
+    engine_name: &'static str,
+    engine_even_nodes: bool,
     journal: Journal,
     jobs: BTreeMap<JobId, JobRecord>,
     next_id: u32,
@@ -362,7 +97,16 @@ pub struct Daemon {
     clock: Arc<dyn Clock>,
 }
 
-/// The daemon behind the one lock the HTTP API and the round loop share.
+/// A launch the daemon decided and journaled: the engine starts `spec`
+/// into `handle` off the lock, and the outcome comes back to
+/// [`Daemon::on_started`].
+pub(crate) struct Launch {
+    pub spec: AttemptSpec,
+    pub handle: Handle,
+}
+
+/// The daemon behind the one lock the HTTP API and the round loop share;
+/// it guards short sections only (no engine call, process or job file).
 #[derive(Clone)]
 pub struct SharedDaemon(Arc<Mutex<Daemon>>);
 
@@ -435,28 +179,39 @@ impl Daemon {
             .map_or(1, |k: &JobId| k.0 + 1)
             .max(journal.mark().next_job)
             .max(on_disk.iter().next_back().map_or(1, |k| k + 1));
-        // A directory no journaled job owns (a crash between Slurm's
+        // A directory no journaled job owns (a crash between an engine's
         // admission and the journal, or a lost journal) is set aside, never
         // inherited by a new job of the same id.
         for id in on_disk.iter().filter(|i| !jobs.contains_key(&JobId(**i))) {
             set_aside(dir, JobId(*id), clock.now_unix_s())?;
         }
-        let sup = Supervisor::new(
-            engine,
-            Policy {
-                grace_s: cfg.grace_s,
-                backoff_s: cfg.backoff_s,
-                max_crashes: cfg.max_crashes,
-                log_lines: cfg.log_lines,
-            },
-        );
+        let mut engine = engine;
+        let sup = Supervisor::new(Policy {
+            grace_s: cfg.grace_s,
+            backoff_s: cfg.backoff_s,
+            max_crashes: cfg.max_crashes,
+        });
+        let (engine_name, engine_even_nodes) = (engine.name(), engine.even_nodes());
+        // Open is the one time the daemon calls its engine itself: nothing
+        // else can reach it yet.
+        for j in jobs.values_mut() {
+            if let Some(id) = j.engine_id {
+                engine.known(j.id, id);
+            }
+        }
         let mut d = Daemon {
             cfg,
             sup,
+            engine_name,
+            engine_even_nodes,
+            outbox: Vec::new(),
+            pruned_dirs: Vec::new(),
             journal,
             jobs,
             next_id,
-            rounds: Rounds::new(devices),
+            rounds: Rounds::new(devices.backend()),
+            engine: Arc::new(Mutex::new(engine)),
+            devices: Arc::new(Mutex::new(devices)),
             last_tick_unix_s: clock.now_unix_s(),
             dirty: BTreeSet::new(),
             traits,
@@ -490,8 +245,9 @@ impl Daemon {
         if let Some(p) = &r.saved_as {
             tracing::warn!("the damaged journal is kept as {}", p.display());
         }
+        let engine = crate::held::lock(&self.engine);
         for j in self.jobs.values_mut().filter(|j| !j.status.is_final()) {
-            if self.sup.engine().done(j.id) {
+            if engine.done(j.id) {
                 j.status = JobStatus::Completed;
                 j.gpus.clear();
                 j.finished_unix_s = Some(now);
@@ -527,14 +283,12 @@ impl Daemon {
     /// a half-started attempt is stopped and relaunched.
     fn recover(&mut self) -> Result<(), ExecError> {
         let now = self.clock.now_unix_s();
+        let mut engine = crate::held::lock(&self.engine);
         let mut orders = Vec::new();
         for j in self.jobs.values_mut() {
-            if let Some(id) = j.engine_id {
-                self.sup.engine_mut().known(j.id, id);
-            }
-            orders.extend(self.sup.recover(j, now));
+            orders.extend(self.sup.recover(engine.as_mut(), j, now));
         }
-        self.sup.send(orders);
+        crate::supervise::send(engine.as_mut(), orders);
         Ok(())
     }
 
@@ -564,17 +318,24 @@ impl Daemon {
         Ok(())
     }
 
-    /// Check and journal a new job; returns its id and the token its processes report with.
-    pub fn submit(&mut self, spec: JobSubmission) -> Result<(JobId, String), ExecError> {
+    /// Check a submission and reserve its id and token: a submit's first
+    /// step, under the lock; the engine admits it next, off the lock, and
+    /// [`Daemon::enter`] journals it.
+    pub(crate) fn accept(&mut self, spec: &JobSubmission) -> Result<(JobId, String), ExecError> {
         spec.check("request").map_err(ExecError::Spec)?;
-        self.check_queue(&spec)?;
-        self.check_fits(&spec)?;
+        self.check_queue(spec)?;
+        self.check_fits(spec)?;
         let id = self.claim_id()?;
-        let token = random_token()?;
-        // Into the engine's queue first (Slurm: a held job), then the journal.
-        let queued = self.sup.engine_mut().admit(id, &spec)?;
-        self.enter(id, spec, token.clone(), queued)?;
-        Ok((id, token))
+        Ok((id, random_token()?))
+    }
+
+    /// Devices collected outside a round, for the fit check of a
+    /// submission before the first round; a failure refuses nothing.
+    pub(crate) fn first_gpus(&mut self, gpus: Result<Vec<Gpu>, ExecError>) {
+        match gpus {
+            Ok(g) => self.rounds.first_gpus(g),
+            Err(e) => tracing::warn!("collecting devices to check a submission: {e}"),
+        }
     }
 
     /// A submission's queue must be a leaf of the daemon's tree (the
@@ -596,81 +357,81 @@ impl Daemon {
 
     /// A job whose `min_gpus` exceeds every GPU of the cluster (healthy
     /// or not) would wait forever: it is refused, naming the cluster's
-    /// size and its largest node and type. Devices are collected first if
-    /// no round has yet; a cluster that cannot be read refuses nothing.
+    /// size and its largest node and type. Devices are collected (off the
+    /// lock, [`Daemon::first_gpus`]) if no round has yet; a cluster that
+    /// could not be read refuses nothing (rounds hold the job instead).
     fn check_fits(&mut self, spec: &JobSubmission) -> Result<(), ExecError> {
-        if self.rounds.gpus().is_empty() {
-            if let Err(e) = self.rounds.refresh_gpus() {
-                tracing::warn!("collecting devices to check a submission: {e}");
-                return Ok(());
-            }
-        }
-        match never_fits(self.rounds.gpus(), spec.min_gpus) {
+        match never_fits(self.rounds.gpus())(spec, &self.cfg.queues) {
             Some(why) => Err(ExecError::Spec(vec![format!("request:min_gpus: {why}")])),
             None => Ok(()),
         }
     }
 
-    /// Held jobs users put in the engine's queue themselves (Slurm:
-    /// `sbatch -H --comment=gpuplan`) become jobs of the daemon; a refused
-    /// one is reported once, in the log.
-    fn discover(&mut self) -> Result<(), ExecError> {
-        let (found, refused) = match self.sup.engine_mut().discover() {
+    /// Final jobs the engine still holds (an engine's queued job): the
+    /// effects let the engine go of them ([`Engine::retire`]).
+    pub(crate) fn retire_list(&self) -> Vec<JobId> {
+        self.jobs
+            .values()
+            .filter(|j| j.status.is_final() && !j.live() && j.engine_id.is_some())
+            .map(|j| j.id)
+            .collect()
+    }
+
+    /// What a round's engine effects brought: the final jobs the engine
+    /// let go of (their engine id is forgotten), and the held jobs users put
+    /// in the engine's queue themselves, which become jobs of the daemon (a
+    /// refused one is reported once, in the log). `engine` is held by the
+    /// caller; only its bookkeeping ([`Engine::known`]) is called here.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn on_engine_round(
+        &mut self,
+        retired: Vec<JobId>,
+        found: Result<(Vec<(u64, JobSubmission)>, Vec<(u64, String)>), ExecError>,
+        engine: &mut dyn Engine,
+    ) -> Result<(), ExecError> {
+        for id in &retired {
+            if let Some(j) = self.jobs.get_mut(id) {
+                j.engine_id = None;
+            }
+        }
+        self.save(&retired)?;
+        let (found, refused) = match found {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!("looking for new jobs: {e}; retried next round");
                 return Ok(());
             }
         };
+        let engine_name = self.engine_name;
         for (sid, why) in refused {
-            tracing::warn!("Slurm job {sid} has --comment=gpuplan but is not adopted: {why}");
+            tracing::warn!("{engine_name} job {sid} asks for gpuplan but is not adopted: {why}");
         }
         for (sid, mut spec) in found {
-            // Its queue (named in its script, else its Slurm account) must
-            // be one of ours; otherwise it runs in `default`, said once.
+            // Its queue (named in its script, else its engine's account)
+            // must be one of ours; otherwise it runs in `default`, said once.
             if let Some(q) = spec.queue.take() {
                 match gpuplan_core::queue::leaf_problem(&self.cfg.queues, Some(&q)) {
                     _ if self.cfg.queues.is_empty() => {}
                     None => spec.queue = Some(q),
-                    Some(why) => tracing::warn!("Slurm job {sid}: queue {why}; it runs in default"),
+                    Some(why) => tracing::warn!("{engine_name} job {sid}: queue {why}; it runs in default"),
                 }
             }
             let id = self.claim_id()?;
-            self.sup.engine_mut().known(id, sid);
-            tracing::info!("adopted Slurm job {sid} ({}) as job {}", spec.name, id.0);
+            engine.known(id, sid);
+            tracing::info!("adopted {engine_name} job {sid} ({}) as job {}", spec.name, id.0);
             self.enter(id, spec, random_token()?, Some(sid))?;
         }
         Ok(())
     }
 
-    /// Let the engine go of final jobs it still holds (Slurm: cancel a job
-    /// still queued there), then forget its id.
-    fn retire_final(&mut self) -> Result<(), ExecError> {
-        let done: Vec<JobId> = self
-            .jobs
-            .values()
-            .filter(|j| j.status.is_final() && !j.live() && j.engine_id.is_some())
-            .map(|j| j.id)
-            .collect();
-        let mut saved = Vec::new();
-        for id in done {
-            match self.sup.engine_mut().retire(id) {
-                Ok(()) => {
-                    self.jobs.get_mut(&id).expect("listed").engine_id = None;
-                    saved.push(id);
-                }
-                Err(e) => tracing::warn!("job {}: {e}; retried next round", id.0),
-            }
-        }
-        self.save(&saved)
-    }
-
     /// Whether rounds must give multi-node jobs one GPU count per node.
     pub fn even_nodes(&self) -> bool {
-        self.cfg.params.even_nodes == gpuplan_core::NodeCounts::Even || self.sup.engine().even_nodes()
+        self.cfg.params.even_nodes == gpuplan_core::NodeCounts::Even || self.engine_even_nodes
     }
 
-    fn enter(
+    /// Journal a job accepted (and admitted by the engine): the last step
+    /// of a submit, and of a job adopted from the engine's queue.
+    pub(crate) fn enter(
         &mut self,
         id: JobId,
         spec: JobSubmission,
@@ -729,7 +490,8 @@ impl Daemon {
         job.finished_unix_s = Some(now);
         let order = Supervisor::order_stop(job, now);
         self.save(&[id])?;
-        self.sup.send(order.into_iter().collect());
+        // Sent by the next tick's effects (within one tick, at most 0.5 s).
+        self.outbox.extend(order);
         Ok(self.view(id).expect("job exists"))
     }
 
@@ -816,9 +578,62 @@ impl Daemon {
         crate::jobs::colocation(self.jobs.values())
     }
 
-    /// Inject a fault into a GPU (fake devices only).
-    pub fn inject(&mut self, uuid: &str, fault: Fault) -> Result<(), ExecError> {
-        self.rounds.inject(uuid, fault)
+    /// The engine and device source, for the effects run off the lock
+    /// (the round loop's, the API's admission, logs and fault injection).
+    pub(crate) fn effects(&self) -> (SharedEngine, SharedDevices) {
+        (self.engine.clone(), self.devices.clone())
+    }
+
+    /// The round count, read by health with no lock.
+    pub(crate) fn round_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.rounds.counter()
+    }
+
+    /// Log lines kept with a failed job (what a tick's effects read of a crash).
+    pub(crate) fn log_lines(&self) -> usize {
+        self.cfg.log_lines
+    }
+
+    /// Stops journaled and waiting to be sent, for the effects to send.
+    pub(crate) fn take_outbox(&mut self) -> Vec<Order> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Directories of pruned jobs, for the effects to remove off the lock.
+    pub(crate) fn take_pruned_dirs(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.pruned_dirs)
+    }
+
+    /// Finished jobs past `keep_finished` leave the job table; the journal
+    /// is compacted at once (so a replay cannot bring them back) and their
+    /// directories wait for the effects to remove them. Their ids stay
+    /// used: the journal's high-water mark is past them.
+    fn prune(&mut self, now: f64) -> Result<(), ExecError> {
+        let gone = self.cfg.keep_finished.expired(self.jobs.values(), now);
+        if gone.is_empty() {
+            return Ok(());
+        }
+        for id in &gone {
+            self.jobs.remove(id);
+            self.dirty.remove(id);
+            self.pruned_dirs
+                .push(crate::engine::job_dir(&self.cfg.state_dir, *id));
+        }
+        let all: Vec<Entry> = self
+            .jobs
+            .values()
+            .map(|j| Entry::Job(Box::new(j.clone())))
+            .collect();
+        self.journal.compact(&all)?;
+        tracing::info!(
+            "pruned {} finished job(s) past --keep-finished: {}",
+            gone.len(),
+            gone.iter()
+                .map(|id| id.0.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(())
     }
 
     /// The job as the API shows it; `None` for an unknown id.
@@ -875,10 +690,23 @@ impl Daemon {
         self.jobs.keys().filter_map(|id| self.view(*id)).collect()
     }
 
-    /// Log lines of a job's latest attempt, rank `rank`.
-    pub fn logs(&self, id: JobId, rank: u32, lines: usize) -> Result<Vec<String>, ExecError> {
+    /// Where a job's latest attempt's logs are: its handle, for the engine
+    /// to read off the lock, or the lines kept with it (`Err`) when it never
+    /// ran. The handle of an attempt that ended is located by `engine`'s
+    /// rule ([`Engine::locate`]), which the caller holds.
+    pub(crate) fn log_handle(
+        &self,
+        id: JobId,
+        engine: &dyn Engine,
+    ) -> Result<Result<Handle, Vec<String>>, ExecError> {
         let j = self.jobs.get(&id).ok_or(ExecError::NoJob(id))?;
-        Ok(self.sup.logs(j, rank, lines))
+        if j.attempts == 0 {
+            return Ok(Err(j.last_log.clone()));
+        }
+        Ok(Ok(match &j.attempt {
+            Some(a) if a.n == j.attempts => a.handle.clone(),
+            _ => engine.locate(j.id, j.attempts),
+        }))
     }
 
     /// The last device collection.
@@ -886,7 +714,7 @@ impl Daemon {
         self.rounds.gpus()
     }
 
-    /// The device backend's name (`nvml`, `fake`, `slurm`).
+    /// The device backend's name (`nvml`, `fake`, or the engine's own).
     pub fn backend(&self) -> &'static str {
         self.rounds.backend()
     }
@@ -916,24 +744,26 @@ impl Daemon {
         self.clock.clone()
     }
 
-    /// Begin a round: let the engine go of final jobs and find new ones,
-    /// collect devices (jobs on lost GPUs are re-planned), and build the
-    /// [`gpuplan_core::Round`]. `None` when there is nothing to plan.
-    pub fn prepare(&mut self) -> Result<Option<Prepared>, ExecError> {
+    /// Build the round from the devices collected for it (jobs on lost
+    /// GPUs are re-planned, jobs that can never fit are held with the
+    /// reason); `None` when there is nothing to plan.
+    pub(crate) fn prepare_with(
+        &mut self,
+        gpus: Result<Vec<Gpu>, ExecError>,
+    ) -> Result<Option<Prepared>, ExecError> {
         let begun = self.rounds.begin();
         let now = self.clock.now_unix_s();
-        self.retire_final()?;
-        self.discover()?;
-        let mut collected = self.rounds.collect(&mut self.jobs, &mut self.dirty, now)?;
+        self.prune(now)?;
+        let mut collected = self.rounds.collect(gpus?, &mut self.jobs, &mut self.dirty, now);
         // A queued job larger than the cluster (journaled before the check
         // at submit, or the cluster shrank) waits with the reason.
-        let gpus = self.rounds.gpus();
+        let fits = never_fits(self.rounds.gpus());
         let mut held = Vec::new();
         for j in self.jobs.values_mut() {
             if j.status != JobStatus::Queued || j.live() {
                 continue;
             }
-            if let Some(why) = never_fits(gpus, j.spec.min_gpus) {
+            if let Some(why) = fits(&j.spec, &self.cfg.queues) {
                 let why = format!("held: {why}");
                 if j.reason.as_deref() != Some(why.as_str()) {
                     tracing::warn!("job {} ({}): {why}", j.id.0, j.spec.name);
@@ -944,7 +774,7 @@ impl Daemon {
         }
         self.save(&held)?;
         self.save(&collected.journal)?;
-        self.sup.send(std::mem::take(&mut collected.stops));
+        self.outbox.append(&mut collected.stops);
         let params = PolicyParams {
             even_nodes: self.even_nodes().into(),
             ..self.cfg.params
@@ -963,8 +793,9 @@ impl Daemon {
     }
 
     /// Apply a round's decision (already validated by the pipeline): map its
-    /// GPUs to devices, journal, then signal the jobs that move. Launches
-    /// happen in [`Daemon::tick`] once their GPUs are free.
+    /// GPUs to devices and journal; the stops of the jobs that move wait in
+    /// the outbox for the next tick's effects, and launches happen in a tick
+    /// once their GPUs are free.
     pub fn apply(
         &mut self,
         prep: Prepared,
@@ -993,30 +824,42 @@ impl Daemon {
             }])?;
             self.save(&moved)?;
         }
-        self.sup.send(stops);
+        self.outbox.extend(stops);
         Ok(self.rounds.finish(done))
     }
 
-    /// Watch attempts: settle exits, escalate stops past their grace
-    /// period, handle crashes and completions, and launch jobs whose GPUs
-    /// are free.
-    pub fn tick(&mut self) -> Result<(), ExecError> {
+    /// The live attempts, for a tick's effects to look at.
+    pub(crate) fn watch_list(&self) -> Vec<Watched> {
+        self.jobs
+            .values()
+            .filter_map(|j| {
+                let a = j.attempt.as_ref()?;
+                Some(Watched {
+                    id: j.id,
+                    n: a.n,
+                    handle: a.handle.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// What a tick's effects saw of the live attempts: settle them (stops
+    /// go to the outbox once journaled), then decide and journal the
+    /// launches of jobs whose GPUs are free, for the effects to start.
+    /// `engine` is held by the caller; only [`Engine::locate`] is called.
+    pub(crate) fn on_seen(&mut self, seen: Vec<Seen>, engine: &dyn Engine) -> Result<Vec<Launch>, ExecError> {
         let now = self.clock.now_unix_s();
         let dt = (now - self.last_tick_unix_s).max(0.0);
         self.last_tick_unix_s = now;
-        let ids: Vec<JobId> = self
-            .jobs
-            .iter()
-            .filter(|(_, j)| j.live())
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            let j = self.jobs.get_mut(&id).expect("live job exists");
-            let (changed, order) = self.sup.watch(j, now, dt);
+        for s in &seen {
+            let Some(j) = self.jobs.get_mut(&s.id).filter(|j| j.live()) else {
+                continue;
+            };
+            let (changed, order) = self.sup.watch(j, s, now, dt);
             if changed {
-                self.save(&[id])?;
+                self.save(&[s.id])?;
             }
-            self.sup.send(order.into_iter().collect());
+            self.outbox.extend(order);
         }
         // Launch: a job's GPUs must not be held by another job's live
         // attempt, unless sharing is on and that attempt runs on and stays
@@ -1050,25 +893,42 @@ impl Daemon {
             })
             .map(|j| j.id)
             .collect();
-        // Journal every launch intent with one fsync, start, then journal
-        // the engine's handles with one more.
-        let specs: Vec<(JobId, AttemptSpec)> = ready
+        // Journal every launch intent with one fsync; the effects start
+        // them, and `on_started` journals the engine's handles with one more.
+        let launches: Vec<Launch> = ready
             .iter()
-            .map(|&id| (id, self.intend_launch(id, now)))
+            .map(|&id| {
+                let spec = self.intend_launch(id, now, engine);
+                let handle = self.jobs[&id].attempt.as_ref().expect("intended").handle.clone();
+                Launch { spec, handle }
+            })
             .collect();
         self.save(&ready)?;
-        for (id, spec) in specs {
-            let j = self.jobs.get_mut(&id).expect("ready job exists");
-            self.sup.start(j, &spec, now);
+        Ok(launches)
+    }
+
+    /// The outcomes of the launches the effects started: each attempt
+    /// records its handle, or the failure (a crash, or a wait for the next
+    /// round); journaled at once.
+    pub(crate) fn on_started(
+        &mut self,
+        started: Vec<(JobId, u32, Result<Handle, ExecError>)>,
+    ) -> Result<(), ExecError> {
+        let now = self.clock.now_unix_s();
+        let mut ids = Vec::new();
+        for (id, n, r) in started {
+            let Some(j) = self.jobs.get_mut(&id) else { continue };
+            let order = self.sup.started(j, n, r, now);
+            ids.push(id);
+            self.outbox.extend(order);
         }
-        self.save(&ready)?;
-        Ok(())
+        self.save(&ids)
     }
 
     /// Choose the batch, lay the job's GPUs out by node, and record the
     /// attempt as intended. The job protocol's variables are the daemon's;
     /// the engine adds its own (rendezvous, ranks, checkpoint, done-file).
-    fn intend_launch(&mut self, id: JobId, now: f64) -> AttemptSpec {
+    fn intend_launch(&mut self, id: JobId, now: f64, engine: &dyn Engine) -> AttemptSpec {
         let report_base = self.cfg.report_base.clone();
         let node_of: HashMap<&str, &str> = self
             .rounds
@@ -1090,31 +950,9 @@ impl Daemon {
                 &mut self.memo,
             );
         }
-        let env = vec![
-            ("GPUPLAN_JOB_ID".to_string(), id.0.to_string()),
-            ("GPUPLAN_JOB_NAME".to_string(), j.spec.name.clone()),
-            ("GPUPLAN_JOB_TOKEN".to_string(), j.token.clone()),
-            (
-                "GPUPLAN_REPORT_URL".to_string(),
-                format!("{report_base}/v1/jobs/{}/report", id.0),
-            ),
-            ("GPUPLAN_BATCH_SIZE".to_string(), j.batch_size.to_string()),
-            ("GPUPLAN_LOCAL_BSZ".to_string(), j.local_bsz.to_string()),
-            ("GPUPLAN_ACCUM_STEPS".to_string(), j.accum_steps.to_string()),
-            ("GPUPLAN_ATTEMPT".to_string(), (j.attempts + 1).to_string()),
-        ];
-        let mut env = env;
-        if let Some(dir) = &self.cfg.mps {
-            env.push((
-                "CUDA_MPS_PIPE_DIRECTORY".into(),
-                dir.join("pipe").display().to_string(),
-            ));
-            env.push((
-                "CUDA_MPS_LOG_DIRECTORY".into(),
-                dir.join("log").display().to_string(),
-            ));
-        }
-        self.sup.intend(j, per_node.into_iter().collect(), env, now)
+        let env = protocol::env(j, &report_base, self.cfg.mps.as_deref());
+        self.sup
+            .intend(engine, j, per_node.into_iter().collect(), env, now)
     }
 
     /// Every job, for tests and the benchmark.
@@ -1129,8 +967,11 @@ mod tests {
     use crate::device::FakeDevices;
     use crate::engine::LocalEngine;
     use crate::jobs::{Attempt, Lifecycle, Phase, StopCause};
+    use gpuplan_core::queue::Queue;
     use gpuplan_core::{Allocation, NodeId, PlanStatus};
     use gpuplan_solve::Decision;
+    use gpuplan_solve::Limits;
+    use std::path::Path;
 
     fn daemon(state: &std::path::Path) -> Daemon {
         daemon_with(state, "greedy", FakeDevices::new(1, 4))
@@ -1802,153 +1643,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// Launch `command` (as `uid` when given) on one GPU through the local
-    /// engine and wait until its rank-0 log exists; returns the log's path.
-    fn launch_local(d: &mut Daemon, command: &str, uid: Option<u32>) -> (JobId, PathBuf) {
-        let mut sub = spec();
-        sub.command = command.into();
-        sub.uid = uid;
-        let (id, _) = d.submit(sub).unwrap();
-        plan_gpus(d, id, 1);
-        let log = d.jobs[&id]
-            .attempt
-            .as_ref()
-            .unwrap()
-            .handle
-            .dir
-            .join("rank-0.log");
-        for _ in 0..250 {
-            if std::fs::symlink_metadata(&log).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        (id, log)
-    }
-
-    /// A root-only file for a job to try to read.
-    fn secret(tag: &str) -> PathBuf {
-        use std::os::unix::fs::OpenOptionsExt;
-        let p = std::env::temp_dir().join(format!("gpuplan-secret-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&p)
-            .unwrap();
-        std::io::Write::write_all(&mut f, b"TOP-SECRET\n").unwrap();
-        p
-    }
-
-    /// Issue 33, item 1: a rank log replaced by a link (to a file the job
-    /// could not read) is refused by the logs endpoint, not followed.
-    #[test]
-    fn a_symlinked_rank_log_is_refused_by_the_logs_endpoint() {
-        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-link-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut d = daemon(&dir);
-        let (id, log) = launch_local(&mut d, "exec sleep 30", None);
-        let secret = secret("link");
-        std::fs::remove_file(&log).unwrap();
-        std::os::unix::fs::symlink(&secret, &log).unwrap();
-        let lines = d.logs(id, 0, 10).unwrap();
-        assert!(!lines.iter().any(|l| l.contains("TOP-SECRET")), "{lines:?}");
-        assert!(lines.iter().any(|l| l.contains("refused")), "{lines:?}");
-        // A hard link is refused too (where the kernel lets one be made).
-        std::fs::remove_file(&log).unwrap();
-        if std::fs::hard_link(&secret, &log).is_ok() {
-            let lines = d.logs(id, 0, 10).unwrap();
-            assert!(!lines.iter().any(|l| l.contains("TOP-SECRET")), "{lines:?}");
-        }
-        d.cancel(id).unwrap();
-        wait_stopped(&mut d, id);
-        let _ = std::fs::remove_file(&secret);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    /// Issue 33, items 1 and 2: with the daemon root and the job another
-    /// user (nobody, 65534), the job owns its attempt directory and swaps
-    /// its own log for a link to a root-only file; the logs endpoint does
-    /// not read it back. Skipped (with a message) when not root.
-    #[test]
-    fn a_job_run_as_another_user_cannot_read_a_root_file_through_its_log() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: needs root to run a job as another user");
-            return;
-        }
-        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-uid-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut d = daemon(&dir);
-        let secret = secret("uid");
-        let cmd = format!(
-            "p=$(readlink /proc/$$/fd/1); rm -f \"$p\" && ln -s {} \"$p\"; exec sleep 30",
-            secret.display()
-        );
-        let (id, log) = launch_local(&mut d, &cmd, Some(65534));
-        for _ in 0..250 {
-            if std::fs::symlink_metadata(&log).is_ok_and(|m| m.file_type().is_symlink()) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        assert!(
-            std::fs::symlink_metadata(&log).unwrap().file_type().is_symlink(),
-            "the job made its link"
-        );
-        let lines = d.logs(id, 0, 10).unwrap();
-        assert!(!lines.iter().any(|l| l.contains("TOP-SECRET")), "{lines:?}");
-        let view = d.views();
-        assert!(!serde_json::to_string(&view).unwrap().contains("TOP-SECRET"));
-        d.cancel(id).unwrap();
-        wait_stopped(&mut d, id);
-        let _ = std::fs::remove_file(&secret);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    /// Issue 33, item 2: the state directory's job files are not readable
-    /// by other users: `jobs` and `jobs/ID` search-only, attempt and
-    /// checkpoint directories 0700, logs 0600; files an earlier release
-    /// made 0755/0644 are tightened at start.
-    #[test]
-    fn job_directories_and_logs_are_private_to_the_job() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-modes-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut d = daemon(&dir);
-        let (id, log) = launch_local(&mut d, "echo hi; exec sleep 30", None);
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        let attempt = log.parent().unwrap().to_path_buf();
-        let job = attempt.parent().unwrap().to_path_buf();
-        let expect = [
-            (dir.clone(), 0o711),
-            (dir.join("jobs"), 0o711),
-            (job.clone(), 0o711),
-            (attempt.clone(), 0o700),
-            (job.join("checkpoint"), 0o700),
-            (log.clone(), 0o600),
-        ];
-        for (p, m) in &expect {
-            assert_eq!(mode(p), *m, "{}", p.display());
-        }
-        d.cancel(id).unwrap();
-        wait_stopped(&mut d, id);
-        drop(d);
-        // What an earlier release left open is closed at the next start.
-        for (p, m) in [(&attempt, 0o755), (&job.join("checkpoint"), 0o755), (&log, 0o644)] {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
-        }
-        let _d = daemon(&dir);
-        for (p, m) in &expect {
-            assert_eq!(mode(p), *m, "{} after a restart", p.display());
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
     /// Issue 33, item 6: `min_gpus` above the cluster's GPUs is refused at
     /// submission (before any round has collected devices), naming the
-    /// cluster's size and its largest node and type; one that fits is taken.
+    /// largest GPU type's count (issue 49: a job runs on one type); one
+    /// that fits is taken.
     #[test]
     fn a_job_that_can_never_fit_is_refused_at_submit() {
         let (dir, clock, engine) = manual_setup("fit");
@@ -1966,14 +1664,12 @@ mod tests {
         assert!(matches!(e, ExecError::Spec(_)), "{e:?}");
         let msg = e.to_string();
         assert!(
-            msg.contains("request:min_gpus: 4096 GPUs can never fit: the cluster has 6 GPUs on 2 nodes, the largest node")
-                && msg.contains("has 4 (")
-                && msg.to_lowercase().contains("a100"),
+            msg.contains("request:min_gpus: 4096 GPUs can never fit: a job runs on one GPU type, and the largest, a100, has 4 GPUs (6 GPUs on 2 nodes in all)"),
             "{msg}"
         );
         assert_eq!(d.views().len(), 0, "nothing journaled");
-        sub.min_gpus = 6;
-        sub.max_gpus = 6;
+        sub.min_gpus = 4;
+        sub.max_gpus = 4;
         let (big, _) = d.submit(sub).unwrap();
         // One journaled before the check (or the cluster shrank since):
         // held with the reason, no longer `null`.

@@ -285,6 +285,105 @@ fn six_jobs_run_where_planned_move_and_leave_a_drained_node() {
     }
 }
 
+/// Issue 56: the operator's case. Elastic jobs (1-4 GPUs) under the
+/// default planner, shell commands that never report, and a drain a few
+/// seconds after they start: the drained node's job is re-planned off it
+/// within three rounds, the daemon's log says why, and it runs again on
+/// the other node.
+#[test]
+fn elastic_jobs_that_never_report_leave_a_node_drained_soon_after_they_start() {
+    let Some(cl) = Cluster::start("drain") else { return };
+    let dir = tmp("slurm-drain-run");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let log = dir.join("daemon.log");
+    // The operator's round interval, not the other tests' 500 ms.
+    let srv = Server::start_with(
+        &[
+            "--engine",
+            "slurm",
+            "--partition",
+            "all",
+            "--interval",
+            "2s",
+            "--log",
+            log.to_str().unwrap(),
+        ],
+        &[("SLURM_CONF", cl.conf.as_str())],
+        &dir.join("state"),
+        free_port(),
+    );
+    for i in 0..3 {
+        srv.submit(json!({
+            "name": format!("e{i}"),
+            "command": format!(
+                "echo node=$SLURMD_NODENAME cvd=$CUDA_VISIBLE_DEVICES >> {}; sleep 20",
+                out.join(format!("e{i}")).display()
+            ),
+            "min_gpus": 1,
+            "max_gpus": 4,
+            "batch_size": 64,
+        }));
+    }
+    let first = out.join("e0");
+    let t0 = Instant::now();
+    let node = loop {
+        if let Some(n) = read(&first)
+            .lines()
+            .next()
+            .and_then(|l| l.split_whitespace().next())
+        {
+            break n.trim_start_matches("node=").to_string();
+        }
+        assert!(t0.elapsed() < DEADLINE, "e0 never started: {:#?}", srv.jobs());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let other = if node == "n1" { "n2" } else { "n1" };
+    // A few seconds into its run.
+    std::thread::sleep(Duration::from_secs(3));
+    cl.run(
+        "scontrol",
+        &[
+            "update",
+            &format!("nodename={node}"),
+            "state=drain",
+            "reason=test",
+        ],
+    );
+    let drained_at = srv.rounds();
+    srv.wait_for(
+        "e0 off the drained node",
+        |_| {},
+        |js| {
+            js.iter()
+                .find(|j| j["name"] == "e0")
+                .is_some_and(|j| !nodes_of(j).contains(node.as_str()))
+        },
+    );
+    assert!(
+        srv.rounds() <= drained_at + 3,
+        "re-planned off {node} within three rounds ({} -> {})",
+        drained_at,
+        srv.rounds()
+    );
+    let t0 = Instant::now();
+    while !read(&first).contains(&format!("node={other}")) {
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "e0 never ran again on {other}: {} {:#?}",
+            read(&first),
+            srv.jobs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let said = read(&log);
+    assert!(
+        said.lines()
+            .any(|l| l.contains("(e0)") && l.contains("unhealthy") && l.contains(node.as_str())),
+        "the daemon's log says why e0 moved: {said}"
+    );
+}
+
 #[test]
 fn kill_9_between_requeue_hold_and_release_runs_the_job_again_once() {
     let Some(cl) = Cluster::start("kill") else { return };

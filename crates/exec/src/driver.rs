@@ -24,7 +24,7 @@ use gpuplan_solve::{run_round, Limits, Planner};
 
 use crate::clock::Clock;
 use crate::daemon::{live_planner, SharedDaemon};
-use crate::effects::{try_lock, SharedDevices, SharedEngine};
+use crate::effects::{lock_within, SharedDevices, SharedEngine};
 use crate::ExecError;
 
 /// Longest the loop waits for one effect (a tick's engine calls, a
@@ -32,6 +32,10 @@ use crate::ExecError;
 /// slow engine command is waited for and a hung one costs the loop two
 /// seconds once, not every tick.
 pub const EFFECT_WAIT_S: f64 = 2.0;
+
+/// Longest an effect waits for the engine or the devices that another
+/// holds (a request's admission) before it counts them busy.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The round loop's state: the planner (its cross-round state lives here,
 /// off the lock) and when the next tick and round are due.
@@ -127,7 +131,7 @@ impl RoundDriver {
         self.last_tick_unix_s = Some(now);
         let (daemon, engine) = (self.daemon.clone(), self.engine.clone());
         let r = effect(self.clock.clone(), "tick", move || {
-            let mut e = try_lock(&engine)?;
+            let mut e = lock_within(&engine, BUSY_WAIT)?;
             Some(crate::effects::tick(&daemon, e.as_mut()))
         })
         .await;
@@ -159,8 +163,8 @@ impl RoundDriver {
     async fn round(&mut self) {
         let (daemon, engine, devices) = (self.daemon.clone(), self.engine.clone(), self.devices.clone());
         let prepared = effect(self.clock.clone(), "round", move || {
-            let mut e = try_lock(&engine);
-            let mut dv = try_lock(&devices);
+            let mut e = lock_within(&engine, BUSY_WAIT);
+            let mut dv = lock_within(&devices, BUSY_WAIT);
             let engine: Option<&mut dyn crate::engine::Engine> = match e.as_mut() {
                 Some(g) => Some(g.as_mut()),
                 None => None,

@@ -16,7 +16,7 @@ use gpuplan_core::JobId;
 use crate::daemon::{Daemon, SharedDaemon};
 use crate::device::Devices;
 use crate::engine::Engine;
-pub(crate) use crate::held::{lock, try_lock, SharedDevices, SharedEngine};
+pub(crate) use crate::held::{lock, lock_within, SharedDevices, SharedEngine};
 use crate::round::Prepared;
 use crate::supervise::{observe, send, Seen};
 use crate::ExecError;

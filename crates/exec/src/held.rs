@@ -30,3 +30,19 @@ pub(crate) fn try_lock<T: ?Sized>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
         Err(std::sync::TryLockError::WouldBlock) => None,
     }
 }
+
+/// Lock `m` if it comes free within `wait`: an engine held for a moment
+/// by a request (a submission's admission) is waited for, one held by a
+/// call that has not returned is not.
+pub(crate) fn lock_within<T: ?Sized>(m: &Mutex<T>, wait: std::time::Duration) -> Option<MutexGuard<'_, T>> {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(g) = try_lock(m) {
+            return Some(g);
+        }
+        if t0.elapsed() >= wait {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

@@ -320,6 +320,8 @@ impl Rounds {
                 }) => format!("GPU {bad} is unhealthy ({reason})"),
                 _ => format!("GPU {bad} disappeared"),
             };
+            // Said in the log too: an operator who drains a node reads why its jobs moved.
+            tracing::warn!("job {} ({}): {why}; stopped and re-planned", j.id.0, j.spec.name);
             j.reason = Some(format!("{why}; re-planned"));
             j.gpus.clear();
             if j.status == JobStatus::Running {

@@ -230,6 +230,18 @@ fn launch_local(
     (id, log)
 }
 
+/// Give job `id` `k` GPUs of node 0 by hand, as a planner would, and tick.
+fn plan(d: &mut Daemon, id: gpuplan_core::JobId, k: u32) {
+    let prep = d.prepare().unwrap().unwrap();
+    let mut plan = Plan::new("hand", PlanStatus::Feasible);
+    plan.allocations
+        .insert(id, Allocation::from_counts(&[(NodeId(0), k)]));
+    gpuplan_core::bind_plan(&prep.round, &mut plan);
+    let decision = Decision::new(&prep.round, plan);
+    d.apply(prep, Ok(decision)).unwrap();
+    d.tick().unwrap();
+}
+
 fn wait_stopped(d: &mut Daemon, id: gpuplan_core::JobId) {
     for _ in 0..500 {
         d.tick().unwrap();
@@ -360,5 +372,37 @@ fn job_directories_and_logs_are_private_to_the_job() {
     for (p, m) in &expect {
         assert_eq!(mode(p), *m, "{} after a restart", p.display());
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A job that has said it is done is complete, even when a stop turned
+/// its exit into 143: it is not relaunched to finish a second time.
+#[test]
+fn the_done_file_completes_a_job_whatever_its_exit() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-daemon-done-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut d = daemon(&dir);
+    let spec = JobSubmission::from_toml(
+        "name = \"d\"\ncommand = 'touch \"$GPUPLAN_DONE_FILE\"; exec sleep 30'\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
+        "t",
+    )
+    .unwrap();
+    let (id, _) = d.submit(spec).unwrap();
+    plan(&mut d, id, 1);
+    let marker = LocalEngine::new(&d.config().state_dir).done_file(id);
+    for _ in 0..500 {
+        if marker.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(marker.exists(), "the job created GPUPLAN_DONE_FILE");
+    // A re-allocation stops it: sleep dies of SIGTERM (143).
+    plan(&mut d, id, 2);
+    wait_stopped(&mut d, id);
+    assert_eq!(d.view(id).unwrap().phase, "completed");
+    d.tick().unwrap();
+    let v = d.view(id).unwrap();
+    assert_eq!((v.phase.as_str(), v.attempts), ("completed", 1), "not relaunched");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1202,38 +1202,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A job that has said it is done is complete, even when a stop turned
-    /// its exit into 143: it is not relaunched to finish a second time.
-    #[test]
-    fn the_done_file_completes_a_job_whatever_its_exit() {
-        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-done-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut d = daemon(&dir);
-        let spec = JobSubmission::from_toml(
-            "name = \"d\"\ncommand = 'touch \"$GPUPLAN_DONE_FILE\"; exec sleep 30'\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
-            "t",
-        )
-        .unwrap();
-        let (id, _) = d.submit(spec).unwrap();
-        plan_gpus(&mut d, id, 1);
-        let marker = LocalEngine::new(&d.cfg.state_dir).done_file(id);
-        for _ in 0..500 {
-            if marker.exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        assert!(marker.exists(), "the job created GPUPLAN_DONE_FILE");
-        // A re-allocation stops it: sleep dies of SIGTERM (143).
-        plan_gpus(&mut d, id, 2);
-        wait_stopped(&mut d, id);
-        assert_eq!(d.view(id).unwrap().phase, "completed");
-        d.tick().unwrap();
-        assert!(d.jobs[&id].attempt.is_none(), "not relaunched");
-        assert_eq!(d.jobs[&id].attempts, 1);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
     /// Drift case 2: a planner that needs the simulator's oracle is refused
     /// at start (`serve` calls this), naming the planners that can run.
     #[test]

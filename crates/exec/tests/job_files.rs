@@ -105,14 +105,7 @@ fn hostile(tag: &str, command: &str, file: &str) {
     .unwrap();
     let (id, _) = d.submit(spec).unwrap();
     // One GPU by hand, as a planner would give it, and the launch.
-    let prep = d.prepare().unwrap().unwrap();
-    let mut plan = Plan::new("hand", PlanStatus::Feasible);
-    plan.allocations
-        .insert(id, Allocation::from_counts(&[(NodeId(0), 1)]));
-    gpuplan_core::bind_plan(&prep.round, &mut plan);
-    let decision = Decision::new(&prep.round, plan);
-    d.apply(prep, Ok(decision)).unwrap();
-    d.tick().unwrap();
+    plan(&mut d, id, 1);
     let planted = dir.join(format!("jobs/{}/{file}", id.0));
     let t0 = Instant::now();
     while std::fs::symlink_metadata(&planted).is_err() {
@@ -209,14 +202,7 @@ fn launch_local(
     sub.command = command.into();
     sub.uid = uid;
     let (id, _) = d.submit(sub).unwrap();
-    let prep = d.prepare().unwrap().unwrap();
-    let mut plan = Plan::new("hand", PlanStatus::Feasible);
-    plan.allocations
-        .insert(id, Allocation::from_counts(&[(NodeId(0), 1)]));
-    gpuplan_core::bind_plan(&prep.round, &mut plan);
-    let decision = Decision::new(&prep.round, plan);
-    d.apply(prep, Ok(decision)).unwrap();
-    d.tick().unwrap();
+    plan(d, id, 1);
     let log = d
         .config()
         .state_dir

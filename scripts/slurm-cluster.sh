@@ -4,6 +4,8 @@
 #   slurm-cluster.sh start DIR [GPUS_PER_NODE [SHARDS_PER_GPU [GPU_TYPE]]]
 #                                                prints `export SLURM_CONF=...`
 #   slurm-cluster.sh stop DIR                    stops the daemons by their pids
+# CPUS=N (start) declares N CPUs a node (default 8; the operator's case of
+# issue 56 had 2, where a node runs at most 2 jobs at once).
 # ACCOUNTING=1 (start) adds job accounting, so `sacct` works: a MariaDB
 # server and slurmdbd of this cluster's own, under DIR (Debian's
 # mariadb-server and slurmdbd; `gpuplan trace import-slurm`'s tests use it).
@@ -18,6 +20,7 @@ gpus="${3:-4}"
 # the round sees (`v100` gives the planner a GPU memory, so it may pair jobs).
 shards="${4:-0}"
 gtype="${5:-fake}"
+cpus="${CPUS:-8}"
 
 stop() {
   for f in "$dir"/slurmd-*.pid "$dir"/ctld.pid "$dir"/dbd.pid "$dir"/db.pid; do
@@ -126,8 +129,8 @@ MinJobAge=600
 KillWait=5
 InactiveLimit=0
 MpiDefault=none
-NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p1 CPUs=8 Gres=$node_gres State=UNKNOWN
-NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p2 CPUs=8 Gres=$node_gres State=UNKNOWN
+NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p1 CPUs=$cpus Gres=$node_gres State=UNKNOWN
+NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$p2 CPUs=$cpus Gres=$node_gres State=UNKNOWN
 PartitionName=all Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 EOF
 if [ "${ACCOUNTING:-0}" = 1 ]; then

@@ -299,7 +299,9 @@ fn six_jobs_run_where_planned_move_and_leave_a_drained_node() {
 #[test]
 fn elastic_jobs_that_never_report_leave_a_node_drained_soon_after_they_start() {
     // The operator's nodes: 2 CPUs each, so a node runs two jobs at most.
-    let Some(cl) = Cluster::start_cpus("drain", false, 2) else { return };
+    let Some(cl) = Cluster::start_cpus("drain", false, 2) else {
+        return;
+    };
     let dir = tmp("slurm-drain-run");
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();

@@ -92,7 +92,25 @@ struct Shared {
     devices: crate::effects::SharedDevices,
     /// What health says, read with no lock at all.
     backend: &'static str,
+    /// The metrics as the round loop last copied them (after each tick):
+    /// a scrape takes no daemon lock, so a journal's fsync on a busy disk
+    /// does not hold it up. Empty before the first tick (or without a
+    /// loop): then a scrape copies under the lock.
+    metrics: Published,
     rounds: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The metrics the round loop last copied, shared with the API.
+type Published = Arc<std::sync::Mutex<Option<Arc<crate::metrics::Snapshot>>>>;
+
+/// Have `driver` copy the metrics after each tick, for the API to serve.
+fn publish_metrics(driver: &mut RoundDriver) -> Published {
+    let metrics = Published::default();
+    let slot = metrics.clone();
+    driver.after_tick(move |d| {
+        *crate::held::lock(&slot) = Some(Arc::new(crate::metrics::Snapshot::of(d)));
+    });
+    metrics
 }
 
 /// Longest a request waits for an engine or device call (an engine's
@@ -114,6 +132,7 @@ impl Shared {
             devices,
             backend,
             rounds,
+            metrics: Published::default(),
         }
     }
 
@@ -271,8 +290,12 @@ async fn health(State(s): State<Arc<Shared>>) -> ApiResult {
 /// Prometheus scrape; no token, like health: it shows counts, job ids and
 /// names, never a token, command or log.
 async fn metrics(State(s): State<Arc<Shared>>) -> ApiResult {
-    // Copy under the lock, encode after releasing it.
-    let snapshot = crate::metrics::Snapshot::of(&s.lock());
+    // The loop's copy; before its first, copy under the lock. Encode after.
+    let published = crate::held::lock(&s.metrics).clone();
+    let snapshot = match published {
+        Some(p) => (*p).clone(),
+        None => crate::metrics::Snapshot::of(&s.lock()),
+    };
     let body = snapshot.render().map_err(|_| {
         ApiError(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -482,6 +505,7 @@ pub async fn serve(
         source,
     })?;
     let mut driver = RoundDriver::new(daemon.clone())?;
+    let metrics = publish_metrics(&mut driver);
     tracing::info!(%addr, "gpuplan daemon listening");
 
     // One shutdown for both: the HTTP server's graceful stop and the loop.
@@ -494,7 +518,9 @@ pub async fn serve(
             })
             .await
     });
-    let app = router(Arc::new(Shared::new(daemon, token, cfg.http)));
+    let mut shared = Shared::new(daemon, token, cfg.http);
+    shared.metrics = metrics;
+    let app = router(Arc::new(shared));
     serve_http(listener, app, cfg.http, async move {
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -759,18 +785,15 @@ mod tests {
             .unwrap();
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
-        let shared = Arc::new(Shared::new(
-            daemon.clone(),
-            "secret".into(),
-            HttpLimits::default(),
-        ));
+        let mut shared = Shared::new(daemon.clone(), "secret".into(), HttpLimits::default());
+        let mut driver = RoundDriver::new(daemon.clone()).unwrap();
+        shared.metrics = publish_metrics(&mut driver);
         rt.spawn(serve_http(
             listener,
-            router(shared),
+            router(Arc::new(shared)),
             HttpLimits::default(),
             std::future::pending(),
         ));
-        let mut driver = RoundDriver::new(daemon.clone()).unwrap();
         rt.spawn(async move { driver.run_rounds(std::future::pending()).await });
         for name in ["a", "b"] {
             let body = format!(
@@ -804,8 +827,10 @@ mod tests {
         while t0.elapsed() < Duration::from_millis(5500) {
             let asked = std::time::Instant::now();
             let (code, out) = call(addr, "GET", "/v1/health");
-            worst = worst.max(asked.elapsed());
             assert_eq!(code, 200, "{out}");
+            let (code, out) = call(addr, "GET", "/metrics");
+            assert!(code == 200 && out.contains("gpuplan_rounds_total"), "{out}");
+            worst = worst.max(asked.elapsed());
             std::thread::sleep(Duration::from_millis(50));
         }
         let during = rounds(&daemon);
@@ -815,7 +840,7 @@ mod tests {
         );
         assert!(
             worst < Duration::from_secs(1),
-            "health took {worst:?} while the engine hung"
+            "health and metrics took {worst:?} while the engine hung"
         );
         assert!(
             during >= before + 3,

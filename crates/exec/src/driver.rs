@@ -33,6 +33,9 @@ use crate::ExecError;
 /// seconds once, not every tick.
 pub const EFFECT_WAIT_S: f64 = 2.0;
 
+/// A hook run on the daemon after each tick.
+type AfterTick = Arc<dyn Fn(&crate::daemon::Daemon) + Send + Sync>;
+
 /// Longest an effect waits for the engine or the devices that another
 /// holds (a request's admission) before it counts them busy.
 const BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
@@ -45,6 +48,9 @@ pub struct RoundDriver {
     devices: SharedDevices,
     /// Since when ticks have found the engine busy (logged once a spell).
     engine_busy_since: Option<f64>,
+    /// Run on the daemon after each tick, off the loop's thread (the API
+    /// copies its metrics here).
+    after_tick: Option<AfterTick>,
     /// `None` once the planner panicked: rounds stop, ticks go on.
     planner: Option<Box<dyn Planner>>,
     limits: Limits,
@@ -87,6 +93,7 @@ impl RoundDriver {
             engine,
             devices,
             engine_busy_since: None,
+            after_tick: None,
             planner: Some(planner),
             limits,
             clock,
@@ -126,13 +133,24 @@ impl RoundDriver {
         }
     }
 
+    /// Run `f` on the daemon after each tick, on the tick's blocking
+    /// thread under the daemon's lock (keep it short): the API copies its
+    /// metrics there, so a scrape need not wait for the lock.
+    pub fn after_tick(&mut self, f: impl Fn(&crate::daemon::Daemon) + Send + Sync + 'static) {
+        self.after_tick = Some(Arc::new(f));
+    }
+
     /// A tick's effects, with the engine if it is not busy.
     async fn tick(&mut self, now: f64) {
         self.last_tick_unix_s = Some(now);
         let (daemon, engine) = (self.daemon.clone(), self.engine.clone());
+        let hook = self.after_tick.clone();
         let r = effect(self.clock.clone(), "tick", move || {
-            let mut e = lock_within(&engine, BUSY_WAIT)?;
-            Some(crate::effects::tick(&daemon, e.as_mut()))
+            let r = lock_within(&engine, BUSY_WAIT).map(|mut e| crate::effects::tick(&daemon, e.as_mut()));
+            if let Some(h) = &hook {
+                h(&daemon.lock());
+            }
+            r
         })
         .await;
         match r {

@@ -11,14 +11,16 @@
 //! production loop on a thread that must come back.
 //!
 //! Issue 33, items 1-2 (moved here from the daemon's unit tests): logs
-//! replaced by links, and the modes of a job's files.
+//! replaced by links, and the modes of a job's files; and the rest of the
+//! daemon's tests that run real processes (the done-file, grace periods
+//! and back-off on the injected clock).
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpuplan_core::{Allocation, NodeId, Plan, PlanStatus};
 use gpuplan_exec::engine::LocalEngine;
-use gpuplan_exec::{Config, Daemon, FakeDevices, JobSubmission, RoundDriver, SharedDaemon};
+use gpuplan_exec::{Config, Daemon, FakeDevices, JobSubmission, ManualClock, RoundDriver, SharedDaemon};
 use gpuplan_solve::Decision;
 
 const NOBODY: u32 = 65534;
@@ -390,5 +392,58 @@ fn the_done_file_completes_a_job_whatever_its_exit() {
     d.tick().unwrap();
     let v = d.view(id).unwrap();
     assert_eq!((v.phase.as_str(), v.attempts), ("completed", 1), "not relaunched");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Supervision reads only the injected clock: a job that ignores
+/// SIGTERM is killed once the clock passes its grace period, not before,
+/// and a crashed job waits out its back-off on the same clock.
+#[test]
+fn grace_and_backoff_follow_the_injected_clock() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-daemon-clock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let clock = ManualClock::new(1_000_000.0);
+    let mut cfg = Config::new(dir.clone(), "greedy");
+    cfg.grace_s = 60.0;
+    cfg.backoff_s = 100.0;
+    let mut d = Daemon::open_with_clock(
+        cfg,
+        Box::new(FakeDevices::new(1, 4)),
+        Box::new(LocalEngine::new(&dir)),
+        std::sync::Arc::new(clock.clone()),
+    )
+    .unwrap();
+    let stubborn = JobSubmission::from_toml(
+        "name = \"t\"\ncommand = \"trap '' TERM; exec sleep 30\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
+        "t",
+    )
+    .unwrap();
+    let (id, _) = d.submit(stubborn).unwrap();
+    plan(&mut d, id, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    d.cancel(id).unwrap();
+    for _ in 0..10 {
+        d.tick().unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert_eq!(d.view(id).unwrap().phase, "stopping", "SIGTERM is ignored");
+    clock.advance(61.0);
+    wait_stopped(&mut d, id);
+    assert_eq!(d.view(id).unwrap().phase, "cancelled");
+
+    let crash = JobSubmission::from_toml(
+        "name = \"c\"\ncommand = \"exit 3\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
+        "t",
+    )
+    .unwrap();
+    let (id, _) = d.submit(crash).unwrap();
+    plan(&mut d, id, 1);
+    wait_stopped(&mut d, id);
+    assert_eq!(d.view(id).unwrap().crashes, 1);
+    assert_eq!(d.view(id).unwrap().phase, "backoff");
+    assert!(d.prepare().unwrap().is_none(), "not planned during its back-off");
+    clock.advance(101.0);
+    assert_eq!(d.view(id).unwrap().phase, "queued");
+    assert!(d.prepare().unwrap().is_some());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1224,60 +1224,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// Supervision reads only the injected clock: a job that ignores
-    /// SIGTERM is killed once the clock passes its grace period, not before,
-    /// and a crashed job waits out its back-off on the same clock.
-    #[test]
-    fn grace_and_backoff_follow_the_injected_clock() {
-        use crate::clock::ManualClock;
-        let dir = std::env::temp_dir().join(format!("gpuplan-daemon-clock-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let clock = ManualClock::new(1_000_000.0);
-        let mut cfg = Config::new(dir.clone(), "greedy");
-        cfg.grace_s = 60.0;
-        cfg.backoff_s = 100.0;
-        let mut d = Daemon::open_with_clock(
-            cfg,
-            Box::new(FakeDevices::new(1, 4)),
-            Box::new(LocalEngine::new(&dir)),
-            Arc::new(clock.clone()),
-        )
-        .unwrap();
-        let stubborn = JobSubmission::from_toml(
-            "name = \"t\"\ncommand = \"trap '' TERM; exec sleep 30\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
-            "t",
-        )
-        .unwrap();
-        let (id, _) = d.submit(stubborn).unwrap();
-        plan_gpus(&mut d, id, 1);
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        d.cancel(id).unwrap();
-        for _ in 0..10 {
-            d.tick().unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(30));
-        }
-        assert_eq!(d.view(id).unwrap().phase, "stopping", "SIGTERM is ignored");
-        clock.advance(61.0);
-        wait_stopped(&mut d, id);
-        assert_eq!(d.view(id).unwrap().phase, "cancelled");
-
-        let crash = JobSubmission::from_toml(
-            "name = \"c\"\ncommand = \"exit 3\"\nmin_gpus = 1\nmax_gpus = 4\nbatch_size = 8\n",
-            "t",
-        )
-        .unwrap();
-        let (id, _) = d.submit(crash).unwrap();
-        plan_gpus(&mut d, id, 1);
-        wait_stopped(&mut d, id);
-        assert_eq!(d.jobs[&id].crashes, 1);
-        assert_eq!(d.view(id).unwrap().phase, "backoff");
-        assert!(d.prepare().unwrap().is_none(), "not planned during its back-off");
-        clock.advance(101.0);
-        assert_eq!(d.view(id).unwrap().phase, "queued");
-        assert!(d.prepare().unwrap().is_some());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
     /// Sharing on the fake engine and a manual clock (no sleeps): two jobs
     /// planned onto one GPU both start with it; the first job's step beside
     /// the second becomes a measured pair in the next round's model; the

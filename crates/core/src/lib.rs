@@ -32,9 +32,11 @@ mod cluster;
 // A namespace: its rules (`may_group`, `round_model`, `Observed`, ...) read
 // unclearly without `colocation::`, and `Observed` would sit beside `Observation`.
 pub mod colocation;
+mod colocation_table;
 mod error;
 mod fit;
 mod gpu_speed;
+mod gpu_table;
 mod job;
 mod math;
 mod model;

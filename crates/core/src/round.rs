@@ -753,7 +753,7 @@ pub struct Round {
     /// the pairs measured so far (Gavel's table in the simulator, the
     /// executor's own records live). Absent: the shipped curve, no pairs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub colocation: Option<crate::colocation::Colocation>,
+    pub colocation: Option<crate::colocation_table::Colocation>,
     /// GPUs that jobs outside the round hold (the daemon's jobs it does
     /// not plan this round): no job of the round may be placed on one, so
     /// a driver applies the plan's GPUs as planned instead of picking
@@ -787,7 +787,7 @@ struct RoundRepr {
     #[serde(default)]
     variability: Option<RoundVariability>,
     #[serde(default)]
-    colocation: Option<crate::colocation::Colocation>,
+    colocation: Option<crate::colocation_table::Colocation>,
     #[serde(default)]
     reserved: Vec<GpuId>,
     #[serde(default)]
@@ -822,7 +822,7 @@ pub fn bind_round(round: &mut Round) {
     {
         let mut allocs: Vec<(&mut Allocation, Option<&Allocation>)> =
             jobs.iter_mut().map(|j| (&mut j.state.allocation, None)).collect();
-        crate::bind::bind_all(&round.cluster, &round.reserved, &mut allocs);
+        crate::gpu_table::bind_all(&round.cluster, &round.reserved, &mut allocs);
     }
     round.jobs = jobs;
 }
@@ -884,7 +884,7 @@ impl Round {
         let mut used = vec![0u32; self.cluster.nodes.len()];
         // Jobs per GPU: with sharing, up to k jobs may hold one GPU.
         let k = self.params.sharing.max(1);
-        let mut holder = crate::bind::GpuTable::new(&self.cluster, (u32::MAX, 0u32));
+        let mut holder = crate::gpu_table::GpuTable::new(&self.cluster, (u32::MAX, 0u32));
         // Sorted names find duplicates without hashing strings: first of
         // each name, for every later job of that name.
         let mut by_name: Vec<(&str, usize)> = self

@@ -205,14 +205,14 @@ pub fn validate_rules(
     let n_nodes = round.cluster.num_nodes();
     let mut used = vec![0u32; n_nodes];
     let mut multi = vec![0u32; n_nodes];
-    let mut holder: crate::bind::GpuTable<Option<JobId>> = crate::bind::GpuTable::new(&round.cluster, None);
+    let mut holder: crate::gpu_table::GpuTable<Option<JobId>> = crate::gpu_table::GpuTable::new(&round.cluster, None);
     // With sharing (k > 1): every holder of each GPU, checked after the loop.
     let k = params.sharing.max(1);
     // GPUs in use per node under sharing: distinct named GPUs plus unnamed
     // slots (each a GPU of its own: only a planner that names GPUs shares).
     let mut distinct = vec![0u32; n_nodes];
     // A reserved GPU is in use on its node, whatever the round plans.
-    let mut reserved = crate::bind::GpuTable::new(&round.cluster, false);
+    let mut reserved = crate::gpu_table::GpuTable::new(&round.cluster, false);
     for g in &round.reserved {
         if let Some(r) = reserved.get_mut(*g) {
             if !*r {
@@ -222,10 +222,10 @@ pub fn validate_rules(
             }
         }
     }
-    let mut sharers: crate::bind::GpuTable<Vec<usize>> = if k > 1 {
-        crate::bind::GpuTable::new(&round.cluster, Vec::new())
+    let mut sharers: crate::gpu_table::GpuTable<Vec<usize>> = if k > 1 {
+        crate::gpu_table::GpuTable::new(&round.cluster, Vec::new())
     } else {
-        crate::bind::GpuTable::new(&crate::Cluster { nodes: Vec::new() }, Vec::new())
+        crate::gpu_table::GpuTable::new(&crate::Cluster { nodes: Vec::new() }, Vec::new())
     };
     for (&id, alloc) in &plan.allocations {
         let Ok(ji) = jobs.binary_search_by_key(&id, |&(j, _)| j).map(|k| jobs[k].1) else {
@@ -390,7 +390,7 @@ pub fn validate_rules(
 /// `sharing_pairs = measured` every pair on it was measured.
 fn shared_gpus(
     round: &Round,
-    sharers: &mut crate::bind::GpuTable<Vec<usize>>,
+    sharers: &mut crate::gpu_table::GpuTable<Vec<usize>>,
     k: u32,
     errs: &mut Vec<Violation>,
 ) {

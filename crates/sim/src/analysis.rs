@@ -9,7 +9,8 @@ use gpuplan_core::JobId;
 use serde::{Deserialize, Serialize};
 
 use crate::data::Profiles;
-use crate::engine::{simulate_workload, Control, SimConfig, WorkloadJob};
+use crate::engine::{simulate_workload, Control, SimConfig};
+use crate::workload::WorkloadJob;
 use crate::metrics::{percentile, SimResult};
 use crate::SimError;
 

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use crate::data::Profiles;
 use crate::error::SimError;
 use crate::metrics::{GpuUsage, JobResult, RoundRecord, Segment, SimResult};
+use crate::workload::{Work, WorkloadJob};
 
 /// Seconds one job held its GPUs, and GPU-busy seconds (held × its
 /// utilization), over one interval.
@@ -102,34 +103,6 @@ pub enum IdleRounds {
     Skip,
     /// Simulate them, e.g. to compare per-round records with another tool.
     Run,
-}
-
-/// What a job needs to finish: the simulator's ground truth for it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "kind")]
-pub enum Work {
-    /// Train its application to completion, as the measured profile says.
-    Profiled,
-    /// Run `duration_s` on exactly its requested GPUs (a trace job with a
-    /// duration and no model: fixed throughput, rigid size).
-    Rigid {
-        /// Seconds of run time at the requested GPUs.
-        duration_s: f64,
-    },
-}
-
-/// One job of a workload: what a user submits plus its ground truth.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkloadJob {
-    /// What the planner sees: arrival, application, GPU and batch requests.
-    pub spec: JobSpec,
-    /// What only the simulator knows: how much work it is.
-    pub work: Work,
-    /// The trace's model name (a Gavel job type), where a rigid job names
-    /// one: what the co-location ground truth knows it by
-    /// ([`SimConfig::colocation_jobs`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
 }
 
 impl Default for SimConfig {

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use gpuplan_core::{Cluster, Plan, Round};
 
 use crate::colocation::{parse_gavel, GavelTable};
-use crate::engine::{simulate_workload, Control, SimConfig, WorkloadJob};
+use crate::engine::{simulate_workload, Control, SimConfig};
+use crate::workload::WorkloadJob;
 use crate::trace::workload::{to_workload, DurationJobs};
 use crate::trace::{self, alibaba, cluster_file, gavel, BadRows, Format, Trace};
 use crate::{Profiles, SimError, SimResult};

@@ -41,6 +41,7 @@ mod error;
 pub mod files; // kept: `files::load_cluster`, `files::load_trace` say they open files
 mod instances;
 mod metrics;
+mod pollux_workload;
 pub mod roundlog; // kept: `roundlog::compare`, `roundlog::read` say what they compare and read
 mod scenario;
 pub mod trace; // kept: its per-format modules each have `parse`, `FIELDS`, `write`; flat they would collide
@@ -51,7 +52,7 @@ pub use analysis::{analyse, isolated_jcts, Analysis, AppJct, Fairness, JobAnalys
 pub use data::{load_profiles_dir, pollux_profiles, utilization_samples, Profiles, WORKLOADS};
 pub use engine::{
     batch_target, largest_type_gpus, shrink_to_fit, simulate, simulate_workload, Control, IdleRounds,
-    SimConfig, Work, WorkloadJob,
+    SimConfig,
 };
 pub use error::SimError;
 pub use instances::{fitted_params, generate_round, with_types};
@@ -60,4 +61,5 @@ pub use metrics::{
 };
 pub use roundlog::{LogJob, RoundLog};
 pub use scenario::{ParamFlags, ScenarioError, ScenarioField, SimScenario};
-pub use workload::parse_pollux_workload;
+pub use pollux_workload::parse_pollux_workload;
+pub use workload::{Work, WorkloadJob};

@@ -1,38 +1,39 @@
-//! The Pollux workload CSV: `name,time,application,num_replicas,batch_size`.
+//! A workload: the jobs a simulation runs, each what a user submits plus
+//! the simulator's ground truth for it.
 //!
-//! Every row is validated and every bad cell reported as `file:line:field`.
-//! Unknown applications are errors that list the valid ones; nothing is
-//! mapped to a default.
+//! Data only, below both the trace readers that build workloads
+//! ([`crate::trace::workload`]) and the engine that runs them.
 
-use std::io::Read;
-
-use gpuplan_core::{CoreError, JobSpec, ParseError};
-
-use crate::data::Profiles;
-use crate::trace;
+use gpuplan_core::JobSpec;
+use serde::{Deserialize, Serialize};
 
 /// Upper bound on one job's GPUs, as in the Pollux artifact (64).
 pub(crate) const MAX_GPUS_PER_JOB: u32 = 64;
 
-/// Parse a Pollux workload. `source` names the file in error messages.
-///
-/// One parser serves every caller (CLI, browser, tests): this goes through
-/// [`crate::trace`], so the messages are the same wherever a file is read.
-pub fn parse_pollux_workload<R: Read>(
-    source: &str,
-    mut reader: R,
-    profiles: &Profiles,
-) -> Result<Vec<JobSpec>, CoreError> {
-    let mut bytes = Vec::new();
-    reader
-        .read_to_end(&mut bytes)
-        .map_err(|e| CoreError::Parse(vec![ParseError::new(source, 1, "file", e.to_string())]))?;
-    let t = trace::load(
-        trace::Format::Pollux,
-        source,
-        &bytes,
-        &trace::LoadOptions::default(),
-    )?;
-    let jobs = trace::workload::to_workload(&t, trace::workload::DurationJobs::Rigid, profiles, 0)?;
-    Ok(jobs.into_iter().map(|w| w.spec).collect())
+/// What a job needs to finish: the simulator's ground truth for it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Work {
+    /// Train its application to completion, as the measured profile says.
+    Profiled,
+    /// Run `duration_s` on exactly its requested GPUs (a trace job with a
+    /// duration and no model: fixed throughput, rigid size).
+    Rigid {
+        /// Seconds of run time at the requested GPUs.
+        duration_s: f64,
+    },
+}
+
+/// One job of a workload: what a user submits plus its ground truth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadJob {
+    /// What the planner sees: arrival, application, GPU and batch requests.
+    pub spec: JobSpec,
+    /// What only the simulator knows: how much work it is.
+    pub work: Work,
+    /// The trace's model name (a Gavel job type), where a rigid job names
+    /// one: what the co-location ground truth knows it by
+    /// ([`crate::SimConfig::colocation_jobs`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }

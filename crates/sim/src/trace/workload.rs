@@ -13,8 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Trace, TraceJob};
 use crate::data::Profiles;
-use crate::engine::{Work, WorkloadJob};
-use crate::workload::MAX_GPUS_PER_JOB;
+use crate::workload::{Work, WorkloadJob, MAX_GPUS_PER_JOB};
 
 /// How jobs with a duration and no application are simulated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -71,12 +71,19 @@ fn mean_gap(p: f64, gap: f64, objective: f64) -> f64 {
 /// the bound, measured on the plan's true objective.
 pub(crate) fn enforce(planner: &dyn Planner, given: &Round, limits: &Limits, plan: &mut Plan) {
     if plan.bound.is_none() && plan.status != PlanStatus::Optimal {
+        // No bound, no gap to it.
+        plan.gap = None;
         return;
     }
     let Some(why) = unproven(planner, given, plan) else {
-        if let (Some(bound), PlanStatus::Optimal) = (plan.bound, plan.status) {
-            let obj = objective::evaluate(given, plan);
-            let gap = (bound - obj) / obj.abs().max(1e-12);
+        let Some(bound) = plan.bound else { return };
+        let obj = objective::evaluate(given, plan);
+        let gap = (bound - obj) / obj.abs().max(1e-12);
+        // The gap of the plan returned: the stages after the planner (the
+        // reserved GPUs, the queue rule, even_nodes) may have changed it
+        // since the planner set its own.
+        plan.gap = Some(gap.max(0.0));
+        if plan.status == PlanStatus::Optimal {
             let allowed = mean_gap(given.params.p, limits.gap, obj) + 1e-6;
             if gap > allowed {
                 plan.status = PlanStatus::Feasible;

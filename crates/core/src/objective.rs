@@ -15,10 +15,19 @@ use crate::round::{PolicyParams, Round, RoundJob};
 /// (Pollux adds 1e-3 to its scaled speedups for the same reason).
 pub const EPSILON: f64 = 1e-3;
 
-/// Pollux's fair-share baseline: ceil(total GPUs / jobs) GPUs on one node.
+/// Pollux's fair-share baseline: ceil(GPUs / jobs) GPUs on one node,
+/// over the GPUs the round's jobs can have: those reserved by jobs outside
+/// the round ([`Round::reserved`]) are not theirs to share. The pipeline
+/// plans a round without its reserved GPUs, so this keeps one fair share
+/// for the planners' model and the objective (issue 51: with two, a
+/// model's bound could fall below a valid plan).
 pub fn fair_share(round: &Round) -> (u32, u32) {
     let jobs = round.jobs.len().max(1) as u32;
-    (1, round.cluster.total_gpus().div_ceil(jobs).max(1))
+    let gpus = round
+        .cluster
+        .total_gpus()
+        .saturating_sub(round.reserved.len() as u32);
+    (1, gpus.div_ceil(jobs).max(1))
 }
 
 /// Speedup of running `job` on `gpus` GPUs of `gpu_type` over `nodes`

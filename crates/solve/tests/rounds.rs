@@ -2,8 +2,10 @@
 //! expected outcome: a valid plan from every planner, or an input error
 //! naming the offending path. `nodes4096.json` (280 KB) and
 //! `jobs3000-2x4.json` (1.3 MB) are left out for size.
-//! `queue-stage-stale-gap-lagrange.json` is from the independent checker
-//! of issue 51 (../shared/repro/rounds-3): a gap left stale by a stage.
+//! `queue-stage-stale-gap-lagrange.json` and `reserved-*.json` are from
+//! the independent checker of issue 51 (../shared/repro/rounds-3): a gap
+//! left stale by a stage, and bounds below a valid plan where GPUs are
+//! reserved.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,6 +52,11 @@ fn limits() -> Limits {
 /// under the rules its planner honours.
 fn plan_all(name: &str, round: &Round) -> BTreeMap<&'static str, f64> {
     let mut out = BTreeMap::new();
+    // Issue 51, item 1: a reported bound is at least every plan of the
+    // round (one that passes the round's own rules), whichever planner
+    // made it.
+    let mut bounds = Vec::new();
+    let mut plans_of_round = Vec::new();
     for p in registry::names() {
         let mut planner = registry::create(p).unwrap();
         let d = run_round(planner.as_mut(), round, &limits()).unwrap_or_else(|e| panic!("{name} {p}: {e}"));
@@ -73,7 +80,21 @@ fn plan_all(name: &str, round: &Round) -> BTreeMap<&'static str, f64> {
             (None, Some(gap)) => panic!("{name} {p}: gap {gap} without a bound"),
             _ => {}
         }
+        if let Some(b) = d.plan.bound {
+            bounds.push((p, b));
+        }
+        if validate(round, &d.plan).is_ok() {
+            plans_of_round.push((p, obj));
+        }
         out.insert(p, obj);
+    }
+    for (bp, b) in &bounds {
+        for (p, obj) in &plans_of_round {
+            assert!(
+                *b >= obj - 1e-6 * b.abs().max(1.0),
+                "{name}: {bp}'s bound {b} is below {p}'s valid plan at {obj}"
+            );
+        }
     }
     out
 }

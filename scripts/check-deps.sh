@@ -28,14 +28,19 @@ for bad in highs-sys rayon; do
   fi
 done
 echo "check-deps: crate graph ok"
-# Inside a library crate, modules form layers (docs/architecture.md, "core's
-# layers", "solve's layers", "The executor"): no module may reach, through
-# `crate::`/`super::` paths, one that reaches it.
-for c in core solve exec; do
-  if ! loop=$(perl scripts/solve-modules.pl "crates/$c/src" | tsort 2>&1 >/dev/null) || [ -n "$loop" ]; then
-    echo "check-deps: module cycle inside gpuplan-$c:" >&2
+# Inside every crate, and the binary, modules form layers (docs/architecture.md,
+# "core's layers", "solve's layers", "The executor"): no module may reach,
+# through `crate::`/`super::` paths, one that reaches it.
+modules() {
+  perl scripts/solve-modules.pl "$1"
+}
+for src in crates/core/src crates/solve/src crates/sim/src crates/exec/src crates/predict/src \
+           crates/wasm/src crates/py/src src; do
+  name=${src#crates/}; name=${name%/src}; [ "$name" = src ] && name=binary
+  if ! loop=$(modules "$src" | tsort 2>&1 >/dev/null) || [ -n "$loop" ]; then
+    echo "check-deps: module cycle inside $name:" >&2
     echo "$loop" >&2
     exit 1
   fi
-  echo "check-deps: $c module graph ok (no cycle)"
+  echo "check-deps: $name module graph ok (no cycle)"
 done

@@ -17,6 +17,7 @@
 # (`pub use x::*`) are not followed.
 #
 #   perl scripts/solve-modules.pl crates/solve/src
+#   perl scripts/solve-modules.pl src    (the binary: src/main.rs is its root)
 use strict;
 use warnings;
 
@@ -27,6 +28,7 @@ for my $f (@files) {
     (my $rel = $f) =~ s{^\Q$src\E/}{};
     $rel =~ s{\.rs$}{};
     $rel =~ s{(^|/)(lib|mod)$}{};
+    $rel = '' if $rel eq 'main';    # a binary's root (src/main.rs) is `crate`
     $module_of{$f} = $rel eq '' ? 'crate' : 'crate::' . join('::', split m{/}, $rel);
 }
 my %known = map { $_ => 1 } values %module_of;

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::cli::Format;
+use crate::common::Format;
 
 /// (GPUs, jobs) of the standard sizes.
 const SIZES: &[(u32, usize)] = &[
@@ -221,7 +221,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         // Its error names the flag and the value.
         name => Some(gpuplan_sim::variability::Measurements::load(name)?),
     };
-    let memory_limit_mb = crate::plan::memory_limit_mb(a.memory_limit);
+    let memory_limit_mb = crate::common::memory_limit_mb(a.memory_limit);
     let profiles = gpuplan_sim::pollux_profiles()?;
     let fitted = fitted_params(&profiles);
     let total = sizes.len() * a.repeat as usize * planners.len();

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+
+use crate::common::Format;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -15,12 +17,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Table,
-    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -235,6 +231,41 @@ fn policies(format: Format) -> String {
                 out += &format!("{:width$}  {}{shares}{params}\n", e.name, e.description);
             }
             out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The engines' flags sit beside `serve`'s and `cluster show`'s own:
+    /// a name an engine shares with one of them would fail here, not at an
+    /// operator's start (clap checks this only in debug builds).
+    #[test]
+    fn engine_flags_take_no_name_of_the_commands_own() {
+        let cli = super::Cli::command();
+        let cluster = cli.find_subcommand("cluster").unwrap();
+        for cmd in [
+            cli.find_subcommand("serve").unwrap(),
+            cluster.find_subcommand("show").unwrap(),
+        ] {
+            let (mut ids, mut longs) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+            for a in cmd.get_arguments() {
+                assert!(
+                    ids.insert(a.get_id().as_str()),
+                    "{}: {} twice",
+                    cmd.get_name(),
+                    a.get_id()
+                );
+                if let Some(long) = a.get_long() {
+                    assert!(longs.insert(long), "{}: --{long} twice", cmd.get_name());
+                }
+            }
+            assert!(
+                longs.contains("partition") && longs.contains("slurm-timeout"),
+                "{longs:?}"
+            );
         }
     }
 }

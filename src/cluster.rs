@@ -8,7 +8,7 @@ use anyhow::Result;
 use gpuplan_exec::Health;
 use serde::Serialize;
 
-use crate::cli::Format;
+use crate::common::Format;
 
 #[derive(Serialize)]
 struct Unhealthy<'a> {

@@ -5,6 +5,8 @@
 mod bench;
 mod cli;
 mod cluster;
+mod common;
+mod inputs;
 mod models;
 mod plan;
 mod plots;

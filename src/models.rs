@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use gpuplan_core::{fit_perf_params, AppProfile, GoodputModel, Observation, PerfParams};
-use gpuplan_sim::{load_profiles_dir, pollux_profiles, Profiles};
+use gpuplan_sim::Profiles;
 use serde::Serialize;
 
-use crate::cli::Format;
+use crate::common::Format;
+use crate::inputs::load_profiles;
 
 #[derive(Serialize)]
 struct FitReport {
@@ -17,15 +18,6 @@ struct FitReport {
     points: usize,
     median_rel_err: f64,
     max_rel_err: f64,
-}
-
-pub fn load_profiles(traces: Option<PathBuf>) -> Result<Profiles> {
-    match traces {
-        Some(dir) => {
-            load_profiles_dir(&dir).with_context(|| format!("loading profiles from {}", dir.display()))
-        }
-        None => Ok(pollux_profiles().context("parsing the bundled profiles")?),
-    }
 }
 
 fn pick<'a>(profiles: &'a Profiles, app: &str) -> Result<Vec<&'a AppProfile>> {

@@ -8,7 +8,7 @@ use clap::Args;
 use gpuplan_core::{JobGpus, Round};
 use gpuplan_solve::{parse_round, registry, run_round, Limits, PlanOut};
 
-use crate::cli::Format;
+use crate::common::{memory_limit_mb, Format};
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
@@ -50,28 +50,6 @@ fn hardware_text(h: &JobGpus) -> String {
         );
     }
     s
-}
-
-/// The `--memory-limit` a planner gets: the flag's MiB (0: none), else
-/// half the machine's memory (`MemTotal` in /proc/meminfo; none where it
-/// cannot be read), so one model cannot take the machine.
-pub fn memory_limit_mb(flag: Option<u64>) -> Option<u64> {
-    match flag {
-        Some(0) => None,
-        Some(mb) => Some(mb),
-        None => {
-            let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-            let kb: u64 = info
-                .lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()?;
-            Some(kb / 1024 / 2)
-        }
-    }
 }
 
 /// Read and check a round file for `planner` ([`gpuplan_solve::parse_round`]:

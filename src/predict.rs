@@ -14,7 +14,7 @@ use gpuplan_core::predict::{
 use gpuplan_core::GpuType;
 use serde::Serialize;
 
-use crate::cli::Format;
+use crate::common::Format;
 
 #[derive(Args, Debug)]
 pub struct PredictArgs {
@@ -82,7 +82,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 }
 
 fn training_samples(records: Option<&Path>, state_dir: Option<&Path>) -> Result<Vec<Sample>> {
-    let profiles = crate::models::load_profiles(None)?;
+    let profiles = crate::inputs::load_profiles(None)?;
     let mut s = gpuplan_sim::utilization_samples(&profiles);
     if let Some(p) = records {
         let extra: Vec<Sample> = read_json(p)?;

@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use gpuplan_exec::{JobSubmission, JobView};
 
-use crate::cli::Format;
+use crate::common::Format;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7077";
 
@@ -85,7 +85,7 @@ pub struct ServeArgs {
     /// With --sharing: which pairs may share: all (memory permitting) or only pairs this daemon
     /// has measured together.
     #[arg(long, value_enum, default_value = "all")]
-    pub sharing_pairs: crate::simulate::SharingPairsArg,
+    pub sharing_pairs: crate::common::SharingPairsArg,
     /// Run jobs as CUDA MPS clients of the control daemon whose pipe and log directories are
     /// DIR/pipe and DIR/log (start it first: CUDA_MPS_PIPE_DIRECTORY=DIR/pipe
     /// CUDA_MPS_LOG_DIRECTORY=DIR/log nvidia-cuda-mps-control -d). Without it, shared GPUs time-slice.
@@ -151,7 +151,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     cfg.backoff_s = a.backoff.as_secs_f64();
     cfg.max_crashes = a.max_crashes.max(1);
     cfg.limits.time_limit_s = a.time_limit.as_secs_f64().max(0.01);
-    cfg.limits.memory_limit_mb = crate::plan::memory_limit_mb(a.memory_limit);
+    cfg.limits.memory_limit_mb = crate::common::memory_limit_mb(a.memory_limit);
     cfg.params.restart_penalty_s = a.restart_penalty;
     if let Some(k) = a.sharing {
         cfg.params.sharing = k;
@@ -159,7 +159,7 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     cfg.params.sharing_pairs = a.sharing_pairs.into();
     cfg.mps = a.mps;
     if let Some(path) = &a.queues {
-        cfg.queues = crate::simulate::read_queues(path)?;
+        cfg.queues = crate::inputs::read_queues(path)?;
     }
     if a.recover {
         cfg.on_damage = gpuplan_exec::OnDamage::Recover;
@@ -440,40 +440,5 @@ impl clap::Args for EngineFlags {
 
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
         Self::augment_args(cmd)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::CommandFactory;
-
-    /// The engines' flags sit beside `serve`'s and `cluster show`'s own:
-    /// a name an engine shares with one of them would fail here, not at an
-    /// operator's start (clap checks this only in debug builds).
-    #[test]
-    fn engine_flags_take_no_name_of_the_commands_own() {
-        let cli = crate::cli::Cli::command();
-        let cluster = cli.find_subcommand("cluster").unwrap();
-        for cmd in [
-            cli.find_subcommand("serve").unwrap(),
-            cluster.find_subcommand("show").unwrap(),
-        ] {
-            let (mut ids, mut longs) = (std::collections::HashSet::new(), std::collections::HashSet::new());
-            for a in cmd.get_arguments() {
-                assert!(
-                    ids.insert(a.get_id().as_str()),
-                    "{}: {} twice",
-                    cmd.get_name(),
-                    a.get_id()
-                );
-                if let Some(long) = a.get_long() {
-                    assert!(longs.insert(long), "{}: --{long} twice", cmd.get_name());
-                }
-            }
-            assert!(
-                longs.contains("partition") && longs.contains("slurm-timeout"),
-                "{longs:?}"
-            );
-        }
     }
 }

@@ -15,7 +15,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::cli::Format;
+use crate::common::{memory_limit_mb, Format, SharingPairsArg};
+use crate::inputs::{load_cluster, load_profiles, read_queues, DurationJobsArg, TraceOpts};
+use crate::sweep_slurm::{result_file, SweepTask};
 
 #[derive(Args, Debug, Clone)]
 pub struct SimOpts {
@@ -87,10 +89,10 @@ pub struct SimOpts {
     #[arg(long)]
     pub traces: Option<PathBuf>,
     #[command(flatten)]
-    pub trace: crate::trace::TraceOpts,
+    pub trace: TraceOpts,
     /// Jobs with a duration and no application: rigid fixed-throughput jobs, or the Pollux mapping to an application.
     #[arg(long, value_enum, default_value = "rigid")]
-    pub duration_jobs: crate::trace::DurationJobsArg,
+    pub duration_jobs: DurationJobsArg,
     /// Fail if jobs are still running this many simulated days after the last arrival.
     #[arg(long, default_value_t = 60.0)]
     pub max_sim_days: f64,
@@ -141,22 +143,6 @@ pub struct SimOpts {
     /// type alike); jobs still run at their true slowdowns. See docs/heterogeneity.md.
     #[arg(long)]
     pub variability_blind: bool,
-}
-
-/// `--sharing-pairs`: [`gpuplan_core::SharingPairs`] on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SharingPairsArg {
-    All,
-    Measured,
-}
-
-impl From<SharingPairsArg> for gpuplan_core::SharingPairs {
-    fn from(a: SharingPairsArg) -> Self {
-        match a {
-            SharingPairsArg::All => gpuplan_core::SharingPairs::All,
-            SharingPairsArg::Measured => gpuplan_core::SharingPairs::Measured,
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -226,7 +212,7 @@ pub struct SweepArgs {
 impl SimOpts {
     /// The scenario as stated by the flags; sim's builder checks it.
     fn scenario(&self) -> Result<SimScenario> {
-        let cluster: Cluster = crate::trace::load_cluster(&self.cluster)?;
+        let cluster: Cluster = load_cluster(&self.cluster)?;
         let variability = match self.variability.as_str() {
             "none" => None,
             name => Some(gpuplan_sim::variability::Measurements::load(name)?),
@@ -245,7 +231,7 @@ impl SimOpts {
             restart_delay_s: self.restart_delay,
             interference_slowdown: self.interference_slowdown,
             time_limit_s: self.time_limit,
-            memory_limit_mb: crate::plan::memory_limit_mb(self.memory_limit),
+            memory_limit_mb: memory_limit_mb(self.memory_limit),
             max_sim_s: self.max_sim_days * 86400.0,
             seed: self.seed,
             idle_rounds: if self.run_idle_rounds {
@@ -331,7 +317,7 @@ fn load_workload(
     profiles: &Profiles,
     cluster: &Cluster,
 ) -> Result<Vec<WorkloadJob>> {
-    let mut jobs = crate::trace::load_workload(path, &opts.trace, opts.duration_jobs, opts.seed, profiles)?;
+    let mut jobs = crate::inputs::load_workload(path, &opts.trace, opts.duration_jobs, opts.seed, profiles)?;
     if opts.shrink_to_fit {
         let shrunk = gpuplan_sim::shrink_to_fit(cluster, &mut jobs);
         if !shrunk.is_empty() {
@@ -463,7 +449,7 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
         anyhow::anyhow!("{}", lines.join("; "))
     })?;
     cfg.round_log = a.round_log.is_some();
-    let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
+    let profiles = load_profiles(a.opts.traces.clone())?;
     let jobs = load_workload(&a.workload, &a.opts, &profiles, &cfg.cluster)?;
     let r = run_one_dumping(
         &cfg,
@@ -725,18 +711,6 @@ struct SweepOut {
     policies: BTreeMap<String, PolicyAgg>,
 }
 
-/// One simulation of a sweep: where its finished result lives on disk.
-pub(crate) struct SweepTask {
-    path: PathBuf,
-    pub(crate) workload: String,
-    pub(crate) policy: String,
-    pub(crate) seed: u64,
-}
-
-pub(crate) fn result_file(dir: &Path, t: &SweepTask) -> PathBuf {
-    dir.join(&t.policy).join(&t.workload).join("result.json")
-}
-
 /// Written next to the results, so a resumed sweep cannot mix settings.
 #[derive(Serialize, serde::Deserialize, PartialEq)]
 struct SweepSettings {
@@ -761,7 +735,7 @@ fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan> {
     for p in &a.policies {
         check_policy(p, &cfg.params)?;
     }
-    let profiles = crate::models::load_profiles(a.opts.traces.clone())?;
+    let profiles = load_profiles(a.opts.traces.clone())?;
     let workloads = expand_workloads(&a.workloads)?;
     if workloads.is_empty() {
         bail!("no workload files found in {:?}", a.workloads);
@@ -901,7 +875,7 @@ pub fn sweep(a: SweepArgs) -> Result<ExitCode> {
             );
         }
         if a.slurm {
-            crate::sweep_slurm::run(&a, dir, tasks, &done)?;
+            crate::sweep_slurm::run(a.partition.as_deref(), dir, tasks, &done)?;
             done = finished_tasks(dir, tasks)?;
             if done.len() < tasks.len() {
                 return Ok(crate::sweep_slurm::report_missing(dir, tasks, &done));
@@ -1108,15 +1082,6 @@ fn queue_section(md: &mut String, runs: &[(&str, &SimResult)]) -> Result<()> {
         writeln!(md, "![{p} GPUs per queue]({p}/{w}/queues.svg)\n")?;
     }
     Ok(())
-}
-
-/// A queues file (`--queues FILE` of simulate, sweep and serve), every
-/// problem named `FILE:LINE:FIELD`.
-pub(crate) fn read_queues(path: &std::path::Path) -> Result<Vec<gpuplan_core::queue::Queue>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("--queues {}: cannot read: {e}", path.display()))?;
-    gpuplan_core::queue::parse_queues_toml(&text, &path.display().to_string())
-        .map_err(|es| anyhow::anyhow!("{}", es.join("\n")))
 }
 
 #[derive(Args, Debug)]

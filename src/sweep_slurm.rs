@@ -8,15 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use gpuplan_exec::slurm::{run_timed, Slurm};
 use gpuplan_sim::SimResult;
-
-use crate::simulate::{result_file, SweepArgs, SweepTask};
 
 /// Per Slurm command, as `serve --engine slurm`'s default.
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -27,10 +25,27 @@ const MAX_FAILURES: u32 = 10;
 /// The array job's name, so a rerun finds its own array and no other.
 const JOB_NAME: &str = "gpuplan-sweep";
 
+/// One simulation of a sweep: where its finished result lives on disk.
+pub(crate) struct SweepTask {
+    pub(crate) path: PathBuf,
+    pub(crate) workload: String,
+    pub(crate) policy: String,
+    pub(crate) seed: u64,
+}
+
+pub(crate) fn result_file(dir: &Path, t: &SweepTask) -> PathBuf {
+    dir.join(&t.policy).join(&t.workload).join("result.json")
+}
+
 /// Submit the cells not in `done` (or wait for the array an earlier run
 /// submitted, if it still runs) and return once each is in or the array
 /// has ended. The caller reads the results back from `dir`.
-pub fn run(a: &SweepArgs, dir: &Path, tasks: &[SweepTask], done: &BTreeMap<usize, SimResult>) -> Result<()> {
+pub fn run(
+    partition: Option<&str>,
+    dir: &Path,
+    tasks: &[SweepTask],
+    done: &BTreeMap<usize, SimResult>,
+) -> Result<()> {
     let cells: Vec<usize> = (0..tasks.len()).filter(|i| !done.contains_key(i)).collect();
     if cells.is_empty() {
         eprintln!(
@@ -58,18 +73,16 @@ pub fn run(a: &SweepArgs, dir: &Path, tasks: &[SweepTask], done: &BTreeMap<usize
     let script = logs.join("cell.sh");
     std::fs::write(&script, cell_script(&exe, &argv)?)
         .with_context(|| format!("writing {}", script.display()))?;
-    let id = submit(a.partition.as_deref(), &logs, &script, &cells)?;
+    let id = submit(partition, &logs, &script, &cells)?;
     std::fs::write(&id_file, format!("{id}\n")).with_context(|| format!("writing {}", id_file.display()))?;
     eprintln!(
         "slurm: submitted array job {id} ({} cell{}: {}) to {}; follow it with `squeue -j {id}`; logs in {}",
         cells.len(),
         if cells.len() == 1 { "" } else { "s" },
         ranges(&cells),
-        a.partition
-            .as_deref()
-            .map_or("sbatch's default partition".to_string(), |p| format!(
-                "partition {p}"
-            )),
+        partition.map_or("sbatch's default partition".to_string(), |p| format!(
+            "partition {p}"
+        )),
         logs.join("cell-N.out").display()
     );
     wait(dir, tasks, &cells, id)

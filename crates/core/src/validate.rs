@@ -205,7 +205,8 @@ pub fn validate_rules(
     let n_nodes = round.cluster.num_nodes();
     let mut used = vec![0u32; n_nodes];
     let mut multi = vec![0u32; n_nodes];
-    let mut holder: crate::gpu_table::GpuTable<Option<JobId>> = crate::gpu_table::GpuTable::new(&round.cluster, None);
+    let mut holder: crate::gpu_table::GpuTable<Option<JobId>> =
+        crate::gpu_table::GpuTable::new(&round.cluster, None);
     // With sharing (k > 1): every holder of each GPU, checked after the loop.
     let k = params.sharing.max(1);
     // GPUs in use per node under sharing: distinct named GPUs plus unnamed

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Profiles;
 use crate::engine::{simulate_workload, Control, SimConfig};
-use crate::workload::WorkloadJob;
 use crate::metrics::{percentile, SimResult};
+use crate::workload::WorkloadJob;
 use crate::SimError;
 
 /// Mean and percentiles of one quantity over jobs (numpy's percentile).

@@ -12,9 +12,9 @@ use gpuplan_core::{Cluster, Plan, Round};
 
 use crate::colocation::{parse_gavel, GavelTable};
 use crate::engine::{simulate_workload, Control, SimConfig};
-use crate::workload::WorkloadJob;
 use crate::trace::workload::{to_workload, DurationJobs};
 use crate::trace::{self, alibaba, cluster_file, gavel, BadRows, Format, Trace};
+use crate::workload::WorkloadJob;
 use crate::{Profiles, SimError, SimResult};
 
 /// Gavel's throughput table, bundled so Gavel traces load from anywhere.

@@ -59,7 +59,7 @@ pub use instances::{fitted_params, generate_round, with_types};
 pub use metrics::{
     percentile, GpuUsage, JobResult, PlannerMs, QueueSummary, RoundRecord, Segment, SimResult, Summary,
 };
+pub use pollux_workload::parse_pollux_workload;
 pub use roundlog::{LogJob, RoundLog};
 pub use scenario::{ParamFlags, ScenarioError, ScenarioField, SimScenario};
-pub use pollux_workload::parse_pollux_workload;
 pub use workload::{Work, WorkloadJob};

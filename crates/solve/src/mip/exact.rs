@@ -1388,6 +1388,21 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
         good_lp::SolutionStatus::Optimal | good_lp::SolutionStatus::GapLimit => PlanStatus::Optimal,
         _ => PlanStatus::Feasible,
     };
+    // Never worse than the best start on the true objective (a time-out's
+    // incumbent, or a model that bins per-GPU speeds, can be): the start
+    // then stands, feasible (docs/formulation.md; issue 51, item 4).
+    if let Some((best, start)) = starts.first() {
+        let got = evaluate_cached(round, &plan, &mut ctx.caches);
+        if *best > got + 1e-12 * best.abs().max(1.0) {
+            ctx.notes.push(format!(
+                "the solver's plan ({got:.6}) is below its best start ({best:.6}); the start is returned"
+            ));
+            let mut kept = start.clone();
+            kept.planner = plan.planner.clone();
+            kept.status = PlanStatus::Feasible;
+            plan = kept;
+        }
+    }
     plan.bound = solved
         .bound
         .and_then(|b| bound_to_mean(ctx.sense, b, round.jobs.len()));

@@ -4,62 +4,12 @@
 
 use gpuplan_core::Placement;
 use gpuplan_sim::trace::Format;
-use gpuplan_sim::WORKLOADS;
 use gpuplan_solve::{registry, BatchPolicy};
 use serde::Serialize;
 
-use super::{to_json, ApiError, Scenario, MAX_GPUS, MAX_JOBS, MAX_NODES};
-
-/// The eight workload files of one bundled set.
-macro_rules! files {
-    ($dir:literal) => {
-        [
-            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-1.csv")),
-            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-2.csv")),
-            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-3.csv")),
-            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-4.csv")),
-            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-5.csv")),
-            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-6.csv")),
-            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-7.csv")),
-            include_str!(concat!("../../../../traces/pollux/", $dir, "/workload-8.csv")),
-        ]
-    };
-}
-
-/// Bundled workload sets: (id prefix, label). The files are the artifact's.
-const SETS: &[(&str, &str, [&str; 8])] = &[
-    (
-        "workloads-0.5",
-        "Pollux load 0.5 (80 jobs)",
-        files!("workloads-0.5"),
-    ),
-    (
-        "workloads-1.5",
-        "Pollux load 1.5 (240 jobs)",
-        files!("workloads-1.5"),
-    ),
-    (
-        "workloads-2.0",
-        "Pollux load 2.0 (320 jobs)",
-        files!("workloads-2.0"),
-    ),
-    (
-        "workloads-realistic",
-        "Philly sample: GPUs as in the trace",
-        files!("workloads-realistic"),
-    ),
-];
-
-/// Trace formats an upload may be in: the CLI's, less Gavel, whose
-/// throughput table (1.2 MB) is not bundled into the page.
-pub(super) const UPLOAD_FORMATS: [Format; 6] = [
-    Format::Gpuplan,
-    Format::Pollux,
-    Format::Philly,
-    Format::Tiresias,
-    Format::Shockwave,
-    Format::Pal,
-];
+use super::bundled::{all_workloads, UPLOAD_FORMATS};
+use super::error::{to_json, ApiError};
+use super::scenario::{Scenario, MAX_GPUS, MAX_JOBS, MAX_NODES};
 
 /// One accepted upload format, as the page lists it.
 #[derive(Debug, Clone, Serialize)]
@@ -154,41 +104,6 @@ const SWEEP_POLICIES: [&str; 2] = ["tiresias", "pollux-mip"];
 /// The inspector re-solves with the exact goodput MIP: the plan the round's
 /// objective could reach.
 const RESOLVE_PLANNER: &str = "pollux-mip";
-
-/// Text of a bundled workload by id.
-pub(super) fn bundled(id: &str) -> Option<&'static str> {
-    if let Some((_, text)) = WORKLOADS
-        .iter()
-        .find(|(path, _)| path.strip_suffix(".csv") == Some(id))
-    {
-        return Some(text);
-    }
-    let (dir, file) = id.split_once('/')?;
-    let (_, _, texts) = SETS.iter().find(|(d, _, _)| *d == dir)?;
-    let k: usize = file.strip_prefix("workload-")?.parse().ok()?;
-    texts.get(k.checked_sub(1)?).copied()
-}
-
-pub(super) fn all_workloads() -> Vec<(String, String, &'static str)> {
-    let mut out: Vec<(String, String, &'static str)> = WORKLOADS
-        .iter()
-        .map(|(path, text)| {
-            let id = path.trim_end_matches(".csv").to_string();
-            let label = format!("Pollux load 1.0: {}", id.trim_start_matches("workloads/"));
-            (id, label, *text)
-        })
-        .collect();
-    for (dir, label, texts) in SETS {
-        for (i, text) in texts.iter().enumerate() {
-            out.push((
-                format!("{dir}/workload-{}", i + 1),
-                format!("{label}: workload-{}", i + 1),
-                text,
-            ));
-        }
-    }
-    out
-}
 
 /// Bundled workloads, planners and the default scenario. Cheap (no profile
 /// parsing), so the page can draw its editor as soon as the module loads.

@@ -5,7 +5,8 @@ use gpuplan_core::{objective, JobGpus, Plan, PlanReport, Round};
 use gpuplan_solve::{max_gpus, parse_round, registry, run_round, Limits};
 use serde::{Deserialize, Serialize};
 
-use super::{invalid, to_json, ApiError, KEPT_RUNS, RUNS};
+use super::error::{invalid, to_json, ApiError};
+use super::runs::{KEPT_RUNS, RUNS};
 
 /// One GPU count of a job's speedup table (most compact placement).
 #[derive(Debug, Serialize)]

@@ -152,7 +152,8 @@ const ENTRIES: &[Entry] = &[
         description: "Goodput at production scale: Lagrangian prices per GPU type from the count \
             relaxation steer greedy's moves, plain greedy fills the rest, exchanges move GPUs to \
             jobs that gain more; no MIP, and the dual's value as a proven bound \
-            (docs/formulation.md).",
+            (docs/formulation.md). Its prices know no queues: a round with queues is planned \
+            by mip-aggregate's model.",
         params: pollux_params,
         create: || Box::new(Lagrange),
     },

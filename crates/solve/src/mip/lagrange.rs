@@ -37,8 +37,19 @@ impl Planner for Lagrange {
         MIP_TRAITS
     }
 
+    /// Its prices are on the plain power mean: on a round with queues the
+    /// queue stage would cut its plans (up to 99.7% below the best, issue
+    /// 51), so such a round is planned by the aggregate MIP, which decides
+    /// the queues, and the plan says so.
     fn plan(&mut self, round: &Round, limits: &Limits) -> Result<Plan, PlanError> {
-        Ok(plan_lagrange(self.name(), round, limits))
+        if round.queues.is_empty() {
+            return Ok(plan_lagrange(self.name(), round, limits));
+        }
+        let mut aggregate = super::aggregate::MipAggregate::new(crate::Solver::default_native(), "lagrange");
+        let mut plan = aggregate.plan(round, limits)?;
+        plan.planner = self.name().into();
+        plan.add_note("lagrange does not price queues: planned by mip-aggregate's model, which decides them");
+        Ok(plan)
     }
 }
 

@@ -43,14 +43,29 @@ impl Cluster {
             return None;
         }
         let dir = tmp(&format!("slurm-{tag}")).join("cluster");
-        let out = Command::new("bash")
-            .arg(root().join("scripts/slurm-cluster.sh"))
-            .arg("start")
-            .arg(&dir)
-            .env("ACCOUNTING", if accounting { "1" } else { "0" })
-            .env("CPUS", cpus.to_string())
-            .output()
-            .expect("run scripts/slurm-cluster.sh");
+        let script = root().join("scripts/slurm-cluster.sh");
+        let start = || {
+            Command::new("bash")
+                .arg(&script)
+                .arg("start")
+                .arg(&dir)
+                .env("ACCOUNTING", if accounting { "1" } else { "0" })
+                .env("CPUS", cpus.to_string())
+                .output()
+                .expect("run scripts/slurm-cluster.sh")
+        };
+        let mut out = start();
+        // Ports are picked free, then bound by the daemons: a test's
+        // cluster starting beside another can lose one in between
+        // ("Address already in use"). Such a start is retried, twice.
+        for _ in 0..2 {
+            if out.status.success() {
+                break;
+            }
+            let _ = Command::new("bash").arg(&script).arg("stop").arg(&dir).status();
+            let _ = std::fs::remove_dir_all(&dir);
+            out = start();
+        }
         assert!(
             out.status.success(),
             "a Slurm cluster for tests needs root and slurm-wlm (make test installs it; \

@@ -115,19 +115,19 @@ pub(crate) fn prepare(
 /// daemon's lock, the checks and the journal under it. Run on a blocking
 /// thread by the API, under a time-out.
 pub(crate) fn submit(
-    d: &SharedDaemon,
+    mut d: impl Access,
     engine: &SharedEngine,
     devices: &SharedDevices,
     spec: crate::spec::JobSubmission,
 ) -> Result<(JobId, String), ExecError> {
-    if d.lock().gpus().is_empty() {
+    if d.with(|d| d.gpus().is_empty()) {
         let gpus = lock(devices).collect();
-        d.lock().first_gpus(gpus);
+        d.with(|d| d.first_gpus(gpus));
     }
-    let (id, token) = d.lock().accept(&spec)?;
+    let (id, token) = d.with(|d| d.accept(&spec))?;
     // Into the engine's queue first (an engine's held job), then the journal.
     let queued = lock(engine).admit(id, &spec)?;
-    d.lock().enter(id, spec, token.clone(), queued)?;
+    d.with(|d| d.enter(id, spec, token.clone(), queued))?;
     Ok((id, token))
 }
 
@@ -141,10 +141,21 @@ pub(crate) fn logs(
 ) -> Result<Vec<String>, ExecError> {
     let engine = lock(engine);
     let h = d.lock().log_handle(id, engine.as_ref())?;
-    Ok(match h {
+    Ok(read_logs(engine.as_ref(), h, rank, lines))
+}
+
+/// The lines of an attempt's log through the engine, or those kept with
+/// a job that never ran.
+fn read_logs(
+    engine: &dyn Engine,
+    h: Result<crate::engine::Handle, Vec<String>>,
+    rank: u32,
+    lines: usize,
+) -> Vec<String> {
+    match h {
         Ok(h) => engine.logs(&h, rank, lines),
         Err(kept) => kept,
-    })
+    }
 }
 
 /// The daemon's one-call forms of the steps above, for tests and tools
@@ -152,19 +163,11 @@ pub(crate) fn logs(
 /// caller holds the daemon, which the round loop and the API never do.
 impl Daemon {
     /// Check and journal a new job; returns its id and the token its
-    /// processes report with. The engine is called while the caller holds
-    /// the daemon: for tests and tools that own it alone; the API submits
-    /// through [`SharedDaemon::submit`], which calls it off the lock.
+    /// processes report with. The same steps as the API's [`submit`],
+    /// with the engine called while the caller holds the daemon.
     pub fn submit(&mut self, spec: crate::spec::JobSubmission) -> Result<(JobId, String), ExecError> {
-        if self.gpus().is_empty() {
-            let gpus = lock(&self.effects().1).collect();
-            self.first_gpus(gpus);
-        }
-        let (id, token) = self.accept(&spec)?;
-        // Into the engine's queue first (an engine's held job), then the journal.
-        let queued = lock(&self.effects().0).admit(id, &spec)?;
-        self.enter(id, spec, token.clone(), queued)?;
-        Ok((id, token))
+        let (engine, devices) = self.effects();
+        submit(self, &engine, &devices, spec)
     }
 
     /// Inject a fault into a GPU (fake devices only). Holds the device
@@ -180,10 +183,8 @@ impl Daemon {
     pub fn logs(&self, id: JobId, rank: u32, lines: usize) -> Result<Vec<String>, ExecError> {
         let engine = self.effects().0;
         let engine = lock(&engine);
-        Ok(match self.log_handle(id, engine.as_ref())? {
-            Ok(h) => engine.logs(&h, rank, lines),
-            Err(kept) => kept,
-        })
+        let h = self.log_handle(id, engine.as_ref())?;
+        Ok(read_logs(engine.as_ref(), h, rank, lines))
     }
 
     /// Begin a round: let the engine go of final jobs and find new ones,

@@ -206,8 +206,7 @@ pub(crate) fn tail_owned(path: &Path, owner: Option<u32>, n: usize) -> Vec<Strin
     {
         Ok(f) => match check(&f, &owner.into_iter().collect::<Vec<_>>()) {
             Ok(m) => tail(f, &m, n),
-            Err(Unread::Missing) => Vec::new(),
-            Err(Unread::Refused(why)) => refused(path, &why),
+            Err(why) => refused(path, &why.to_string()),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => refused(path, &e.to_string()),

@@ -51,6 +51,13 @@ clippy-py: setup-py
 test-py: setup-py clippy-py build-release
 	bash scripts/test-py.sh "$(PY_VENV)" "$(GPUPLAN)"
 
+# Real PyTorch jobs under `gpuplan serve` on fake GPUs (not part of `make test`;
+# a cached torch virtualenv, several GB): docs/real-training.md.
+TORCH_OUT ?= out/torch
+.PHONY: test-torch
+test-torch: build-release
+	bash scripts/test-torch.sh "$(GPUPLAN)" "$(TORCH_OUT)"
+
 # Fuzz every trace loader (not part of `make test`): make fuzz FUZZ_SECONDS=60
 FUZZ_SECONDS ?= 60
 .PHONY: fuzz

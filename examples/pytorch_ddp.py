@@ -1,155 +1,114 @@
 #!/usr/bin/env python3
-"""A minimal PyTorch DDP job that follows the gpuplan job protocol.
+"""A data-parallel PyTorch job on gpuplan.job (docs/job-protocol.md, "The job library").
 
-    name = "ddp-mnist-like"
-    command = "python3 examples/pytorch_ddp.py --examples 1000000"
+    name = "torch-mlp"
+    command = "PYTHONPATH=python exec python3 examples/pytorch_ddp.py --examples 400000"
     min_gpus = 1
-    max_gpus = 8
-    batch_size = 128
-    max_batch_size = 2048
+    max_gpus = 4
+    batch_size = 64
+    max_batch_size = 512
 
-One process per GPU (gpuplan starts them); rendezvous through the env://
-variables gpuplan sets; checkpoint and exit 143 on SIGTERM; resume from
-GPUPLAN_CHECKPOINT_DIR; rank 0 reports step times and gradient statistics.
-The gradient statistics follow Pollux: with several replicas, the variance
-of the per-replica gradients around their mean estimates tr(Σ); with one
-replica, successive accumulation micro-batches play that part.
+A three-layer MLP learns a 10-class problem whose labels come from a fixed
+random teacher network over Gaussian inputs, generated from --seed at start
+(no download; the same data on every rank and attempt). One process per GPU
+(gpuplan starts them); gpuplan.job.torch_init joins them (NCCL on GPUs, gloo
+on CPUs) and torch_train_step averages the gradients across ranks and
+measures the gradient noise from the replicas, the accumulation
+micro-batches, or the two halves of the micro-batch. On SIGTERM all ranks
+stop at the next step and rank 0 checkpoints (model, optimizer, the job's
+counters) and exits 143; the next attempt resumes with its new world size,
+batch and learning rate. Rank 0 prints one JSON line per step
+(``gpuplan.job {"event": "step", "loss": ...}``), for plots.
 """
 import argparse
-import json
 import os
-import signal
-import sys
 import time
-import urllib.request
 
-import torch
-import torch.distributed as dist
-from torch import nn
+# One intra-op thread per rank: ranks share the machine's cores.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-p = argparse.ArgumentParser()
-p.add_argument("--examples", type=int, default=1_000_000)
+from gpuplan.job import Job, catch_sigterm, torch_init, torch_train_step  # noqa: E402
+
+# Importing torch takes seconds; a stop during it must not kill the rank.
+catch_sigterm()
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+p.add_argument("--examples", type=float, default=400_000, help="progress (examples) to train for")
+p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate at the job's initial batch (M0)")
+p.add_argument("--lr-rule", default="sqrt", choices=["none", "linear", "sqrt", "adascale"])
+p.add_argument("--checkpoint-interval-s", type=float, default=30.0)
+p.add_argument("--report-every", type=int, default=10)
+p.add_argument("--eval-every", type=int, default=20, help="steps between held-out evaluations (rank 0)")
+p.add_argument("--seed", type=int, default=0)
+p.add_argument("--dim", type=int, default=128)
+p.add_argument("--hidden", type=int, default=512)
+p.add_argument("--classes", type=int, default=10)
+p.add_argument("--dataset", type=int, default=50_000)
+p.add_argument("--sleep-per-example-s", type=float, default=0.0,
+               help="extra compute seconds per example, standing in for an accelerator's time when fake GPUs "
+                    "share a few CPU cores (docs/real-training.md)")
 a = p.parse_args()
-env = os.environ
-rank, local_rank, world = int(env["RANK"]), int(env["LOCAL_RANK"]), int(env["WORLD_SIZE"])
-local_bsz = int(env["GPUPLAN_LOCAL_BSZ"])
-accum = int(env["GPUPLAN_ACCUM_STEPS"])
-m0 = int(env.get("GPUPLAN_BATCH_SIZE", local_bsz * world * (accum + 1)))
-ckpt = os.path.join(env["GPUPLAN_CHECKPOINT_DIR"], "model.pt")
-
-use_cuda = torch.cuda.is_available()
-device = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
-if use_cuda:
-    torch.cuda.set_device(device)
-dist.init_process_group("nccl" if use_cuda else "gloo", init_method="env://")
-
-model = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
-state = {"examples": 0, "step": 0}
-if os.path.exists(ckpt):
-    saved = torch.load(ckpt, map_location=device)
-    model.load_state_dict(saved["model"])
-    opt.load_state_dict(saved["opt"])
-    state = saved["state"]
-
-stop = False
-signal.signal(signal.SIGTERM, lambda *_: globals().__setitem__("stop", True))
 
 
-def save():
-    if rank == 0:
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state}, ckpt + ".tmp")
-        os.replace(ckpt + ".tmp", ckpt)
+def make_data(seed, n, dim, classes):
+    """Inputs N(0, 1); labels the argmax of a fixed random teacher MLP: learnable, not memorisable at once."""
+    g = torch.Generator().manual_seed(seed)
+    w1 = torch.randn(dim, 64, generator=g) / dim**0.5
+    w2 = torch.randn(64, classes, generator=g)
+    x = torch.randn(n + 2000, dim, generator=g)
+    y = (torch.tanh(x @ w1) @ w2).argmax(1)
+    return x[:n], y[:n], x[n:], y[n:]
 
 
-def report(body):
-    # The job's token is in the 0600 file the daemon names, never in the environment.
-    with open(env["GPUPLAN_JOB_TOKEN_FILE"]) as f:
-        token = f.read().strip()
-    req = urllib.request.Request(env["GPUPLAN_REPORT_URL"], data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json",
-                                          "Authorization": f"Bearer {token}"})
-    try:
-        urllib.request.urlopen(req, timeout=2).read()
-    except Exception:
-        pass  # the daemon may be restarting
+with Job(total_progress=a.examples, lr_rule=a.lr_rule, checkpoint_interval_s=a.checkpoint_interval_s,
+         report_every=a.report_every) as job:
+    device = torch_init(job)
+    torch.set_num_threads(1)
+    x, y, x_test, y_test = (t.to(device) for t in make_data(a.seed, a.dataset, a.dim, a.classes))
+    torch.manual_seed(a.seed + 1)
+    model = nn.Sequential(nn.Linear(a.dim, a.hidden), nn.ReLU(), nn.Linear(a.hidden, a.hidden), nn.ReLU(),
+                          nn.Linear(a.hidden, a.classes)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    saved = job.restore(default=None)
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["opt"])
 
+    def snapshot():
+        return {"model": model.state_dict(), "opt": opt.state_dict()}
 
-params = list(model.parameters())
-for p_ in params:
-    p_.grad = torch.zeros_like(p_)
+    def evaluate():
+        with torch.no_grad():
+            out = model(x_test)
+            return float(nn.functional.cross_entropy(out, y_test)), float((out.argmax(1) == y_test).float().mean())
 
+    def loss_fn(out, target):
+        if a.sleep_per_example_s:
+            time.sleep(a.sleep_per_example_s * len(target))
+        return nn.functional.cross_entropy(out, target)
 
-def flat_grad():
-    return torch.cat([p.grad.reshape(-1) for p in params])
-
-
-def set_grad(flat):
-    i = 0
-    for p in params:
-        n = p.numel()
-        p.grad.copy_(flat[i:i + n].view_as(p))
-        i += n
-
-
-# Gradients are averaged by hand (what DDP does), so the per-replica
-# gradients are at hand for the noise estimate.
-batch = world * local_bsz * (accum + 1)
-while state["examples"] < a.examples:
-    # Stop together: any rank that got SIGTERM makes all of them checkpoint.
-    flag = torch.tensor([1.0 if stop else 0.0], device=device)
-    dist.all_reduce(flag)
-    if flag.item() > 0:
-        save()
-        sys.exit(143)
-    t0 = time.time()
-    micro = []
-    for i in range(accum + 1):
-        x = torch.randn(local_bsz, 1, 28, 28, device=device)
-        y = torch.randint(0, 10, (local_bsz,), device=device)
-        prev = flat_grad().clone() if i > 0 else None
-        (nn.functional.cross_entropy(model(x), y) / (accum + 1)).backward()
-        now = flat_grad()
-        micro.append((now - prev if prev is not None else now.clone()) * (accum + 1))
-    t_accum = (time.time() - t0) / (accum + 1)
-    local = flat_grad()
-    mean = local.clone()
-    dist.all_reduce(mean)
-    mean /= world
-    set_grad(mean)
-    opt.step()
-    opt.zero_grad(set_to_none=False)
-    for p_ in params:
-        p_.grad.zero_()
-    if use_cuda:
-        torch.cuda.synchronize()
-    step_time = time.time() - t0
-    state["step"] += 1
-    state["examples"] += batch
-    # Pollux's estimate: the spread of independent gradients around their
-    # mean gives tr(Sigma) at their batch size; scale it to M0.
-    if world > 1:
-        sq_local = (local * local).sum().reshape(1)
-        dist.all_reduce(sq_local)
-        spread = (float(sq_local) / world - float((mean * mean).sum())) * world / (world - 1)
-        per_batch = local_bsz * (accum + 1)
-        var, sqr = spread * per_batch / m0, float((mean * mean).sum()) - spread / world
-    elif accum > 0:
-        g = torch.stack(micro)
-        spread = float(((g - g.mean(0)) ** 2).sum(1).mean()) * (accum + 1) / accum
-        var, sqr = spread * local_bsz / m0, float((mean * mean).sum()) - spread / (accum + 1)
-    else:
-        var, sqr = None, None  # one GPU without accumulation: nothing to compare
-    if rank == 0 and state["step"] % 10 == 0:
-        body = {"step": state["step"], "step_time_s": step_time, "accum_time_s": t_accum,
-                "local_bsz": local_bsz, "accum_steps": accum, "progress": state["examples"]}
-        if var is not None:
-            body.update(grad_sqr=max(sqr, 0.0), grad_var=max(var, 0.0))
-        report(body)
-save()
-# Done: tell gpuplan before shutting down, so a stop that arrives while the
-# process exits cannot turn completion into a relaunch.
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-if rank == 0 and os.environ.get("GPUPLAN_DONE_FILE"):
-    open(os.environ["GPUPLAN_DONE_FILE"], "w").close()
-dist.destroy_process_group()
+    b, per_rank = job.local_bsz, job.local_bsz * job.micro_steps
+    while job.progress < a.examples:
+        if job.should_stop():
+            job.stop(snapshot())
+        with job.step() as st:
+            # The step's global batch depends on the step alone: a resumed job sees the same stream.
+            g = torch.Generator().manual_seed(a.seed * 1_000_003 + job.step_count)
+            idx = torch.randint(0, a.dataset, (job.batch_size,), generator=g)[job.rank * per_rank:(job.rank + 1) * per_rank]
+            idx = idx.to(device)
+            micro = [(x[idx[i * b:(i + 1) * b]], y[idx[i * b:(i + 1) * b]]) for i in range(job.micro_steps)]
+            lr = job.lr(a.lr)
+            torch_train_step(job, st, model, opt, loss_fn, micro, lr=lr)
+            st.loss = round(st.loss, 6)
+            st.extra["lr"] = round(lr, 6)
+            if (job.step_count + 1) % a.eval_every == 0 and job.is_chief:
+                with st.untimed():
+                    st.extra["eval_loss"], st.extra["eval_acc"] = (round(v, 6) for v in evaluate())
+        if job.checkpoint_due():
+            job.checkpoint(snapshot())
+    if job.is_chief:
+        loss, acc = evaluate()
+        job.log("final", eval_loss=round(loss, 6), eval_acc=round(acc, 4))
+    job.done()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Keeps the crate graph pointing one way: core knows no sibling, solve knows
-# only core, sim knows core and solve; the Python package (py) knows
+# only core, sim knows core and solve, exec knows core, solve and sim (its
+# estimates run the simulator forward); the Python package (py) knows
 # core, solve and sim. Fails `make test` otherwise.
 set -euo pipefail
 check() {
@@ -17,7 +18,7 @@ check() {
 check gpuplan-core
 check gpuplan-solve gpuplan-core
 check gpuplan-sim gpuplan-core gpuplan-solve
-check gpuplan-exec gpuplan-core gpuplan-solve
+check gpuplan-exec gpuplan-core gpuplan-solve gpuplan-sim
 check gpuplan-predict gpuplan-core
 check gpuplan-wasm gpuplan-core gpuplan-solve gpuplan-sim
 check gpuplan-py gpuplan-core gpuplan-solve gpuplan-sim

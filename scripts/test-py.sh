@@ -19,7 +19,10 @@ wheel=$(ls "$wheels"/gpuplan-*.whl)
 # A fresh environment each run: the wheel must install on its own.
 python3 -m venv --clear "$fresh"
 pytest_pin=$(grep '^pytest==' "$here/python/requirements-dev.txt")
-"$fresh/bin/pip" install --quiet --disable-pip-version-check "$wheel" "$pytest_pin"
+# numpy for examples/numpy_train.py, which python/tests/test_job.py runs under
+# `gpuplan serve` with this venv's interpreter (CI's python3 has no numpy).
+numpy_pin=$(grep '^numpy==' "$here/python/requirements-dev.txt")
+"$fresh/bin/pip" install --quiet --disable-pip-version-check "$wheel" "$pytest_pin" "$numpy_pin"
 "$fresh/bin/python" -c "import gpuplan; print('gpuplan.policies():', gpuplan.policies())"
 # From the repository root, so `import gpuplan` finds the installed wheel,
 # not python/gpuplan (which has no native module).

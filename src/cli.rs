@@ -51,6 +51,12 @@ pub enum Cmd {
     /// Submit a job file (TOML) to a running daemon; prints the job id.
     Submit {
         file: PathBuf,
+        /// Submit nothing: print when the job would start and finish, and the largest delay it
+        /// would cause the others, by the daemon's planner run forward (docs/estimates.md).
+        #[arg(long)]
+        what_if: bool,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
         #[command(flatten)]
         client: crate::serve::ClientArgs,
     },
@@ -58,6 +64,10 @@ pub enum Cmd {
     Jobs {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
+        /// Also show each queued and running job's expected start and finish, with their range
+        /// (docs/estimates.md).
+        #[arg(long)]
+        estimate: bool,
         #[command(flatten)]
         client: crate::serve::ClientArgs,
     },
@@ -161,8 +171,28 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Plan(a) => crate::plan::plan(a),
         Cmd::Bench(a) => crate::bench::bench(a),
         Cmd::Serve(a) => crate::serve::serve(a),
-        Cmd::Submit { file, client } => crate::serve::submit(client, &file),
-        Cmd::Jobs { format, client } => crate::serve::jobs(client, format),
+        Cmd::Submit {
+            file,
+            what_if: false,
+            client,
+            ..
+        } => crate::serve::submit(client, &file),
+        Cmd::Submit {
+            file,
+            what_if: true,
+            format,
+            client,
+        } => crate::serve::what_if(client, &file, format),
+        Cmd::Jobs {
+            format,
+            estimate: false,
+            client,
+        } => crate::serve::jobs(client, format),
+        Cmd::Jobs {
+            format,
+            estimate: true,
+            client,
+        } => crate::serve::estimates(client, format),
         Cmd::Cancel { id, client } => crate::serve::cancel(client, id),
         Cmd::Logs {
             id,

@@ -76,6 +76,14 @@ pub struct ServeArgs {
     /// δ of the restart factor (seconds a restart is assumed to cost).
     #[arg(long, default_value_t = 30.0)]
     pub restart_penalty: f64,
+    /// Least time a job holds an allocation before a round may shrink, move or preempt it, where
+    /// its job file gives no `min_runtime_s` (e.g. 10m; default 0: none). At most a week.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub min_runtime: Option<Duration>,
+    /// Longest one start and finish estimate may compute (`gpuplan jobs --estimate`,
+    /// `submit --what-if`): its forward simulation stops there and says how far it got.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub estimate_budget: Duration,
     /// Let up to K jobs share a GPU (K = 2 when given alone; off by default). Planners that share
     /// (marked in `gpuplan policies`) decide which;
     /// co-located jobs get the same GPU and time-slice unless --mps is given. Refused with
@@ -153,6 +161,10 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     cfg.limits.time_limit_s = a.time_limit.as_secs_f64().max(0.01);
     cfg.limits.memory_limit_mb = crate::common::memory_limit_mb(a.memory_limit);
     cfg.params.restart_penalty_s = a.restart_penalty;
+    if let Some(d) = a.min_runtime {
+        cfg.params.min_runtime_s = d.as_secs_f64();
+    }
+    cfg.estimate_budget_s = a.estimate_budget.as_secs_f64();
     if let Some(k) = a.sharing {
         cfg.params.sharing = k;
     }
@@ -177,10 +189,12 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
             .map(|e| match e.field {
                 ConfigField::Param(ParamField::RestartPenalty) => format!("--restart-penalty: {}", e.problem),
                 ConfigField::Param(ParamField::Sharing) => format!("--sharing: {}", e.problem),
+                ConfigField::Param(ParamField::MinRuntime) => format!("--min-runtime: {}", e.problem),
                 ConfigField::Interval => format!("--interval: {}", e.problem),
                 ConfigField::Grace => format!("--grace: {}", e.problem),
                 ConfigField::Mps => format!("--mps: {}", e.problem),
                 ConfigField::Queues => format!("--queues: {}", e.problem),
+                ConfigField::EstimateBudget => format!("--estimate-budget: {}", e.problem),
                 _ => e.to_string(),
             })
             .collect();
@@ -300,7 +314,8 @@ impl Client {
     }
 }
 
-pub fn submit(client: ClientArgs, file: &Path) -> Result<ExitCode> {
+/// A job file, checked, with the submitting user's uid filled in.
+fn read_job(file: &Path) -> Result<JobSubmission> {
     let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
     let mut spec = JobSubmission::from_toml(&text, &file.display().to_string())
         .map_err(|e| anyhow!("invalid job spec:\n  {}", e.join("\n  ")))?;
@@ -309,6 +324,120 @@ pub fn submit(client: ClientArgs, file: &Path) -> Result<ExitCode> {
         use std::os::unix::fs::MetadataExt;
         spec.uid = std::fs::metadata("/proc/self").ok().map(|m| m.uid());
     }
+    Ok(spec)
+}
+
+/// A Unix time as seconds from `now` (`+1h02m`), or `-` when unknown.
+fn from_now(t: &serde_json::Value, now: f64) -> String {
+    let Some(t) = t.as_f64() else {
+        return "-".into();
+    };
+    let s = (t - now).max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("+{s}s"),
+        60..=3599 => format!("+{}m{:02}s", s / 60, s % 60),
+        _ => format!("+{}h{:02}m", s / 3600, s / 60 % 60),
+    }
+}
+
+/// `start (lo..hi)` of an estimate, relative to `now`.
+fn when(e: &serde_json::Value, key: &str, range: &str, now: f64) -> String {
+    let r = &e[range];
+    format!(
+        "{} ({}..{})",
+        from_now(&e[key], now),
+        from_now(&r["lo"], now),
+        from_now(&r["hi"], now)
+    )
+}
+
+/// `gpuplan jobs --estimate`: every queued and running job's expected start
+/// and finish (from now), with their ranges and where its work came from.
+pub fn estimates(client: ClientArgs, format: Format) -> Result<ExitCode> {
+    let c = Client::new(&client)?;
+    let v = c.call("GET", "/v1/estimates", None)?;
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let meta = &v["estimate"];
+    let now = meta["computed_unix_s"].as_f64().unwrap_or(0.0);
+    println!(
+        "estimate by {} after round {}{}{}",
+        meta["planner"].as_str().unwrap_or("?"),
+        meta["round"],
+        if meta["stale"].as_bool() == Some(true) {
+            " (stale)"
+        } else {
+            ""
+        },
+        if meta["cut_short"].as_bool() == Some(true) {
+            " (cut short by --estimate-budget)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "{:>5}  {:<20} {:<8} {:<26} {:<26} work",
+        "id", "name", "state", "start (range)", "finish (range)"
+    );
+    for e in v["jobs"].as_array().into_iter().flatten() {
+        let running = e["running"].as_bool() == Some(true);
+        println!(
+            "{:>5}  {:<20} {:<8} {:<26} {:<26} {}",
+            e["id"],
+            e["name"].as_str().unwrap_or(""),
+            if running { "running" } else { "queued" },
+            if running {
+                "now".to_string()
+            } else {
+                when(e, "start_unix_s", "start_range", now)
+            },
+            when(e, "finish_unix_s", "finish_range", now),
+            e["work"].as_str().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gpuplan submit --what-if`: the job's estimate if it were submitted now,
+/// and the largest delay it would cause; nothing is submitted.
+pub fn what_if(client: ClientArgs, file: &Path, format: Format) -> Result<ExitCode> {
+    let spec = read_job(file)?;
+    let c = Client::new(&client)?;
+    let v = c.call("POST", "/v1/what-if", Some(serde_json::to_value(&spec)?))?;
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = v["estimate"]["computed_unix_s"].as_f64().unwrap_or(0.0);
+    let j = &v["job"];
+    println!(
+        "{} (not submitted), by {}:",
+        spec.name,
+        v["estimate"]["planner"].as_str().unwrap_or("?")
+    );
+    println!("  start   {}", when(j, "start_unix_s", "start_range", now));
+    println!(
+        "  finish  {}  (work: {})",
+        when(j, "finish_unix_s", "finish_range", now),
+        j["work"].as_str().unwrap_or("")
+    );
+    match v["largest_delay"].as_object() {
+        Some(d) => println!(
+            "  delays most: job {} ({}), finish by {} s, start by {} s",
+            d["id"],
+            d["name"].as_str().unwrap_or(""),
+            d["finish_s"].as_f64().map_or("?".into(), |x| format!("{x:.0}")),
+            d["start_s"].as_f64().map_or("?".into(), |x| format!("{x:.0}"))
+        ),
+        None => println!("  delays no other job"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn submit(client: ClientArgs, file: &Path) -> Result<ExitCode> {
+    let spec = read_job(file)?;
     let c = Client::new(&client)?;
     let v = c.call("POST", "/v1/jobs", Some(serde_json::to_value(&spec)?))?;
     println!("{}", v["id"]);

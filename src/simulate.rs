@@ -35,6 +35,21 @@ pub struct SimOpts {
     /// Seconds a job loses when its allocation changes.
     #[arg(long, default_value_t = 30.0)]
     pub restart_delay: f64,
+    /// Seconds of run time between each job's checkpoints, where the workload's
+    /// `checkpoint_interval_s` column gives none: a restart then also throws away the work
+    /// since the last checkpoint (the result's `lost_gpu_h`). Default: none, jobs checkpoint
+    /// when stopped and lose only --restart-delay.
+    #[arg(long, value_name = "SECONDS")]
+    pub checkpoint_interval: Option<f64>,
+    /// What goodput-based policies charge a restart of a job that checkpoints: its penalty
+    /// plus the work since its last checkpoint (`checkpoint`), or the penalty alone (`fixed`,
+    /// as before checkpoints were reported).
+    #[arg(long, value_enum, default_value = "checkpoint")]
+    pub restart_charge: RestartChargeArg,
+    /// Least seconds a job holds an allocation before a round may shrink, move or preempt it
+    /// (default 0: none).
+    #[arg(long, value_name = "SECONDS")]
+    pub min_runtime: Option<f64>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Power-mean exponent p of goodput-based policies.
@@ -176,6 +191,47 @@ pub struct SimulateArgs {
     /// fairness (each job simulated again alone), as the browser explorer does.
     #[arg(long)]
     pub analysis: bool,
+    #[command(flatten)]
+    pub estimates: EstimateOpts,
+}
+
+/// `simulate --estimates`: each job's predicted start and finish at its
+/// submission against its actual ones (docs/estimates.md).
+#[derive(Args, Debug)]
+pub struct EstimateOpts {
+    /// Estimate each job's start and finish at its submission (the
+    /// planner run forward from that round), then compare with what
+    /// happened: estimates.csv and estimates.json in --out, and a summary.
+    #[arg(long)]
+    pub estimates: bool,
+    /// What the estimate knows of each job's total work: declared (its true
+    /// total) or history (predicted from the jobs finished so far).
+    #[arg(long, value_enum, default_value = "declared", requires = "estimates")]
+    pub estimate_work: EstimateWorkArg,
+    /// Estimate every Nth submitted job (1: all), to bound the cost.
+    #[arg(long, default_value_t = 1, requires = "estimates")]
+    pub estimate_every: usize,
+    /// Wall-clock seconds each estimate may take.
+    #[arg(long, default_value_t = 5.0, requires = "estimates")]
+    pub estimate_budget: f64,
+    /// Skip the low/high runs (no ranges; a third of the cost with history).
+    #[arg(long, requires = "estimates")]
+    pub estimate_no_ranges: bool,
+    /// How far the fitted models' rates may be off (fraction): the ranges'
+    /// low run is that much faster, the high run slower.
+    #[arg(long, default_value_t = 0.1, requires = "estimates")]
+    pub estimate_spread: f64,
+    /// After a simulated round that changes nothing, keep its plan up to
+    /// this many rounds without planning, unless a job finishes (0: plan
+    /// every round).
+    #[arg(long, default_value_t = 0, requires = "estimates")]
+    pub estimate_skip_steady: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EstimateWorkArg {
+    Declared,
+    History,
 }
 
 #[derive(Args, Debug)]
@@ -251,6 +307,11 @@ impl SimOpts {
                 None => Vec::new(),
                 Some(path) => read_queues(path)?,
             },
+            checkpoint_interval_s: self.checkpoint_interval,
+            restart_charge: match self.restart_charge {
+                RestartChargeArg::Checkpoint => gpuplan_sim::RestartCost::Checkpoint,
+                RestartChargeArg::Fixed => gpuplan_sim::RestartCost::Fixed,
+            },
         })
     }
 
@@ -279,6 +340,7 @@ impl SimOpts {
             sharing_pairs: Some(self.sharing_pairs.into()),
             type_blind: Some(self.type_blind),
             variability_blind: Some(self.variability_blind),
+            min_runtime_s: self.min_runtime,
         })
     }
 
@@ -332,6 +394,15 @@ fn load_workload(
     Ok(jobs)
 }
 
+/// `--restart-charge`'s values ([`gpuplan_sim::RestartCost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RestartChargeArg {
+    /// The penalty plus the work since the job's last checkpoint.
+    Checkpoint,
+    /// The penalty alone.
+    Fixed,
+}
+
 /// A known policy that can honour the run's `--placement`.
 fn check_policy(name: &str, params: &gpuplan_core::PolicyParams) -> Result<()> {
     SimScenario::planner(name, params).map_err(|e| anyhow::anyhow!("{}", flag_error(&e)))?;
@@ -352,6 +423,7 @@ fn flag_error(e: &ScenarioError) -> String {
         // The other field is a flag too: name it.
         F::VariabilityDraw => return "--variability-draw: needs --variability".into(),
         F::Queues => "--queues",
+        F::CheckpointInterval => "--checkpoint-interval",
         F::Policy => "--policy",
         F::Param(P::P) => "--p",
         F::Param(P::RestartPenalty) => "--restart-penalty",
@@ -362,6 +434,7 @@ fn flag_error(e: &ScenarioError) -> String {
         F::Param(P::PriorityExponent) => "--priority-exponent",
         F::Param(P::PriorityScale) => "--priority-scale",
         F::Param(P::Sharing) => "--sharing",
+        F::Param(P::MinRuntime) => "--min-runtime",
         // A field no flag of simulate sets: its round-file key.
         _ => return e.to_string(),
     };
@@ -451,14 +524,18 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
     cfg.round_log = a.round_log.is_some();
     let profiles = load_profiles(a.opts.traces.clone())?;
     let jobs = load_workload(&a.workload, &a.opts, &profiles, &cfg.cluster)?;
-    let r = run_one_dumping(
-        &cfg,
-        &profiles,
-        &a.workload,
-        &jobs,
-        &a.policy,
-        a.dump_rounds.as_deref(),
-    )?;
+    let r = if a.estimates.estimates {
+        run_with_estimates(&a, &cfg, &profiles, &jobs)?
+    } else {
+        run_one_dumping(
+            &cfg,
+            &profiles,
+            &a.workload,
+            &jobs,
+            &a.policy,
+            a.dump_rounds.as_deref(),
+        )?
+    };
     if let Some(out) = &a.out {
         write_outputs(out, &r, &cfg)?;
     }
@@ -513,6 +590,75 @@ pub fn simulate(a: SimulateArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `simulate --estimates`: the run with each sampled job's estimate at
+/// its submission; writes estimates.csv and estimates.json to --out and
+/// prints the calibration summary on stderr.
+fn run_with_estimates(
+    a: &SimulateArgs,
+    cfg: &SimConfig,
+    profiles: &Profiles,
+    jobs: &[WorkloadJob],
+) -> Result<SimResult> {
+    let e = &a.estimates;
+    if a.dump_rounds.is_some() {
+        bail!("--estimates: not with --dump-rounds");
+    }
+    if e.estimate_every == 0 {
+        bail!("--estimate-every: must be >= 1");
+    }
+    if e.estimate_budget.is_nan() || e.estimate_budget <= 0.0 {
+        bail!("--estimate-budget: must be > 0, got {}", e.estimate_budget);
+    }
+    let calib = gpuplan_sim::CalibrationConfig {
+        work: match e.estimate_work {
+            EstimateWorkArg::Declared => gpuplan_sim::KnownWork::Declared,
+            EstimateWorkArg::History => gpuplan_sim::KnownWork::History,
+        },
+        every: e.estimate_every,
+        budget_s: e.estimate_budget,
+        ranges: !e.estimate_no_ranges,
+        rate_spread: e.estimate_spread,
+        skip_steady_rounds: e.estimate_skip_steady,
+    };
+    let (mut r, records, summary) =
+        gpuplan_sim::simulate_with_estimates(cfg, profiles, jobs, &a.policy, &calib).with_context(|| {
+            format!(
+                "simulating {} under {} with estimates",
+                a.workload.display(),
+                a.policy
+            )
+        })?;
+    r.summary.workload = gpuplan_sim::files::workload_name(&a.workload);
+    if let Some(out) = &a.out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        std::fs::write(out.join("estimates.csv"), gpuplan_sim::records_csv(&records)?)?;
+        std::fs::write(
+            out.join("estimates.json"),
+            serde_json::to_string_pretty(&summary)?,
+        )?;
+    }
+    let h = |x: f64| x / 3600.0;
+    eprintln!(
+        "estimates ({:?}, {} of {} jobs, {} cut short): start error p50 {:.0} s p90 {:.0} s (mean wait {:.0} s, p50/mean wait {:.3}); finish error p50 {:.0} s p90 {:.0} s ({:.2} h / {:.2} h); finishes in range {:.0}%; {:.2} s per estimate, {:.0} s in all",
+        summary.work,
+        summary.estimated,
+        jobs.len(),
+        summary.cut_short,
+        summary.start_err_p50_s,
+        summary.start_err_p90_s,
+        summary.wait_mean_s,
+        summary.start_err_over_wait,
+        summary.finish_err_p50_s,
+        summary.finish_err_p90_s,
+        h(summary.finish_err_p50_s),
+        h(summary.finish_err_p90_s),
+        100.0 * summary.finish_in_range,
+        summary.wall_p50_s,
+        summary.wall_total_s
+    );
+    Ok(r)
 }
 
 /// The per-queue figures of a run with --queues (docs/tenants.md).

@@ -24,6 +24,7 @@ fn sim_job(app: &str, work: Work) -> WorkloadJob {
         },
         work,
         model: None,
+        checkpoint_interval_s: None,
     }
 }
 

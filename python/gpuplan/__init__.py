@@ -22,7 +22,26 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from . import _gpuplan
+try:
+    from . import _gpuplan
+except ImportError as _missing:  # a plain checkout (PYTHONPATH=python): gpuplan.job needs no native module
+
+    class _NoExtension:
+        """Stands in for the native module, so ``import gpuplan.job`` works without it.
+
+        Every planner or simulator call then raises ImportError saying why.
+        """
+
+        def __init__(self, error: ImportError) -> None:
+            self._error = error
+
+        def __getattr__(self, name: str) -> Any:
+            raise ImportError(
+                f"gpuplan.{name}: the native module gpuplan._gpuplan is not in {os.path.dirname(__file__)}; "
+                "install the wheel (docs/python.md). gpuplan.job works without it"
+            ) from self._error
+
+    _gpuplan = _NoExtension(_missing)  # type: ignore[assignment]
 
 __all__ = ["policies", "default_params", "Planner", "plan", "simulate"]
 

@@ -248,6 +248,22 @@ pub struct JobState {
     pub local_bsz: u32,
     /// Current accumulation steps before each optimizer step (0: none).
     pub accum_steps: u32,
+    /// Seconds of work a stop would lose now: the job's run time since its
+    /// last checkpoint (0 for a job that checkpoints when stopped). Absent:
+    /// the job reports no checkpoints, so a restart is charged its fixed
+    /// penalty alone, as before checkpoints were known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_checkpoint_s: Option<f64>,
+    /// Seconds of work its past restarts threw away (what each lost since
+    /// its checkpoint), charged beside the fixed penalty per restart.
+    /// Absent: none known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_s: Option<f64>,
+    /// Seconds the job has held its current allocation (since its last
+    /// start or move): what a minimum run time is measured against.
+    /// Absent: unknown, and no minimum run time holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_s: Option<f64>,
 }
 
 /// Cluster queries that take an allocation, here so that the cluster stays

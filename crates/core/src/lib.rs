@@ -68,8 +68,9 @@ pub use plan::{Plan, PlanStatus};
 pub use profile::{pollux_app_constants, AppConstants, AppProfile, MeasuredPoint, StepTime, POLLUX_APPS};
 pub use report::{JobGpus, JobVariability, PlanReport};
 pub use round::{
-    check_p, Interference, NodeCounts, Oracle, ParamError, ParamField, Placement, PolicyParams, Priority,
-    RestartCharge, Round, RoundJob, SharingPairs, Sight, Sticky, TypedModel, MAX_SHARING, P_MAX, P_MIN,
+    check_p, min_runtime_problem, Interference, NodeCounts, Oracle, ParamError, ParamField, Placement,
+    PolicyParams, Priority, RestartCharge, Round, RoundJob, SharingPairs, Sight, Sticky, TypedModel,
+    MAX_MIN_RUNTIME_S, MAX_SHARING, P_MAX, P_MIN,
 };
 pub use validate::{validate, validate_rules, validate_under, QueueRules, Violation};
 pub use variability::{class_of, PerfClass, RoundVariability, CLASSES};

@@ -111,6 +111,11 @@ fn fair_goodput_with(m: &GoodputModel, fair: (u32, u32), searches: Option<&Searc
 /// charge a restart more than the time it takes (gpuplan-mip: a move also
 /// costs the job the rounds it spends re-growing).
 ///
+/// A job that reports checkpoints is charged what a restart really costs
+/// it: the next restart adds the work since its last checkpoint to δ
+/// ([`restart_cost_s`]), and its past restarts the work they lost
+/// (`state.lost_s`). Without checkpoint reports both are 0: Pollux's factor.
+///
 /// Under `params.spare_waiting` (Sia's rule) a job that holds no GPUs, or
 /// is younger than its penalty, pays nothing: 1.
 pub fn restart_factor(job: &RoundJob, params: &PolicyParams) -> f64 {
@@ -120,9 +125,28 @@ pub fn restart_factor(job: &RoundJob, params: &PolicyParams) -> f64 {
     {
         return 1.0;
     }
-    let d = delta * params.restart_weight;
+    let w = params.restart_weight;
+    let d = delta * w;
+    // Written so that with no checkpoint facts the arithmetic is Pollux's
+    // to the last bit (d·restarts, age + d): results before and after agree.
+    let past = d * job.state.restarts as f64 + w * job.state.lost_s.unwrap_or(0.0);
+    let next = d + w * (restart_cost_s(job, params) - delta);
     let age = job.state.age_s.max(0.0);
-    ((age - d * job.state.restarts as f64).max(0.0)) / (age + d).max(1e-9)
+    ((age - past).max(0.0)) / (age + next).max(1e-9)
+}
+
+/// Seconds a re-allocation now costs `job`: its restart penalty (its own,
+/// else the round's) plus the work it would lose, its run time since its
+/// last checkpoint where it reports checkpoints. A waiting job loses no
+/// work: it holds nothing to lose.
+pub fn restart_cost_s(job: &RoundJob, params: &PolicyParams) -> f64 {
+    let delta = job.restart_penalty_s.unwrap_or(params.restart_penalty_s);
+    let lost = if job.state.allocation.is_empty() {
+        0.0
+    } else {
+        job.state.since_checkpoint_s.unwrap_or(0.0)
+    };
+    delta + lost
 }
 
 /// Under `params.left_out_cost` (Sia's valuation): the speedup of a job's
@@ -366,6 +390,41 @@ mod tests {
         assert!((power_mean(&v, 0.0) - 3f64.sqrt()).abs() < 1e-12);
         assert!((power_mean(&v, 1.0) - 2.0).abs() < 1e-12);
         assert!((power_mean(&v, f64::NEG_INFINITY) - 1.0).abs() < 1e-12);
+    }
+
+    /// Issue 52: a job that reports checkpoints is charged the work since
+    /// its last one on top of δ for the next restart, and what its past
+    /// restarts lost; a waiting job loses nothing; without reports, Pollux's.
+    #[test]
+    fn restart_factor_charges_the_work_since_the_checkpoint() {
+        let mut j = crate::round::RoundJob {
+            state: crate::JobState {
+                age_s: 600.0,
+                restarts: 2,
+                allocation: crate::Allocation::from_counts(&[(crate::NodeId(0), 1)]),
+                ..Default::default()
+            },
+            ..crate::round::test_job(0)
+        };
+        let p = PolicyParams::default();
+        assert!((restart_factor(&j, &p) - 540.0 / 630.0).abs() < 1e-12);
+        // 90 s since its checkpoint: (600 − 30·2)/(600 + 30 + 90).
+        j.state.since_checkpoint_s = Some(90.0);
+        assert_eq!(restart_cost_s(&j, &p), 120.0);
+        assert!((restart_factor(&j, &p) - 540.0 / 720.0).abs() < 1e-12);
+        // Its past restarts threw away 100 s of work: (600 − 60 − 100)/(720).
+        j.state.lost_s = Some(100.0);
+        assert!((restart_factor(&j, &p) - 440.0 / 720.0).abs() < 1e-12);
+        // Charged twice, as gpuplan-mip does: (600 − 2·160)/(600 + 2·120).
+        let twice = PolicyParams {
+            restart_weight: 2.0,
+            ..Default::default()
+        };
+        assert!((restart_factor(&j, &twice) - 280.0 / 840.0).abs() < 1e-12);
+        // Waiting: nothing to lose now, only δ.
+        j.state.allocation = crate::Allocation::default();
+        assert_eq!(restart_cost_s(&j, &p), 30.0);
+        assert!((restart_factor(&j, &p) - 440.0 / 630.0).abs() < 1e-12);
     }
 
     #[test]

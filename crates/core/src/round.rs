@@ -105,6 +105,13 @@ pub struct PolicyParams {
     /// Absent: off.
     #[serde(default, skip_serializing_if = "is_default")]
     pub variability_blind: Sight,
+    /// Seconds a job must have held its allocation before it may be
+    /// shrunk, moved or preempted, where the job names no
+    /// `min_runtime_s` of its own (Kueue's and KAI's minimum run time):
+    /// the pipeline keeps such a job where it is
+    /// ([`RoundJob::within_min_runtime`]). Absent: 0, off.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub min_runtime_s: f64,
 }
 
 /// Which job pairs may share a GPU. Lucid shares only pairs it has
@@ -350,6 +357,16 @@ fn p_problem(p: f64) -> Option<String> {
     }
 }
 
+/// The longest minimum run time a job or round may ask: a week. Longer
+/// would let one job hold GPUs beyond any planning horizon.
+pub const MAX_MIN_RUNTIME_S: f64 = 7.0 * 86400.0;
+
+/// Why `s` is no minimum run time (seconds), if it is not.
+pub fn min_runtime_problem(s: f64) -> Option<String> {
+    (!(s.is_finite() && (0.0..=MAX_MIN_RUNTIME_S).contains(&s)))
+        .then(|| format!("must be in 0..={MAX_MIN_RUNTIME_S} seconds (a week), got {s}"))
+}
+
 /// One setting of [`PolicyParams`]. Errors carry it, not a name, so each
 /// driver words a problem with its own flag (`--p`) or key (`p`) and no
 /// driver rewrites another's message.
@@ -376,6 +393,8 @@ pub enum ParamField {
     PriorityScale,
     /// `sharing`.
     Sharing,
+    /// `min_runtime_s`.
+    MinRuntime,
 }
 
 impl ParamField {
@@ -392,6 +411,7 @@ impl ParamField {
             ParamField::PriorityExponent => "priority.exponent",
             ParamField::PriorityScale => "priority.scale_gpu_s",
             ParamField::Sharing => "sharing",
+            ParamField::MinRuntime => "min_runtime_s",
         }
     }
 }
@@ -457,6 +477,9 @@ impl PolicyParams {
         }
         if self.restart_penalty_s.is_nan() || self.restart_penalty_s < 0.0 {
             bad(F::RestartPenalty, "must be >= 0".into());
+        }
+        if let Some(e) = min_runtime_problem(self.min_runtime_s) {
+            bad(F::MinRuntime, e);
         }
         let w = self.restart_weight;
         if !(w.is_finite() && (0.0..=100.0).contains(&w)) {
@@ -550,6 +573,7 @@ impl Default for PolicyParams {
             sharing_pairs: SharingPairs::All,
             type_blind: Sight::Seen,
             variability_blind: Sight::Seen,
+            min_runtime_s: 0.0,
         }
     }
 }
@@ -609,6 +633,11 @@ pub struct RoundJob {
     /// checkpoint and restore time says so per job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_penalty_s: Option<f64>,
+    /// Seconds this job must hold an allocation before it may be shrunk,
+    /// moved or preempted, where it differs from the round's
+    /// `params.min_runtime_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_runtime_s: Option<f64>,
     /// The job's variability class; absent: from its `app`
     /// ([`crate::class_of`]). Read only when the round has
     /// `variability`.
@@ -674,6 +703,7 @@ impl RoundJob {
             type_models: Vec::new(),
             oracle: None,
             restart_penalty_s: None,
+            min_runtime_s: None,
             class: None,
             mem_gib: None,
             utilization: None,
@@ -681,6 +711,15 @@ impl RoundJob {
             colocation_key: None,
             queue: None,
         }
+    }
+
+    /// Whether the job is running and has held its allocation for less
+    /// than its minimum run time (its own, else `params.min_runtime_s`):
+    /// then it may not be shrunk, moved or preempted this round. A job
+    /// whose run time is unknown is not held.
+    pub fn within_min_runtime(&self, params: &PolicyParams) -> bool {
+        let min = self.min_runtime_s.unwrap_or(params.min_runtime_s);
+        !self.state.allocation.is_empty() && min > 0.0 && self.state.run_s.is_some_and(|r| r < min)
     }
 
     /// The GPUs the job holds now (empty when it is not running).
@@ -930,6 +969,19 @@ impl Round {
             }
             if j.restart_penalty_s.is_some_and(|d| !d.is_finite() || d < 0.0) {
                 errs.push(format!("{at}.restart_penalty_s: must be finite and >= 0"));
+            }
+            if let Some(e) = j.min_runtime_s.and_then(min_runtime_problem) {
+                errs.push(format!("{at}.min_runtime_s: {e}"));
+            }
+            let seconds = [
+                ("since_checkpoint_s", j.state.since_checkpoint_s),
+                ("lost_s", j.state.lost_s),
+                ("run_s", j.state.run_s),
+            ];
+            for (key, v) in seconds {
+                if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
+                    errs.push(format!("{at}.state.{key}: must be finite and >= 0"));
+                }
             }
             for (n, k) in j.state.allocation.node_runs() {
                 match used.get_mut(n.0 as usize) {

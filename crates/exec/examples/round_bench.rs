@@ -54,6 +54,8 @@ fn main() {
     let mut d = shared.lock();
     for i in 0..jobs {
         d.submit(JobSubmission {
+            min_runtime_s: None,
+            total_progress: None,
             name: format!("j{i}"),
             command: "exec sleep 100000".into(),
             min_gpus: 1,
@@ -104,14 +106,14 @@ fn main() {
                 id,
                 Report {
                     step: Some(r),
-                    step_time_s: 0.1 + 0.02 * g as f64,
+                    step_time_s: Some(0.1 + 0.02 * g as f64),
                     accum_time_s: Some(0.1),
-                    local_bsz: 64,
+                    local_bsz: Some(64),
                     accum_steps: Some(0),
                     grad_sqr: Some(1.0),
                     grad_var: Some(4.0),
                     progress: Some(r as f64),
-                    epoch: None,
+                    ..Report::default()
                 },
             );
         }

@@ -98,6 +98,19 @@ struct Shared {
     /// loop): then a scrape copies under the lock.
     metrics: Published,
     rounds: Arc<std::sync::atomic::AtomicU64>,
+    /// The last estimate of every job, per round; computing one holds the
+    /// async lock, so concurrent requests wait for the same run rather than
+    /// start their own.
+    estimates: tokio::sync::Mutex<Option<Arc<CachedEstimates>>>,
+}
+
+/// Every job's estimate, as of one round.
+struct CachedEstimates {
+    /// The round whose state it was taken after.
+    round: u64,
+    /// When it was computed (the daemon's clock).
+    computed_unix_s: f64,
+    estimates: gpuplan_sim::Estimates,
 }
 
 /// The metrics the round loop last copied, shared with the API.
@@ -133,6 +146,53 @@ impl Shared {
             backend,
             rounds,
             metrics: Published::default(),
+            estimates: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Every job's estimate for the current round: the cached one if no
+    /// round has run since, else a new one (snapshot under the daemon's
+    /// lock, forward run off it); if that fails, the last one marked stale.
+    /// Returns it and whether it is stale.
+    async fn estimates(&self) -> Result<(Arc<CachedEstimates>, bool), ApiError> {
+        let mut cache = self.estimates.lock().await;
+        let round = self.rounds.load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(c) = cache.as_ref().filter(|c| c.round == round) {
+            return Ok((c.clone(), false));
+        }
+        let (input, now) = {
+            let d = self.lock();
+            let budget = d.config().estimate_budget_s;
+            (d.estimate_input(None, budget)?, d.now_unix_s())
+        };
+        let Some(input) = input else {
+            return Err(ApiError(
+                StatusCode::CONFLICT,
+                "nothing to estimate: no job in the system or no healthy GPU".into(),
+            ));
+        };
+        let round = input.round;
+        match self
+            .effect("estimate", move || crate::daemon::run_estimate(input))
+            .await
+        {
+            Ok(crate::daemon::EstimateOutcome::Estimates(estimates)) => {
+                let c = Arc::new(CachedEstimates {
+                    round,
+                    computed_unix_s: now,
+                    estimates,
+                });
+                *cache = Some(c.clone());
+                Ok((c, false))
+            }
+            Ok(crate::daemon::EstimateOutcome::WhatIf(_)) => unreachable!("no what-if asked"),
+            Err(e) => match cache.as_ref() {
+                Some(c) => {
+                    tracing::warn!("estimate: {}; serving round {}'s, stale", e.1, c.round);
+                    Ok((c.clone(), true))
+                }
+                None => Err(e),
+            },
         }
     }
 
@@ -345,6 +405,121 @@ async fn get_job(State(s): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<Stri
     Ok(Json(v).into_response())
 }
 
+/// A job's estimate as the API shows it: absolute times on the daemon's
+/// clock (Unix seconds), the range, where its remaining work came from.
+fn estimate_json(e: &gpuplan_sim::JobEstimate) -> serde_json::Value {
+    json!({
+        "id": e.id,
+        "name": e.name,
+        "running": e.running,
+        "start_unix_s": e.start_s,
+        "finish_unix_s": e.finish_s,
+        "start_range": e.start_range,
+        "finish_range": e.finish_range,
+        "work": e.source,
+        "cut_short": e.cut_short,
+    })
+}
+
+/// What every estimate reply says of the run it comes from.
+fn estimate_meta(c: &CachedEstimates, stale: bool) -> serde_json::Value {
+    json!({
+        "planner": c.estimates.planner,
+        "round": c.round,
+        "computed_unix_s": c.computed_unix_s,
+        "stale": stale,
+        "reached_unix_s": c.estimates.reached_s,
+        "cut_short": c.estimates.cut_short,
+        "wall_s": c.estimates.wall_s,
+    })
+}
+
+async fn estimates(State(s): State<Arc<Shared>>, h: HeaderMap) -> ApiResult {
+    admin(&s, &h)?;
+    let (c, stale) = s.estimates().await?;
+    let jobs: Vec<_> = c.estimates.jobs.iter().map(estimate_json).collect();
+    Ok(Json(json!({ "estimate": estimate_meta(&c, stale), "jobs": jobs })).into_response())
+}
+
+async fn job_estimate(State(s): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<String>) -> ApiResult {
+    let id = parse_id(&id)?;
+    admin_or_job(&s, &h, id)?;
+    let phase = s
+        .lock()
+        .view(id)
+        .map(|v| v.phase)
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("no job {}", id.0)))?;
+    let (c, stale) = s.estimates().await?;
+    let e = c.estimates.jobs.iter().find(|e| e.id == id).ok_or_else(|| {
+        ApiError(
+            StatusCode::CONFLICT,
+            format!(
+                "job {} has no estimate: it is {} (only queued and running jobs are planned)",
+                id.0,
+                phase.as_str()
+            ),
+        )
+    })?;
+    let mut v = estimate_json(e);
+    v["estimate"] = estimate_meta(&c, stale);
+    Ok(Json(v).into_response())
+}
+
+async fn what_if(State(s): State<Arc<Shared>>, h: HeaderMap, body: axum::body::Body) -> ApiResult {
+    admin(&s, &h)?;
+    let body = read_body(&s, &h, body).await?;
+    let spec: JobSubmission = parse_json(&body, "request")?;
+    spec.check("request").map_err(ExecError::Spec)?;
+    let (input, now) = {
+        let d = s.lock();
+        let budget = d.config().estimate_budget_s;
+        (d.estimate_input(Some(&spec), budget)?, d.now_unix_s())
+    };
+    let input = input.ok_or_else(|| ApiError(StatusCode::CONFLICT, "no healthy GPU to run on".into()))?;
+    let round = input.round;
+    let w = match s
+        .effect("what-if", move || crate::daemon::run_estimate(input))
+        .await?
+    {
+        crate::daemon::EstimateOutcome::WhatIf(w) => w,
+        crate::daemon::EstimateOutcome::Estimates(_) => unreachable!("a what-if was asked"),
+    };
+    let delay = w
+        .largest_delay
+        .as_ref()
+        .map(|d| json!({ "id": d.job, "name": d.name, "start_s": d.start_s, "finish_s": d.finish_s }));
+    let changed: Vec<_> = w
+        .after
+        .jobs
+        .iter()
+        .filter(|a| a.id != w.job.id)
+        .map(|a| {
+            let b = w.before.jobs.iter().find(|b| b.id == a.id);
+            json!({
+                "id": a.id,
+                "name": a.name,
+                "finish_unix_s_before": b.and_then(|b| b.finish_s),
+                "finish_unix_s_after": a.finish_s,
+                "start_unix_s_before": b.and_then(|b| b.start_s),
+                "start_unix_s_after": a.start_s,
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "job": estimate_json(&w.job),
+        "largest_delay": delay,
+        "others": changed,
+        "estimate": {
+            "planner": w.after.planner,
+            "round": round,
+            "computed_unix_s": now,
+            "cut_short": w.before.cut_short || w.after.cut_short,
+            "wall_s": w.before.wall_s + w.after.wall_s,
+        },
+    }))
+    .into_response())
+}
+
 async fn cancel(State(s): State<Arc<Shared>>, h: HeaderMap, Path(id): Path<String>) -> ApiResult {
     let id = parse_id(&id)?;
     admin(&s, &h)?;
@@ -417,6 +592,9 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/logs", get(logs))
         .route("/v1/jobs/{id}/report", post(report))
+        .route("/v1/jobs/{id}/estimate", get(job_estimate))
+        .route("/v1/estimates", get(estimates))
+        .route("/v1/what-if", post(what_if))
         .route("/v1/devices/fault", post(fault))
         .with_state(shared)
 }

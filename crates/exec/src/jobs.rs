@@ -223,6 +223,50 @@ pub struct JobRecord {
     /// What sharing has measured of the job (absent from older journals).
     #[serde(default, skip_serializing_if = "SharingRecord::is_empty")]
     pub sharing: SharingRecord,
+    /// What its checkpoint reports said (absent from older journals and
+    /// for jobs that report none).
+    #[serde(default, skip_serializing_if = "CheckpointRecord::is_empty")]
+    pub checkpoint: CheckpointRecord,
+    /// The progress at which it is complete: its job file's, else its
+    /// last report's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_progress: Option<f64>,
+}
+
+/// A job's checkpoints as it reported them: what a restart would cost it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointRecord {
+    /// When the last checkpoint was reported written (the daemon's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix_s: Option<f64>,
+    /// The progress it holds, where the report said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<f64>,
+    /// Its optimizer step, where the report said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// The job checkpoints when told to stop, so a stop loses no work.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_stop: bool,
+    /// Seconds of work its stops threw away (run since its last checkpoint).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost_s: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+impl CheckpointRecord {
+    pub fn is_empty(&self) -> bool {
+        *self == CheckpointRecord::default()
+    }
+
+    /// Whether the job has said anything of its checkpoints: only then is a
+    /// restart charged what it loses rather than the fixed penalty.
+    pub fn reported(&self) -> bool {
+        self.unix_s.is_some() || self.on_stop
+    }
 }
 
 /// A job's utilization and co-location measurements, journaled with it so
@@ -262,19 +306,22 @@ impl SharingRecord {
 }
 
 /// What a job sends to its report endpoint (see docs/job-protocol.md).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
     /// Optimizer step reached.
     #[serde(default)]
     pub step: Option<u64>,
-    /// Seconds per optimizer step, synchronisation included.
-    pub step_time_s: f64,
+    /// Seconds per optimizer step, synchronisation included; with
+    /// `local_bsz`, or neither in a report of a checkpoint alone.
+    #[serde(default)]
+    pub step_time_s: Option<f64>,
     /// Seconds of one accumulation (compute-only) step; default `step_time_s`.
     #[serde(default)]
     pub accum_time_s: Option<f64>,
     /// Per-GPU batch the step ran with.
-    pub local_bsz: u32,
+    #[serde(default)]
+    pub local_bsz: Option<u32>,
     /// Accumulation steps it used; accepted, the daemon keeps the ones it chose.
     #[serde(default)]
     pub accum_steps: Option<u32>,
@@ -290,6 +337,19 @@ pub struct Report {
     /// Epoch reached.
     #[serde(default)]
     pub epoch: Option<u32>,
+    /// A checkpoint holding this progress has just been written.
+    #[serde(default)]
+    pub checkpoint_progress: Option<f64>,
+    /// A checkpoint at this optimizer step has just been written.
+    #[serde(default)]
+    pub checkpoint_step: Option<u64>,
+    /// The job checkpoints on SIGTERM within its grace, so a stop loses no
+    /// work since its last checkpoint.
+    #[serde(default)]
+    pub checkpoints_on_stop: Option<bool>,
+    /// The progress at which the job will be complete.
+    #[serde(default)]
+    pub total_progress: Option<f64>,
 }
 
 /// Where a job is, as the API shows it: its status and its attempt's
@@ -370,6 +430,46 @@ pub fn batch_target(traits: &PlannerTraits, spec: &JobSubmission) -> BatchTarget
 }
 
 impl JobRecord {
+    /// A job just accepted: queued, never run, nothing measured; `engine_id`
+    /// its id in the engine's queue where it came from there.
+    pub(crate) fn queued(
+        id: JobId,
+        spec: JobSubmission,
+        token: String,
+        now: f64,
+        engine_id: Option<u64>,
+    ) -> Self {
+        JobRecord {
+            id,
+            batch_size: spec.batch_size,
+            total_progress: spec.total_progress,
+            spec,
+            submit_unix_s: now,
+            status: JobStatus::Queued,
+            reason: None,
+            token,
+            gpus: Vec::new(),
+            attempt: None,
+            attempts: 0,
+            crashes: 0,
+            backoff_until_unix_s: 0.0,
+            restarts: 0,
+            max_gpus_used: 0,
+            attained_gpu_s: 0.0,
+            local_bsz: 0,
+            accum_steps: 0,
+            progress: 0.0,
+            epoch: 0,
+            step: 0,
+            agent: Agent::default(),
+            last_log: Vec::new(),
+            finished_unix_s: None,
+            engine_id,
+            sharing: Default::default(),
+            checkpoint: Default::default(),
+        }
+    }
+
     /// The name the interference model knows the job's model by: its
     /// application, else its name (jobs of one model share measurements).
     pub fn colocation_key(&self) -> String {
@@ -417,6 +517,32 @@ impl JobRecord {
 
     pub(crate) fn live(&self) -> bool {
         self.attempt.is_some()
+    }
+
+    /// Seconds of work a stop would throw away now: the run time of its
+    /// running attempt since its last checkpoint (or since the attempt
+    /// began, which resumed from one), 0 for a job that checkpoints on
+    /// stop; `None` for a job that reports no checkpoints, or nothing running.
+    pub fn since_checkpoint_s(&self, now: f64) -> Option<f64> {
+        let a = self.attempt.as_ref().filter(|a| !a.is_stopping())?;
+        if !self.checkpoint.reported() {
+            return None;
+        }
+        if self.checkpoint.on_stop {
+            return Some(0.0);
+        }
+        let from = self
+            .checkpoint
+            .unix_s
+            .unwrap_or(a.started_unix_s)
+            .max(a.started_unix_s);
+        Some((now - from).max(0.0))
+    }
+
+    /// Seconds its running attempt has held its GPUs; `None` when nothing runs.
+    pub fn run_s(&self, now: f64) -> Option<f64> {
+        let a = self.attempt.as_ref().filter(|a| !a.is_stopping())?;
+        Some((now - a.started_unix_s).max(0.0))
     }
 
     /// One of [`PHASES`]: `queued`, `backoff`, `starting`, `running`,
@@ -521,6 +647,37 @@ pub struct JobView {
     pub finished_unix_s: Option<f64>,
     /// Its fitted goodput model; `None` until its reports allow a fit.
     pub model: Option<GoodputModel>,
+    /// The step times it reported, averaged per configuration (nodes,
+    /// GPUs, local batch, GPU type): what `model` was fitted to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observations: Vec<gpuplan_solve::ObsAgg>,
+    /// The gradient statistics it last reported (|g|², tr(Σ)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad: Option<gpuplan_core::GradParams>,
+    /// Statistical efficiency of its current batch by that model (Pollux:
+    /// progress per sample relative to the initial batch), from its
+    /// reported gradient statistics; absent without a model or a batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<f64>,
+    /// The progress its last reported checkpoint holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_progress: Option<f64>,
+    /// The optimizer step of its last reported checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_step: Option<u64>,
+    /// When its last checkpoint was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_unix_s: Option<f64>,
+    /// Seconds of work a stop would throw away now (0 for a job that
+    /// checkpoints on stop); absent for a job that reports no checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_checkpoint_s: Option<f64>,
+    /// Seconds of work its stops have thrown away so far.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost_s: f64,
+    /// The progress at which it is complete, where declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_progress: Option<f64>,
     /// The queue it is planned in, under `serve --queues` (`default` for
     /// a job that names none); absent without queues.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -40,7 +40,8 @@ mod supervise;
 pub use api::{raise_open_file_limit, serve, serve_blocking, HttpLimits, ServeConfig, MAX_BODY_BYTES};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use daemon::{
-    utilization_samples, Config, ConfigError, ConfigField, Daemon, JobNames, Keep, SharedDaemon,
+    run_estimate, utilization_samples, Config, ConfigError, ConfigField, Daemon, EstimateInput,
+    EstimateOutcome, JobNames, Keep, SharedDaemon, MAX_ESTIMATE_BUDGET_S,
 };
 pub use device::{Devices, FakeDevices, Fault, Gpu, Health};
 pub use driver::RoundDriver;
@@ -70,17 +71,22 @@ pub enum ExecError {
     /// A submitted job's spec is invalid: every problem, one a line.
     #[error("invalid job spec:\n  {}", .0.join("\n  "))]
     Spec(Vec<String>),
-    /// A report's field is negative or not finite.
-    #[error("report:{field}: must be finite and >= 0, got {value}")]
+    /// A report's field is out of range: negative or not finite, or for
+    /// `total_progress` not in (0, 1e15].
+    #[error("report:{field}: must be {}, got {value}", if *field == "total_progress" { "finite, > 0 and <= 1e15" } else { "finite and >= 0" })]
     BadReport {
         /// The report's field.
         field: &'static str,
         /// What it held.
         value: f64,
     },
-    /// A report without a step time or a local batch.
-    #[error("report: step_time_s and local_bsz must be > 0")]
+    /// A report with a step time but no local batch (or the reverse), a
+    /// zero, or neither a measurement nor a checkpoint.
+    #[error("report: step_time_s and local_bsz must be > 0 and given together (or neither, in a report of checkpoint_progress, checkpoint_step, checkpoints_on_stop or total_progress)")]
     EmptyReport,
+    /// A start and finish estimate failed (its snapshot or its planner).
+    #[error("estimate: {0}")]
+    Estimate(String),
     /// Fault injection asked of a device backend that has none.
     #[error("fault injection needs the fake device backend, this daemon uses {backend}")]
     NoFaultInjection {

@@ -626,14 +626,12 @@ mod tests {
         assert!(local_bsz > 0, "{:?}", d.view(a));
         let report = |local_bsz, step| Report {
             step: Some(step),
-            step_time_s: 0.25,
-            accum_time_s: None,
-            local_bsz,
-            accum_steps: None,
+            step_time_s: Some(0.25),
+            local_bsz: Some(local_bsz),
             grad_sqr: Some(1.0),
             grad_var: Some(4.0),
             progress: Some(640.0),
-            epoch: None,
+            ..Report::default()
         };
         d.report(a, report(local_bsz, 10)).unwrap();
         d.cancel(b).unwrap();

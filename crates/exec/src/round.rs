@@ -406,6 +406,7 @@ impl Rounds {
                         .filter(|q| queue::leaf_problem(queues, Some(q)).is_none()),
                 },
                 restart_penalty_s: j.spec.restart_cost_s,
+                min_runtime_s: j.spec.min_runtime_s,
                 limits: Some(j.limits()),
                 features: j.spec.features,
             };
@@ -420,6 +421,9 @@ impl Rounds {
                 batch_size: j.batch_size,
                 local_bsz: j.local_bsz,
                 accum_steps: j.accum_steps,
+                since_checkpoint_s: j.since_checkpoint_s(now),
+                lost_s: (j.checkpoint.lost_s > 0.0).then_some(j.checkpoint.lost_s),
+                run_s: j.run_s(now),
             };
             let mut rj = round_job(facts, state, &mut j.agent, None, memo);
             rj.utilization = j.sharing.util_solo;

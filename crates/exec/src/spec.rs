@@ -68,6 +68,14 @@ pub struct JobSubmission {
     /// `default` (docs/tenants.md). A daemon refuses a queue it has not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    /// Seconds the job holds an allocation before a round may shrink,
+    /// move or preempt it; default the daemon's `--min-runtime` (0: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_runtime_s: Option<f64>,
+    /// The progress at which the job is complete, in the units of its
+    /// reported `progress`: what start and finish estimates count down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_progress: Option<f64>,
 }
 
 fn yes() -> bool {
@@ -128,6 +136,16 @@ pub const MAX_PARAMS: f64 = 1e15;
 /// Most layers of one kind in `features.layers`: the predictor adds the
 /// counts in a `u32`, and no model has near this many.
 pub const MAX_LAYERS: u32 = 100_000;
+
+/// Largest `total_progress` (and reported progress a job may declare):
+/// 1e15 of the job's units, beyond any count of samples trained.
+pub const MAX_TOTAL_PROGRESS: f64 = 1e15;
+
+/// Why `t` is no total progress, if it is not.
+pub fn total_progress_problem(t: f64) -> Option<String> {
+    (!(t.is_finite() && t > 0.0 && t <= MAX_TOTAL_PROGRESS))
+        .then(|| format!("must be a finite number in (0, {MAX_TOTAL_PROGRESS:e}], got {t:e}"))
+}
 
 impl JobSubmission {
     /// Semantic checks: (field, message) for every problem.
@@ -269,6 +287,14 @@ impl JobSubmission {
                 p.push(("mem_gib", format!("must be a finite number > 0, got {m}")));
             } else if m > MAX_MEM_GIB {
                 p.push(("mem_gib", format!("must be <= {MAX_MEM_GIB} (1 TiB), got {m:e}")));
+            }
+        }
+        if let Some(e) = self.min_runtime_s.and_then(gpuplan_core::min_runtime_problem) {
+            p.push(("min_runtime_s", e));
+        }
+        if let Some(t) = self.total_progress {
+            if let Some(e) = total_progress_problem(t) {
+                p.push(("total_progress", e));
             }
         }
         for (f, v, max, what) in [
@@ -455,6 +481,8 @@ mod tests {
         );
         for bad in [f64::INFINITY, f64::NAN, -1.0] {
             let sub = JobSubmission {
+                min_runtime_s: None,
+                total_progress: None,
                 restart_cost_s: Some(bad),
                 ..ok()
             };
@@ -467,6 +495,8 @@ mod tests {
         }
         for good in [0.0, 120.0, MAX_RESTART_COST_S] {
             let sub = JobSubmission {
+                min_runtime_s: None,
+                total_progress: None,
                 restart_cost_s: Some(good),
                 ..ok()
             };
@@ -480,6 +510,8 @@ mod tests {
     #[test]
     fn a_nul_byte_is_refused_naming_the_field() {
         let sub = JobSubmission {
+            min_runtime_s: None,
+            total_progress: None,
             command: "echo a\0b".into(),
             ..ok()
         };
@@ -488,12 +520,16 @@ mod tests {
             Err(vec!["request:command: must not contain a NUL byte".to_string()])
         );
         let script = JobSubmission {
+            min_runtime_s: None,
+            total_progress: None,
             command: "set -e\n\techo a\necho b\n".into(),
             ..ok()
         };
         assert_eq!(script.check("request"), Ok(()));
         let nul = Some("a\0b".to_string());
         let sub = JobSubmission {
+            min_runtime_s: None,
+            total_progress: None,
             name: "a\0b".into(),
             app: nul.clone(),
             model: nul.clone(),
@@ -509,6 +545,8 @@ mod tests {
     #[test]
     fn a_name_is_counted_in_characters() {
         let named = |n: usize| JobSubmission {
+            min_runtime_s: None,
+            total_progress: None,
             name: "é".repeat(n),
             ..ok()
         };

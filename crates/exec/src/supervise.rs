@@ -99,6 +99,10 @@ impl Supervisor {
     /// Begin stopping the job's attempt, if it has one not already stopping
     /// (the first stop's time keeps counting the grace period).
     pub fn order_stop(j: &mut JobRecord, now: f64) -> Option<Order> {
+        // What the stop throws away, for the restart charge of its next rounds.
+        if let Some(lost) = j.since_checkpoint_s(now) {
+            j.checkpoint.lost_s += lost;
+        }
         let a = j.attempt.as_mut()?;
         a.order_stop(now).then(|| Order {
             handle: a.handle.clone(),

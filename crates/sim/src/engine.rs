@@ -88,6 +88,40 @@ pub struct SimConfig {
     /// it holds every job's state every round).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub round_log: bool,
+    /// Seconds of run time between every job's checkpoints, where its
+    /// workload gives none: a restart (a move, a resize, a preemption)
+    /// throws away the work since the last one, beside the restart delay.
+    /// `None`, and no job's own: jobs checkpoint when stopped and lose only
+    /// the delay, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_interval_s: Option<f64>,
+    /// What the planner is told a restart costs a job that checkpoints.
+    #[serde(default, skip_serializing_if = "is_default_cost")]
+    pub restart_charge: RestartCost,
+}
+
+fn is_default_cost(c: &RestartCost) -> bool {
+    *c == RestartCost::default()
+}
+
+/// What planners are told a restart costs a job that checkpoints
+/// periodically: the work since its last checkpoint as well as the delay
+/// (what it really loses), or the fixed penalty alone (before jobs
+/// reported checkpoints; for comparison).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartCost {
+    /// The penalty plus the work since the last checkpoint.
+    #[default]
+    Checkpoint,
+    /// The penalty alone, whatever the job would lose.
+    Fixed,
+}
+
+/// Why `s` is no checkpoint interval, if it is not: a finite count of
+/// seconds > 0.
+pub fn checkpoint_interval_problem(s: f64) -> Option<String> {
+    (!(s.is_finite() && s > 0.0)).then(|| format!("must be > 0 seconds, got {s}"))
 }
 
 /// Rounds in which no job has arrived yet or all arrived jobs are done.
@@ -124,6 +158,8 @@ impl Default for SimConfig {
             colocation_jobs: BTreeMap::new(),
             queues: Vec::new(),
             round_log: false,
+            checkpoint_interval_s: None,
+            restart_charge: RestartCost::Checkpoint,
         }
     }
 }
@@ -170,6 +206,23 @@ struct SimJob<'a> {
     speed: TypeSpeed,
     /// A rigid job's model key and its sharing facts, where known.
     coloc: Option<(String, crate::colocation::KeyFacts)>,
+    /// Its checkpoints, where it takes them periodically.
+    ckpt: Option<Checkpoints>,
+}
+
+/// A job that checkpoints every `every_s` seconds of run time: what its
+/// last checkpoint holds, and what its restarts threw away.
+#[derive(Debug, Clone, Copy)]
+struct Checkpoints {
+    every_s: f64,
+    /// Progress and epoch the last checkpoint holds (a restart resumes there).
+    progress: f64,
+    epoch: u32,
+    /// Run time since then, restart delays not counted.
+    since_s: f64,
+    /// Seconds and GPU-seconds of work restarts threw away.
+    lost_s: f64,
+    lost_gpu_s: f64,
 }
 
 /// A rigid job's co-location key and facts: its trace model where
@@ -208,9 +261,55 @@ impl SimJob<'_> {
         }
     }
 
+    /// Advance by `seconds` from `now` ([`SimJob::advance`]), taking the
+    /// checkpoints that fall in them: the last one holds the progress
+    /// reached then, interpolated over the interval's run time.
+    fn step(&mut self, now: f64, seconds: f64, slowdown: f64, memo: &FitMemo) -> Usage {
+        let (p0, e0, delay) = (self.progress, self.epoch, self.rescale_left_s.min(seconds));
+        let usage = self.advance(now, seconds, slowdown, memo);
+        let Some(c) = self.ckpt.as_mut() else {
+            return usage;
+        };
+        let ran = (seconds - delay).max(0.0);
+        if ran <= 0.0 || self.completion_s.is_some() {
+            return usage;
+        }
+        c.since_s += ran;
+        if c.since_s >= c.every_s {
+            c.since_s %= c.every_s;
+            let at = ((ran - c.since_s) / ran).clamp(0.0, 1.0);
+            c.progress = p0 + (self.progress - p0) * at;
+            c.epoch = match self.profile {
+                Some(p) => {
+                    let mut e = e0;
+                    while e < self.epoch && p.progress_at_epoch(e + 1) <= c.progress {
+                        e += 1;
+                    }
+                    e
+                }
+                None => 0,
+            };
+        }
+        usage
+    }
+
+    /// A restart: the work since the last checkpoint is thrown away, and
+    /// the job resumes from what the checkpoint holds.
+    fn lose_since_checkpoint(&mut self) {
+        let gpus = f64::from(self.alloc.num_gpus());
+        let Some(c) = self.ckpt.as_mut() else {
+            return;
+        };
+        c.lost_s += c.since_s;
+        c.lost_gpu_s += c.since_s * gpus;
+        c.since_s = 0.0;
+        self.progress = c.progress;
+        self.epoch = c.epoch;
+    }
+
     /// Advance by `seconds` from `now`, updating state. Returns how the
     /// job used its GPUs over those seconds ([`Usage`]).
-    fn step(&mut self, now: f64, mut seconds: f64, slowdown: f64, memo: &FitMemo) -> Usage {
+    fn advance(&mut self, now: f64, mut seconds: f64, slowdown: f64, memo: &FitMemo) -> Usage {
         let mut usage = Usage::default();
         if self.alloc.is_empty() || self.completion_s.is_some() {
             return usage;
@@ -427,6 +526,7 @@ pub fn simulate(
             spec: s.clone(),
             work: Work::Profiled,
             model: None,
+            checkpoint_interval_s: None,
         })
         .collect();
     simulate_workload(cfg, profiles, &jobs, planner, observer)
@@ -735,6 +835,7 @@ impl<'a> World<'a> {
                     ..j.spec.clone()
                 },
                 restart_penalty_s: None,
+                min_runtime_s: None,
                 limits: j.profile.map(|p| p.limits),
                 features: None,
             };
@@ -749,6 +850,18 @@ impl<'a> World<'a> {
                 batch_size: j.batch(),
                 local_bsz: j.local_bsz,
                 accum_steps: j.accum_steps,
+                // What the job's reports would say: its run time since its
+                // checkpoint and what its restarts lost (not told under
+                // the fixed charge).
+                since_checkpoint_s: j
+                    .ckpt
+                    .filter(|_| cfg.restart_charge == RestartCost::Checkpoint)
+                    .map(|c| c.since_s),
+                lost_s: j
+                    .ckpt
+                    .filter(|_| cfg.restart_charge == RestartCost::Checkpoint)
+                    .map(|c| c.lost_s),
+                run_s: (!j.alloc.is_empty()).then(|| now - j.segment_start_s),
             };
             let mut rj = round_job(facts, state, &mut j.agent, oracle, &self.memo);
             if self.speeds.is_some() {
@@ -794,6 +907,7 @@ impl<'a> World<'a> {
             }
             let new = plan.get(j.spec.id);
             if !j.alloc.is_empty() {
+                j.lose_since_checkpoint();
                 self.segments.push(Segment {
                     job: j.spec.id,
                     start_s: j.segment_start_s,
@@ -970,6 +1084,7 @@ impl<'a> World<'a> {
                         .clone()
                         .unwrap_or_else(|| gpuplan_core::queue::DEFAULT_QUEUE.to_string())
                 }),
+                lost_gpu_s: j.ckpt.map(|c| c.lost_gpu_s),
             })
             .collect();
         let list = self.queue_list();
@@ -1030,6 +1145,12 @@ fn sim_jobs<'a>(
                 spec.name, spec.submit_s
             )));
         }
+        if let Some(e) = job.checkpoint_interval_s.and_then(checkpoint_interval_problem) {
+            return Err(SimError::Invalid(format!(
+                "job {}: checkpoint_interval_s {e}",
+                spec.name
+            )));
+        }
         let (profile, rigid_s, min_gpus) = match work {
             Work::Profiled => {
                 let p = profiles.get(&spec.app).ok_or_else(|| {
@@ -1075,6 +1196,7 @@ fn sim_jobs<'a>(
                     spec: spec.clone(),
                     work: *work,
                     model: None,
+                    checkpoint_interval_s: None,
                 },
             ),
             max_gpus: if ncf_pin { 1 } else { spec.max_gpus },
@@ -1095,6 +1217,17 @@ fn sim_jobs<'a>(
             gpu_type: None,
             speed: TypeSpeed::T4,
             coloc: coloc_of(cfg, job),
+            ckpt: job
+                .checkpoint_interval_s
+                .or(cfg.checkpoint_interval_s)
+                .map(|every_s| Checkpoints {
+                    every_s,
+                    progress: 0.0,
+                    epoch: 0,
+                    since_s: 0.0,
+                    lost_s: 0.0,
+                    lost_gpu_s: 0.0,
+                }),
         });
     }
     if !too_big.is_empty() {
@@ -1250,6 +1383,7 @@ mod scale_tests {
             },
             work: Work::Rigid { duration_s },
             model: None,
+            checkpoint_interval_s: None,
         }
     }
 
@@ -1269,6 +1403,7 @@ mod scale_tests {
             },
             work: Work::Profiled,
             model: None,
+            checkpoint_interval_s: None,
         }
     }
 
@@ -1376,6 +1511,44 @@ mod scale_tests {
             r.rounds.iter().any(|x| x.queue_gpus == [4, 4]),
             "b's job ran beside one of a's"
         );
+    }
+
+    /// Checkpoints (issue 52): tiresias preempts a 20 h job past its
+    /// 16 GPU-hour threshold for a new one at 17 h. Checkpointing every
+    /// hour of run time, it loses the 3,510 s since its last checkpoint
+    /// (it ran 61,110 s from 90 s), so it finishes exactly that much later
+    /// than a job that checkpoints when stopped; and a minimum run time of
+    /// a day keeps it running, so the new job waits for it.
+    #[test]
+    fn a_preempted_job_loses_the_work_since_its_checkpoint() {
+        let mut cfg = SimConfig {
+            cluster: "1x1".parse().unwrap(),
+            ..SimConfig::default()
+        };
+        let jobs = [rigid(0, 0.0, 1, 20.0 * 3600.0), rigid(1, 61_200.0, 1, 1000.0)];
+        let plain = run(&cfg, &jobs, "tiresias");
+        assert_eq!(plain.jobs[0].restarts, 1, "preempted once");
+        assert_eq!(plain.jobs[0].lost_gpu_s, None);
+        assert_eq!(plain.summary.lost_gpu_h, None);
+        cfg.checkpoint_interval_s = Some(3600.0);
+        let ckpt = run(&cfg, &jobs, "tiresias");
+        assert_eq!(ckpt.jobs[0].lost_gpu_s, Some(3510.0));
+        assert_eq!(ckpt.jobs[1].lost_gpu_s, Some(0.0));
+        assert!((ckpt.summary.lost_gpu_h.unwrap() - 3510.0 / 3600.0).abs() < 1e-12);
+        let later = ckpt.jobs[0].completion_s - plain.jobs[0].completion_s;
+        assert!((later - 3510.0).abs() < 60.0, "{later}");
+        assert_eq!(ckpt.jobs[1].completion_s, plain.jobs[1].completion_s);
+        // The workload's own interval wins over the run's.
+        let mut own = jobs.clone();
+        own[0].checkpoint_interval_s = Some(60.0);
+        let r = run(&cfg, &own, "tiresias");
+        assert_eq!(r.jobs[0].lost_gpu_s, Some(30.0), "61,110 s is 30 s past a minute");
+        // Held by a minimum run time of a day: never preempted, nothing lost.
+        cfg.params.min_runtime_s = 86_400.0;
+        let held = run(&cfg, &jobs, "tiresias");
+        assert_eq!(held.jobs[0].restarts, 0);
+        assert_eq!(held.jobs[0].lost_gpu_s, Some(0.0));
+        assert!(held.jobs[1].completion_s >= held.jobs[0].completion_s + 1000.0);
     }
 
     /// A rigid job alone runs its duration after the restart delay.

@@ -18,6 +18,9 @@
 //! - Files a user names ([`files`], native only): the cluster, the workload
 //!   and Gavel's table, and [`files::simulate_named`], the run that
 //!   `gpuplan simulate` and the Python package share.
+//! - Start and finish estimates ([`estimate`], [`what_if`]): the planner
+//!   that will decide, run forward from a [`Snapshot`] of the cluster; the
+//!   history predictor of remaining work ([`predict_work`]).
 //! - Ground truth beyond the profiles: per-GPU speed [`variability`] and
 //!   Gavel's measured [`colocation`] slowdowns.
 //!
@@ -32,10 +35,12 @@
 //! ```
 
 mod analysis;
+mod calibrate;
 pub mod colocation; // kept: `family`, `ground_truth`, `measured_pairs`, `KeyFacts` are unclear without `colocation::`
 mod data;
 mod engine;
 mod error;
+mod estimate;
 // Files a user names (cluster, workload, Gavel's table): native drivers only.
 #[cfg(not(target_arch = "wasm32"))]
 pub mod files; // kept: `files::load_cluster`, `files::load_trace` say they open files
@@ -49,12 +54,21 @@ pub mod variability; // kept: `Draw`, `Measurements`, `BUNDLED` are unclear with
 mod workload;
 
 pub use analysis::{analyse, isolated_jcts, Analysis, AppJct, Fairness, JobAnalysis, Spread};
+pub use calibrate::{
+    records_csv, simulate_with_estimates, summarise, CalibrationConfig, CalibrationSummary, EstimateRecord,
+    KnownWork,
+};
 pub use data::{load_profiles_dir, pollux_profiles, utilization_samples, Profiles, WORKLOADS};
 pub use engine::{
     batch_target, largest_type_gpus, shrink_to_fit, simulate, simulate_workload, Control, IdleRounds,
-    SimConfig,
+    RestartCost, SimConfig,
 };
 pub use error::SimError;
+pub use estimate::{
+    estimate, estimate_with, name_prefix, predict_work, what_if, AppModel, Delay, EstimateConfig, Estimates,
+    FinishedJob, JobEstimate, JobWork, MatchRule, RemainingWork, Snapshot, Span, Targets, WhatIf,
+    WorkPrediction, WorkSource, WorkUnit,
+};
 pub use instances::{fitted_params, generate_round, with_types};
 pub use metrics::{
     percentile, GpuUsage, JobResult, PlannerMs, QueueSummary, RoundRecord, Segment, SimResult, Summary,

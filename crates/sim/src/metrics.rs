@@ -28,6 +28,10 @@ pub struct JobResult {
     /// Its queue, in a run with queues (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    /// GPU-seconds of work its restarts threw away (run since its last
+    /// checkpoint × the GPUs it held), in a run with checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_gpu_s: Option<f64>,
 }
 
 /// The state after one scheduling round, for time series and plots.
@@ -161,6 +165,11 @@ pub struct Summary {
     pub planner_ms: PlannerMs,
     /// Wall-clock seconds the whole run took.
     pub wall_s: f64,
+    /// GPU-hours of work restarts threw away (work since each job's last
+    /// checkpoint), in a run with checkpoints (`--checkpoint-interval` or
+    /// the workload's column); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_gpu_h: Option<f64>,
 }
 
 /// Everything a run produced: the summary and the detail behind it.
@@ -300,6 +309,11 @@ impl SimResult {
                 max: ms.last().copied().unwrap_or(0.0),
             },
             wall_s,
+            lost_gpu_h: jobs
+                .iter()
+                .filter_map(|j| j.lost_gpu_s)
+                .reduce(|a, b| a + b)
+                .map(|s| s / 3600.0),
         };
         SimResult {
             summary,

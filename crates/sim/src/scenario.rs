@@ -53,6 +53,9 @@ pub struct ParamFlags {
     pub type_blind: Option<bool>,
     /// Plan without knowing per-GPU speed variability.
     pub variability_blind: Option<bool>,
+    /// Seconds a job holds its allocation before it may be shrunk or
+    /// preempted ([`PolicyParams::min_runtime_s`]).
+    pub min_runtime_s: Option<f64>,
 }
 
 impl ParamFlags {
@@ -97,6 +100,9 @@ impl ParamFlags {
         if let Some(v) = self.variability_blind {
             p.variability_blind = v.into();
         }
+        if let Some(v) = self.min_runtime_s {
+            p.min_runtime_s = v;
+        }
         p
     }
 }
@@ -138,6 +144,10 @@ pub struct SimScenario {
     pub queues: Vec<gpuplan_core::queue::Queue>,
     /// As [`SimConfig::memory_limit_mb`].
     pub memory_limit_mb: Option<u64>,
+    /// As [`SimConfig::checkpoint_interval_s`]; must be > 0.
+    pub checkpoint_interval_s: Option<f64>,
+    /// As [`SimConfig::restart_charge`].
+    pub restart_charge: crate::engine::RestartCost,
 }
 
 impl Default for SimScenario {
@@ -160,6 +170,8 @@ impl Default for SimScenario {
             params: ParamFlags::default(),
             queues: Vec::new(),
             memory_limit_mb: None,
+            checkpoint_interval_s: None,
+            restart_charge: d.restart_charge,
         }
     }
 }
@@ -185,6 +197,8 @@ pub enum ScenarioField {
     VariabilityDraw,
     /// [`SimScenario::queues`].
     Queues,
+    /// [`SimScenario::checkpoint_interval_s`].
+    CheckpointInterval,
     /// The policy's name.
     Policy,
     /// A policy parameter, as the core's check names it.
@@ -203,6 +217,7 @@ impl ScenarioField {
             ScenarioField::CrossNodeFactor => "cross_node_factor",
             ScenarioField::VariabilityDraw => "variability_draw",
             ScenarioField::Queues => "queues",
+            ScenarioField::CheckpointInterval => "checkpoint_interval_s",
             ScenarioField::Policy => "policy",
             ScenarioField::Param(p) => p.key(),
         }
@@ -272,6 +287,11 @@ impl SimScenario {
                 format!("must be >= 1, got {}", self.cross_node_factor),
             );
         }
+        if let Some(c) = self.checkpoint_interval_s {
+            if let Some(e) = crate::engine::checkpoint_interval_problem(c) {
+                bad(F::CheckpointInterval, e);
+            }
+        }
         if self.variability.is_none() && self.variability_draw.is_some() {
             bad(F::VariabilityDraw, "needs variability".into());
         }
@@ -318,6 +338,8 @@ impl SimScenario {
             colocation_jobs,
             queues: self.queues.clone(),
             memory_limit_mb: self.memory_limit_mb,
+            checkpoint_interval_s: self.checkpoint_interval_s,
+            restart_charge: self.restart_charge,
             ..SimConfig::default()
         })
     }

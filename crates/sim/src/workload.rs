@@ -36,4 +36,8 @@ pub struct WorkloadJob {
     /// ([`crate::SimConfig::colocation_jobs`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Seconds of run time between the job's checkpoints, where the
+    /// workload gives them; absent: the run's `checkpoint_interval_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_interval_s: Option<f64>,
 }

@@ -422,6 +422,9 @@ pub struct JobFacts {
     pub spec: JobSpec,
     /// Seconds a restart costs the job where the driver knows it; `None`: the round's default.
     pub restart_penalty_s: Option<f64>,
+    /// Seconds the job must hold an allocation before it may be shrunk or
+    /// preempted, where it names its own; `None`: the round's default.
+    pub min_runtime_s: Option<f64>,
     /// Batch limits; `None` for a job with no batch to adapt (a rigid trace
     /// job), which never gets a model.
     pub limits: Option<BatchLimits>,
@@ -459,6 +462,7 @@ pub fn round_job(
         type_models,
         oracle,
         restart_penalty_s: facts.restart_penalty_s,
+        min_runtime_s: facts.min_runtime_s,
         class: None,
         mem_gib: None,
         utilization: None,

@@ -404,6 +404,7 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
     if round.params.variability_blind == Sight::Hidden {
         round.to_mut().variability = None;
     }
+    let held = hold_min_runtime(&mut round);
     let mut plan = match crate::reserve::hide(&round) {
         None => {
             let mut plan = crate::run_planner(planner, &round, limits)?;
@@ -437,8 +438,44 @@ pub fn run_round(planner: &mut dyn Planner, round: &Round, limits: &Limits) -> R
             violations: v,
         });
     }
+    if !held.is_empty() {
+        plan.add_note(format!("kept within their minimum run time: {}", held.join(", ")));
+    }
     crate::bound::enforce(planner, &given, limits, &mut plan);
     Ok(Decision::new(&round, plan))
+}
+
+/// The minimum run time (Kueue's and KAI's): a running job that has held
+/// its allocation for less than its `min_runtime_s` is pinned for the
+/// round, as a non-preemptible job is, so no planner shrinks, moves or
+/// preempts it and the validator holds every plan to that. Here, not in a
+/// planner or a driver, so the simulator and the daemon keep the same
+/// rule. A job that cannot keep its GPUs (a node gone, a rule broken) or
+/// that shares a GPU is not held: pinning it would make the round
+/// unplannable. Returns the held jobs' names.
+pub fn hold_min_runtime(round: &mut Cow<Round>) -> Vec<String> {
+    let allocs: Vec<&Allocation> = round.jobs.iter().map(|j| j.current()).collect();
+    let shared = gpuplan_core::colocation::shared_gpus(&allocs);
+    let held: Vec<usize> = (0..round.jobs.len())
+        .filter(|&i| {
+            let j = &round.jobs[i];
+            j.preemptible
+                && j.within_min_runtime(&round.params)
+                && round.keep_problem(j).is_none()
+                && !j.current().gpus().iter().any(|g| shared.contains_key(g))
+        })
+        .collect();
+    let r = if held.is_empty() {
+        return Vec::new();
+    } else {
+        round.to_mut()
+    };
+    held.into_iter()
+        .map(|i| {
+            r.jobs[i].preemptible = false;
+            r.jobs[i].name.clone()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -628,6 +665,57 @@ mod tests {
         assert_eq!(r.jobs[0].model_type.as_ref().map(|t| t.as_str()), Some("t4"));
         assert!(!d.plan.gpus_of(JobId(0)).is_empty());
         gpuplan_core::validate(&r, &d.plan).unwrap();
+    }
+
+    /// The minimum run time (issue 52): tiresias preempts a job past its
+    /// first queue's threshold for a new one; within its minimum run time
+    /// it is kept, by the round's default and by its own, and said so; past
+    /// it, or with its run time unknown, it is preempted as before.
+    #[test]
+    fn a_job_within_its_minimum_run_time_is_not_preempted() {
+        let long = 20.0 * 3600.0;
+        let mut r = round(
+            "1x1",
+            long,
+            vec![job(0, 1, 0.0, long, &[(0, 1)]), job(1, 1, 10.0, 0.0, &[])],
+        );
+        let run = |r: &Round| {
+            let mut p = registry::create("tiresias").unwrap();
+            let d = run_round(p.as_mut(), r, &Limits::default()).unwrap();
+            gpuplan_core::validate(r, &d.plan).unwrap();
+            d
+        };
+        let d = run(&r);
+        assert!(
+            d.plan.gpus_of(JobId(0)).is_empty(),
+            "tiresias preempts the long job"
+        );
+        assert_eq!(d.plan.gpus_of(JobId(1)).num_gpus(), 1);
+
+        r.params.min_runtime_s = 600.0;
+        let d = run(&r);
+        assert!(d.plan.gpus_of(JobId(0)).is_empty(), "run time unknown: not held");
+        r.jobs[0].state.run_s = Some(599.0);
+        let d = run(&r);
+        assert_eq!(d.plan.gpus_of(JobId(0)).num_gpus(), 1, "held");
+        assert!(d.plan.gpus_of(JobId(1)).is_empty());
+        assert!(
+            d.plan
+                .reason
+                .as_deref()
+                .unwrap_or("")
+                .contains("minimum run time: j0"),
+            "{:?}",
+            d.plan.reason
+        );
+        r.jobs[0].state.run_s = Some(600.0);
+        assert!(run(&r).plan.gpus_of(JobId(0)).is_empty(), "past it: preempted");
+        // The job's own figure wins over the round's.
+        r.jobs[0].min_runtime_s = Some(3600.0);
+        assert_eq!(run(&r).plan.gpus_of(JobId(0)).num_gpus(), 1);
+        r.jobs[0].min_runtime_s = Some(0.0);
+        r.jobs[0].state.run_s = Some(1.0);
+        assert!(run(&r).plan.gpus_of(JobId(0)).is_empty(), "its own 0: none");
     }
 
     #[test]

@@ -49,7 +49,15 @@ pub struct Config {
     /// How long finished jobs are kept (`serve --keep-finished`): then
     /// they leave the job table, the journal and the disk.
     pub keep_finished: Keep,
+    /// Wall-clock seconds one start and finish estimate may take
+    /// (`serve --estimate-budget`): its forward simulation stops there and
+    /// says how far it got.
+    pub estimate_budget_s: f64,
 }
+
+/// Longest `estimate_budget_s`: an estimate answers an HTTP request, which
+/// waits at most [`crate::api::ENGINE_REQUEST_TIMEOUT`].
+pub const MAX_ESTIMATE_BUDGET_S: f64 = 25.0;
 
 /// How long finished (completed, failed, cancelled) jobs are kept: a job
 /// table, journal and `STATE/jobs` that grow with every job ever
@@ -146,6 +154,7 @@ impl Config {
             queues: Vec::new(),
             metrics_job_names: JobNames::Hidden,
             keep_finished: Keep::default(),
+            estimate_budget_s: 5.0,
         }
     }
 
@@ -174,6 +183,15 @@ impl Config {
             errs.push(ConfigError {
                 field: ConfigField::Grace,
                 problem: format!("must be between 0 and {} s (one hour)", crate::spec::MAX_GRACE_S),
+            });
+        }
+        if !(self.estimate_budget_s > 0.0 && self.estimate_budget_s <= MAX_ESTIMATE_BUDGET_S) {
+            errs.push(ConfigError {
+                field: ConfigField::EstimateBudget,
+                problem: format!(
+                    "must be > 0 and at most {MAX_ESTIMATE_BUDGET_S} s (an estimate answers a request), got {}",
+                    self.estimate_budget_s
+                ),
             });
         }
         if self.mps.is_some() && self.params.sharing < 2 {
@@ -212,6 +230,8 @@ pub enum ConfigField {
     Mps,
     /// `queues` (the problem names the queue's path).
     Queues,
+    /// `estimate_budget_s`.
+    EstimateBudget,
 }
 
 /// One problem of a [`Config`]: its field and what is wrong, worded to
@@ -233,6 +253,7 @@ impl std::fmt::Display for ConfigError {
             ConfigField::Grace => write!(f, "grace_s: {}", self.problem),
             ConfigField::Mps => write!(f, "mps: {}", self.problem),
             ConfigField::Queues => write!(f, "{}", self.problem),
+            ConfigField::EstimateBudget => write!(f, "estimate_budget_s: {}", self.problem),
         }
     }
 }

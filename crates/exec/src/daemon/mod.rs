@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use gpuplan_core::{GoodputModel, GradParams, JobId, Observation, PolicyParams};
-use gpuplan_solve::{Agent, Decision, FitMemo, Planner, PlannerTraits};
+use gpuplan_solve::{Decision, FitMemo, Planner, PlannerTraits};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, SystemClock};
@@ -32,6 +32,7 @@ use crate::ExecError;
 use crate::jobs::{JobRecord, JobStatus, JobView, Report};
 
 mod config;
+mod estimate;
 mod fit;
 mod protocol;
 mod state_dir;
@@ -39,7 +40,8 @@ mod token;
 
 use crate::round::{Applied, PlanLine, Prepared, RoundStats, Rounds};
 use crate::spec::JobSubmission;
-pub use config::{Config, ConfigError, ConfigField, JobNames, Keep};
+pub use config::{Config, ConfigError, ConfigField, JobNames, Keep, MAX_ESTIMATE_BUDGET_S};
+pub use estimate::{run as run_estimate, EstimateInput, Outcome as EstimateOutcome};
 use fit::never_fits;
 pub use state_dir::utilization_samples;
 use state_dir::{job_dirs, set_aside, tighten_job_files};
@@ -439,33 +441,7 @@ impl Daemon {
         queued: Option<u64>,
     ) -> Result<(), ExecError> {
         self.next_id = self.next_id.max(id.0 + 1);
-        let job = JobRecord {
-            id,
-            batch_size: spec.batch_size,
-            spec,
-            submit_unix_s: self.clock.now_unix_s(),
-            status: JobStatus::Queued,
-            reason: None,
-            token,
-            gpus: Vec::new(),
-            attempt: None,
-            attempts: 0,
-            crashes: 0,
-            backoff_until_unix_s: 0.0,
-            restarts: 0,
-            max_gpus_used: 0,
-            attained_gpu_s: 0.0,
-            local_bsz: 0,
-            accum_steps: 0,
-            progress: 0.0,
-            epoch: 0,
-            step: 0,
-            agent: Agent::default(),
-            last_log: Vec::new(),
-            finished_unix_s: None,
-            engine_id: queued,
-            sharing: Default::default(),
-        };
+        let job = JobRecord::queued(id, spec, token, self.clock.now_unix_s(), queued);
         self.jobs.insert(id, job);
         self.save(&[id])
     }
@@ -499,11 +475,12 @@ impl Daemon {
     pub fn report(&mut self, id: JobId, r: Report) -> Result<(), ExecError> {
         let bad = |field: &'static str, value: f64| ExecError::BadReport { field, value };
         for (f, v) in [
-            ("step_time_s", Some(r.step_time_s)),
+            ("step_time_s", r.step_time_s),
             ("accum_time_s", r.accum_time_s),
             ("grad_sqr", r.grad_sqr),
             ("grad_var", r.grad_var),
             ("progress", r.progress),
+            ("checkpoint_progress", r.checkpoint_progress),
         ] {
             if let Some(v) = v {
                 if !v.is_finite() || v < 0.0 {
@@ -511,13 +488,43 @@ impl Daemon {
                 }
             }
         }
-        if r.step_time_s <= 0.0 || r.local_bsz == 0 {
-            return Err(ExecError::EmptyReport);
+        if let Some(t) = r.total_progress {
+            if crate::spec::total_progress_problem(t).is_some() {
+                return Err(bad("total_progress", t));
+            }
         }
+        let checkpointed = r.checkpoint_progress.is_some() || r.checkpoint_step.is_some();
+        let measured = match (r.step_time_s, r.local_bsz) {
+            (Some(t), Some(b)) if t > 0.0 && b > 0 => Some((t, b)),
+            (None, None) if checkpointed || r.checkpoints_on_stop.is_some() || r.total_progress.is_some() => {
+                None
+            }
+            _ => return Err(ExecError::EmptyReport),
+        };
+        let now = self.clock.now_unix_s();
         let partners = crate::jobs::partners(&self.jobs, id);
         let job = self.jobs.get_mut(&id).ok_or(ExecError::NoJob(id))?;
+        // Checkpoints count from any attempt, a stopping one's above all:
+        // the checkpoint written on SIGTERM is what the next attempt resumes.
+        if checkpointed {
+            job.checkpoint.unix_s = Some(now);
+            job.checkpoint.progress = r.checkpoint_progress.or(job.checkpoint.progress);
+            job.checkpoint.step = r.checkpoint_step.or(job.checkpoint.step);
+            self.dirty.insert(id);
+        }
+        if let Some(on_stop) = r.checkpoints_on_stop {
+            job.checkpoint.on_stop = on_stop;
+            self.dirty.insert(id);
+        }
+        if let Some(t) = r.total_progress {
+            job.total_progress = Some(t);
+            self.dirty.insert(id);
+        }
         let Some(a) = job.attempt.as_ref().filter(|a| !a.is_stopping()) else {
             // A late report from a stopping attempt describes an old placement.
+            return Ok(());
+        };
+        let Some((step_time_s, local_bsz)) = measured else {
             return Ok(());
         };
         let gpus = a.gpus.len() as u32;
@@ -529,19 +536,19 @@ impl Daemon {
             Observation {
                 nodes,
                 gpus,
-                local_bsz: r.local_bsz,
-                accum_time_s: r.accum_time_s.unwrap_or(r.step_time_s),
-                step_time_s: r.step_time_s,
+                local_bsz,
+                accum_time_s: r.accum_time_s.unwrap_or(step_time_s),
+                step_time_s,
             },
         );
         // Sharing: a step alone is the baseline; a step beside exactly one
         // partner, at the same GPUs and batch, is its measured slowdown.
         match &partners[..] {
-            [] => job.sharing.solo_step = Some((gpus, r.local_bsz, r.step_time_s)),
+            [] => job.sharing.solo_step = Some((gpus, local_bsz, step_time_s)),
             [p] => {
                 if let Some((g, b, solo)) = job.sharing.solo_step {
-                    if (g, b) == (gpus, r.local_bsz) {
-                        if let Some(f) = gpuplan_core::colocation::measured_slowdown(solo, r.step_time_s) {
+                    if (g, b) == (gpus, local_bsz) {
+                        if let Some(f) = gpuplan_core::colocation::measured_slowdown(solo, step_time_s) {
                             job.sharing.slowdowns.insert(p.clone(), f);
                         }
                     }
@@ -641,6 +648,11 @@ impl Daemon {
         let now = self.clock.now_unix_s();
         let j = self.jobs.get(&id)?;
         let mut m = j.clone();
+        let model = if j.agent.is_fitted() {
+            m.model(&mut FitMemo::default())
+        } else {
+            None
+        };
         Some(JobView {
             id: j.id,
             name: j.spec.name.clone(),
@@ -661,11 +673,18 @@ impl Daemon {
             submit_unix_s: j.submit_unix_s,
             finished_unix_s: j.finished_unix_s,
             // A view shows a fit already made; it does not fit.
-            model: if j.agent.is_fitted() {
-                m.model(&mut FitMemo::default())
-            } else {
-                None
-            },
+            model,
+            efficiency: model
+                .filter(|_| j.batch_size > 0)
+                .map(|m| m.efficiency(f64::from(j.batch_size))),
+            observations: j.agent.observations.clone(),
+            grad: j.agent.grad,
+            checkpoint_progress: j.checkpoint.progress,
+            checkpoint_step: j.checkpoint.step,
+            checkpoint_unix_s: j.checkpoint.unix_s,
+            since_checkpoint_s: j.since_checkpoint_s(now),
+            lost_s: j.checkpoint.lost_s,
+            total_progress: j.total_progress,
             queue: self.queue_of(j).map(str::to_string),
         })
     }
@@ -732,6 +751,11 @@ impl Daemon {
     /// Each job's goodput model as the last round planned with it.
     pub fn models(&self) -> &HashMap<JobId, GoodputModel> {
         self.rounds.models()
+    }
+
+    /// The daemon's clock now.
+    pub fn now_unix_s(&self) -> f64 {
+        self.clock.now_unix_s()
     }
 
     /// The settings the daemon was opened with.
@@ -1042,6 +1066,119 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         panic!("job did not stop");
+    }
+
+    /// Issue 53: the estimate of a scripted future. One GPU; job `a` runs
+    /// on it with a declared total, its model fitted from its reports; `b`
+    /// waits. `a` finishes when its work left at its model's goodput says,
+    /// within a round; `b` starts the round after. The what-if of a third
+    /// job changes no job and no journal byte; a tiny budget returns at
+    /// once, cut short.
+    #[test]
+    fn estimates_follow_a_known_future_and_change_nothing() {
+        let (dir, clock, engine) = manual_setup("estimate");
+        let mut cfg = Config::new(dir.clone(), "greedy");
+        cfg.interval_s = 60.0;
+        let mut d = Daemon::open_with_clock(
+            cfg,
+            Box::new(FakeDevices::new(1, 1)),
+            Box::new(engine),
+            Arc::new(clock.clone()),
+        )
+        .unwrap();
+        let one = |name: &str, total: f64| JobSubmission {
+            name: name.into(),
+            max_gpus: 1,
+            total_progress: Some(total),
+            ..spec()
+        };
+        let (a, _) = d.submit(one("a", 100_000.0)).unwrap();
+        let (b, _) = d.submit(one("b", 10_000.0)).unwrap();
+        plan_gpus(&mut d, a, 1);
+        for _ in 0..3 {
+            d.tick().unwrap();
+            clock.advance(10.0);
+        }
+        report_step(&mut d, a, 0.5);
+        let r: Report =
+            serde_json::from_str(r#"{"step_time_s": 0.5, "local_bsz": 8, "progress": 20000}"#).unwrap();
+        d.report(a, r).unwrap();
+        let input = d.estimate_input(None, 10.0).unwrap().unwrap();
+        let now = input.snapshot.round.now_s;
+        let ra = input
+            .snapshot
+            .round
+            .jobs
+            .iter()
+            .find(|j| j.id == a)
+            .unwrap()
+            .clone();
+        let m = ra.model.expect("a's reports fit a model");
+        let rate = m.goodput(1, 1, f64::from(ra.state.local_bsz), ra.state.accum_steps);
+        assert!(rate > 0.0);
+        let EstimateOutcome::Estimates(e) = run_estimate(input).unwrap() else {
+            panic!("no what-if asked")
+        };
+        let (ea, eb) = (e.job(a).unwrap(), e.job(b).unwrap());
+        assert!(ea.running && !eb.running);
+        let a_end = now + 80_000.0 / rate;
+        let fa = ea.finish_s.unwrap();
+        assert!(
+            (fa - a_end).abs() <= 60.0 + 1e-6,
+            "a finishes at {fa}, its work says {a_end}"
+        );
+        let sb = eb.start_s.unwrap();
+        assert!(
+            sb >= fa - 1e-6 && sb <= fa + 60.0 + 1e-6,
+            "b starts at {sb}, a ends at {fa}"
+        );
+        assert!(eb.finish_s.unwrap() > sb);
+        assert!(ea.finish_range.lo.unwrap() <= fa && fa <= ea.finish_range.hi.unwrap());
+
+        // A what-if changes nothing: not the table, not a journal byte.
+        let journal = |dir: &Path| {
+            let mut files: Vec<_> = walk(dir).into_iter().filter(|p| p.is_file()).collect();
+            files.sort();
+            files
+                .iter()
+                .map(|p| (p.clone(), std::fs::read(p).unwrap()))
+                .collect::<Vec<_>>()
+        };
+        let (views, bytes, next) = (
+            serde_json::to_string(&d.views()).unwrap(),
+            journal(&dir),
+            d.next_id,
+        );
+        let input = d.estimate_input(Some(&one("c", 5_000.0)), 10.0).unwrap().unwrap();
+        let EstimateOutcome::WhatIf(w) = run_estimate(input).unwrap() else {
+            panic!("a what-if was asked")
+        };
+        assert_eq!(w.job.id, JobId(next), "the id the next submission gets");
+        assert!(w.job.start_s.is_some());
+        assert_eq!(serde_json::to_string(&d.views()).unwrap(), views);
+        assert_eq!(journal(&dir), bytes);
+        assert_eq!(d.next_id, next);
+
+        // A budget too small for one round: it returns, cut short.
+        let input = d.estimate_input(None, 1e-6).unwrap().unwrap();
+        let t = std::time::Instant::now();
+        let EstimateOutcome::Estimates(e) = run_estimate(input).unwrap() else {
+            panic!("no what-if asked")
+        };
+        assert!(e.cut_short, "{e:?}");
+        assert!(t.elapsed().as_secs_f64() < 5.0);
+    }
+
+    fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+            out.push(p);
+        }
+        out
     }
 
     /// The settings' one check: every problem at once, each with its field,
@@ -1511,6 +1648,89 @@ mod tests {
     /// The API's phase strings are serde's names of [`Phase`], and a
     /// request's mistakes are kinds a caller matches, with the messages of
     /// before.
+    /// Issue 52: what a job's checkpoint reports tell the planner. Before
+    /// any, a restart costs the fixed penalty (no `since_checkpoint_s`);
+    /// after one, the run time since it (or since the attempt began, which
+    /// resumed from it); a job that checkpoints on stop loses nothing; a stop
+    /// adds what it throws away to `lost_s`, journaled; the minimum run
+    /// time and run time reach the round; bad numbers name their field.
+    #[test]
+    fn checkpoint_reports_set_what_a_restart_costs() {
+        let (dir, clock, engine) = manual_setup("ckpt");
+        let open = || {
+            Daemon::open_with_clock(
+                Config::new(dir.clone(), "greedy"),
+                Box::new(FakeDevices::new(1, 2)),
+                Box::new(engine.clone()),
+                Arc::new(clock.clone()),
+            )
+            .unwrap()
+        };
+        let mut d = open();
+        let (id, _) = d
+            .submit(JobSubmission {
+                min_runtime_s: Some(300.0),
+                total_progress: Some(5000.0),
+                ..spec()
+            })
+            .unwrap();
+        plan_gpus(&mut d, id, 1);
+        for _ in 0..3 {
+            d.tick().unwrap();
+            clock.advance(10.0);
+        }
+        let round_job = |d: &mut Daemon| {
+            let prep = d.prepare().unwrap().unwrap();
+            prep.round.jobs.into_iter().find(|j| j.id == id).unwrap()
+        };
+        let j = round_job(&mut d);
+        assert_eq!(j.state.since_checkpoint_s, None, "no reports: the fixed penalty");
+        assert_eq!(j.min_runtime_s, Some(300.0));
+        assert!(j.state.run_s.is_some_and(|r| r >= 20.0), "{:?}", j.state.run_s);
+        let report = |json: &str| serde_json::from_str::<Report>(json).unwrap();
+        d.report(
+            id,
+            report(r#"{"checkpoint_progress": 640, "checkpoint_step": 10}"#),
+        )
+        .unwrap();
+        clock.advance(45.0);
+        let j = round_job(&mut d);
+        assert_eq!(j.state.since_checkpoint_s, Some(45.0));
+        assert_eq!(d.jobs[&id].total_progress, Some(5000.0));
+        // A stop throws those 45 s away; journaled, so a restart keeps them.
+        let order = Supervisor::order_stop(d.jobs.get_mut(&id).unwrap(), clock.now_unix_s());
+        assert!(order.is_some());
+        assert_eq!(d.jobs[&id].checkpoint.lost_s, 45.0);
+        d.save(&[id]).unwrap();
+        drop(d);
+        let mut d = open();
+        assert_eq!(d.jobs[&id].checkpoint.lost_s, 45.0);
+        assert_eq!(d.jobs[&id].checkpoint.step, Some(10));
+        // Checkpointing on stop: a stop loses nothing.
+        d.report(
+            id,
+            report(r#"{"checkpoints_on_stop": true, "total_progress": 6000}"#),
+        )
+        .unwrap();
+        assert!(d.jobs[&id].checkpoint.on_stop);
+        assert_eq!(d.jobs[&id].total_progress, Some(6000.0));
+        // Bad numbers and half a measurement are refused by name.
+        for (json, field) in [
+            (r#"{"checkpoint_progress": -1}"#, "checkpoint_progress"),
+            (r#"{"total_progress": 0}"#, "total_progress"),
+        ] {
+            let e = d.report(id, report(json)).unwrap_err();
+            assert!(
+                matches!(e, ExecError::BadReport { field: f, .. } if f == field),
+                "{e:?}"
+            );
+        }
+        for json in [r#"{"step_time_s": 1.0}"#, r#"{"epoch": 2}"#] {
+            let e = d.report(id, report(json)).unwrap_err();
+            assert!(matches!(e, ExecError::EmptyReport), "{json}: {e:?}");
+        }
+    }
+
     #[test]
     fn phases_serialise_as_before_and_request_errors_are_kinds() {
         for p in Phase::ALL {

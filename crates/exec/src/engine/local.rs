@@ -72,7 +72,7 @@ fn run_as(uid: Option<u32>) -> Option<(u32, u32)> {
 /// wrapper (so it can record the exit code), and writes the code to a file
 /// that a restarted daemon can read for processes it did not spawn.
 const WRAPPER: &str = r#"trap 'gpuplan_term=1' TERM
-sh -c "$1" &
+sh -c 'trap "exit \$?" TERM; c=$1; shift; eval "$c"' gpuplan-rank "$1" &
 child=$!
 while :; do
   wait "$child"; code=$?
@@ -450,6 +450,32 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         RankStatus::Running
+    }
+
+    /// A command whose shell forks its program (`A=1 prog; true`, not
+    /// `exec prog`) is not cut short by a stop: the shell waits for the
+    /// program's own SIGTERM handling (a checkpoint) and exits with its
+    /// status, instead of dying at once and leaving the program to the
+    /// SIGKILL of "stray children" (a torch job lost its checkpoint so).
+    #[test]
+    fn a_stop_waits_for_the_program_behind_the_commands_shell() {
+        let dir = std::env::temp_dir().join(format!("gpuplan-local-fork-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let saved = dir.join("saved");
+        let mut e = LocalEngine::new(&dir);
+        let mut h = e.locate(JobId(1), 1);
+        let prog = format!(
+            "sh -c 'trap \"sleep 1; echo ok > {}; exit 143\" TERM; sleep 30 & wait'; true",
+            saved.display()
+        );
+        e.start(&spec(&prog), &mut h).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(e.status(&h), vec![RankStatus::Running]);
+        e.stop(&h, Stop::Graceful);
+        assert_eq!(settled(&mut e, &h), RankStatus::Exited(Some(143)));
+        assert_eq!(std::fs::read_to_string(&saved).unwrap().trim(), "ok", "the checkpoint was written");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A rank adopted by a second engine of the same process (as the daemon

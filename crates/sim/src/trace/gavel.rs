@@ -148,6 +148,7 @@ pub fn parse(source: &str, bytes: &[u8], tputs: &Throughputs, gpu_type: &str) ->
         };
         let job = (|| {
             Some(TraceJob {
+                checkpoint_interval_s: None,
                 name: format!("job-{line}"),
                 submit_s: arrival?,
                 gpus: gpus?,

@@ -13,6 +13,9 @@
 pub mod alibaba;
 pub mod cluster_file;
 pub mod gavel;
+// Kueue's YAML manifests (native only: its YAML parser stays out of the browser).
+#[cfg(not(target_arch = "wasm32"))]
+pub mod kueue;
 pub mod native;
 mod pal;
 mod philly;
@@ -50,6 +53,9 @@ pub struct TraceJob {
     pub model: Option<String>,
     /// Virtual cluster or user group, where the trace has one.
     pub group: Option<String>,
+    /// Seconds of run time between the job's checkpoints, where the
+    /// workload gives them (the native format's optional column).
+    pub checkpoint_interval_s: Option<f64>,
 }
 
 impl TraceJob {

@@ -1,5 +1,6 @@
 //! gpuplan's native workload CSV (`docs/workload-format.md`):
-//! `name,submit_s,gpus,app,batch_size,duration_s,model,group`.
+//! `name,submit_s,gpus,app,batch_size,duration_s,model,group` and an
+//! optional `checkpoint_interval_s`.
 //!
 //! Every other format converts to this one, so it says everything the
 //! simulator needs and nothing format-specific.
@@ -48,6 +49,7 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Rows, CoreError> {
             r.int("batch_size", true, 1 << 24).map(|b| Some(b as u32))
         };
         let duration = r.opt_number("duration_s", true);
+        let checkpoint = r.opt_number("checkpoint_interval_s", true);
         match (&app, batch) {
             (Some(_), Some(None)) => r.err("batch_size", "required when app is set"),
             (None, Some(Some(_))) => r.err("batch_size", "given without an app"),
@@ -68,6 +70,7 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Rows, CoreError> {
                 // `queue` names the job's team queue (docs/tenants.md);
                 // `group`, the older name, is read where it is absent.
                 group: r.opt_text("queue").or_else(|| r.opt_text("group")),
+                checkpoint_interval_s: checkpoint?,
             })
         })();
         push(&mut rows, r, job);
@@ -79,19 +82,30 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Rows, CoreError> {
 pub fn write<W: std::io::Write>(out: W, jobs: &[TraceJob]) -> Result<(), CoreError> {
     let io = |e: csv::Error| CoreError::Invalid(format!("writing workload: {e}"));
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(COLUMNS).map_err(io)?;
+    // The checkpoint column only where a job has one, so workloads without
+    // checkpoints are written as before.
+    let ckpt = jobs.iter().any(|j| j.checkpoint_interval_s.is_some());
+    let header = COLUMNS
+        .iter()
+        .copied()
+        .chain(ckpt.then_some("checkpoint_interval_s"));
+    w.write_record(header).map_err(io)?;
     for j in jobs {
         debug_assert!(j.gpus <= MAX_GPUS);
-        w.write_record([
-            j.name.clone(),
-            format!("{}", j.submit_s),
-            j.gpus.to_string(),
-            j.app.clone().unwrap_or_default(),
-            j.batch_size.map_or(String::new(), |b| b.to_string()),
-            j.duration_s.map_or(String::new(), |d| format!("{d}")),
-            j.model.clone().unwrap_or_default(),
-            j.group.clone().unwrap_or_default(),
-        ])
+        w.write_record(
+            [
+                j.name.clone(),
+                format!("{}", j.submit_s),
+                j.gpus.to_string(),
+                j.app.clone().unwrap_or_default(),
+                j.batch_size.map_or(String::new(), |b| b.to_string()),
+                j.duration_s.map_or(String::new(), |d| format!("{d}")),
+                j.model.clone().unwrap_or_default(),
+                j.group.clone().unwrap_or_default(),
+            ]
+            .into_iter()
+            .chain(ckpt.then(|| j.checkpoint_interval_s.map_or(String::new(), |c| format!("{c}")))),
+        )
         .map_err(io)?;
     }
     w.flush()

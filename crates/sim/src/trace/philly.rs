@@ -38,6 +38,7 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Rows, CoreError> {
         let group = r.text("cluster");
         let job = (|| {
             Some(TraceJob {
+                checkpoint_interval_s: None,
                 name: format!("philly-{line}"),
                 submit_s: ts?,
                 gpus: gpus?,

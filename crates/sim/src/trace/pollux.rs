@@ -28,6 +28,7 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Rows, CoreError> {
         let batch = r.int("batch_size", true, 1 << 24).map(|b| b as u32);
         let job = (|| {
             Some(TraceJob {
+                checkpoint_interval_s: None,
                 name: name?,
                 submit_s: time?,
                 gpus: gpus?,

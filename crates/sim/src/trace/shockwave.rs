@@ -54,6 +54,7 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Rows, CoreError> {
         let arrival = r.number("arrival_time", false);
         let job = (|| {
             Some(TraceJob {
+                checkpoint_interval_s: None,
                 name: format!("job-{line}"),
                 submit_s: arrival?,
                 gpus: gpus?,

@@ -139,6 +139,7 @@ pub fn parse_sacct(source: &str, text: &str) -> Result<SlurmJobs, CoreError> {
     };
     for (submit, start, end, id, gpus, name, account) in rows {
         out.jobs.push(TraceJob {
+            checkpoint_interval_s: None,
             name: format!("slurm-{id}"),
             submit_s: (submit - epoch_s) as f64,
             gpus,

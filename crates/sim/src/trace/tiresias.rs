@@ -26,6 +26,7 @@ pub fn parse(source: &str, bytes: &[u8]) -> Result<Rows, CoreError> {
         }
         let job = (|| {
             Some(TraceJob {
+                checkpoint_interval_s: None,
                 name: format!("job-{}", id?),
                 submit_s: submit?,
                 gpus: gpus?,

@@ -117,6 +117,7 @@ pub fn to_workload(
                     },
                     work: Work::Profiled,
                     model: None,
+                    checkpoint_interval_s: job.checkpoint_interval_s,
                 }
             }
             (None, _, Some(d)) => WorkloadJob {
@@ -134,6 +135,7 @@ pub fn to_workload(
                 },
                 work: Work::Rigid { duration_s: d },
                 model: job.model.clone(),
+                checkpoint_interval_s: job.checkpoint_interval_s,
             },
             _ => {
                 return Err(CoreError::Invalid(format!(

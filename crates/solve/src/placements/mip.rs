@@ -101,7 +101,7 @@ fn move_charge(round: &Round, free: &FreeSet, j: &RoundJob, k: u32) -> f64 {
     if cur.is_empty() || cur.num_gpus() != k || !cur.gpus().iter().all(|g| free.is_free(*g)) {
         return 0.0;
     }
-    let delta = j.restart_penalty_s.unwrap_or(round.params.restart_penalty_s);
+    let delta = gpuplan_core::objective::restart_cost_s(j, &round.params);
     if delta <= 0.0 {
         return 0.0;
     }

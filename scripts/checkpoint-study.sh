@@ -30,6 +30,8 @@ declare -A flags=(
 # counts them).
 for s in "${sets[@]}"; do
   IFS=: read -r name dir cluster <<< "$s"
+  # SETS="philly-sampled ..." runs only those (e.g. a second stream beside the first).
+  [ -n "${SETS:-}" ] && [[ " $SETS " != *" $name "* ]] && continue
   for w in "$dir"/*.csv; do
     for arm in fixed checkpoint ckpt+min none; do
       mkdir -p "$out/$name/$arm"

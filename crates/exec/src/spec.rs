@@ -469,6 +469,34 @@ mod tests {
         JobSubmission::from_toml(OK, "j.toml").unwrap()
     }
 
+    /// Issue 52 and 53: `min_runtime_s` (0 to a week) and `total_progress`
+    /// (> 0) are refused out of range with the file's line and the field.
+    #[test]
+    fn min_runtime_and_total_progress_are_checked_by_name() {
+        let sub = JobSubmission::from_toml(
+            &format!("{OK}min_runtime_s = 600\ntotal_progress = 5e4\n"),
+            "j.toml",
+        )
+        .unwrap();
+        assert_eq!((sub.min_runtime_s, sub.total_progress), (Some(600.0), Some(5e4)));
+        let e = JobSubmission::from_toml(&format!("{OK}min_runtime_s = -1\ntotal_progress = 0\n"), "j.toml")
+            .unwrap_err();
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(
+            e[0].starts_with("j.toml:6:min_runtime_s: must be in 0..=604800 seconds"),
+            "{e:?}"
+        );
+        assert!(
+            e[1].starts_with("j.toml:7:total_progress: must be a finite number in (0, 1e15]"),
+            "{e:?}"
+        );
+        let sub = JobSubmission {
+            min_runtime_s: Some(f64::NAN),
+            ..ok()
+        };
+        assert!(sub.check("request").unwrap_err()[0].starts_with("request:min_runtime_s:"));
+    }
+
     /// Issue 49, item 5: a restart cost of 1e300 (the job never started,
     /// `reason: null`) is refused naming the field and its one-day bound;
     /// a day is accepted, as is any finite cost below it.
@@ -481,8 +509,6 @@ mod tests {
         );
         for bad in [f64::INFINITY, f64::NAN, -1.0] {
             let sub = JobSubmission {
-                min_runtime_s: None,
-                total_progress: None,
                 restart_cost_s: Some(bad),
                 ..ok()
             };
@@ -495,8 +521,6 @@ mod tests {
         }
         for good in [0.0, 120.0, MAX_RESTART_COST_S] {
             let sub = JobSubmission {
-                min_runtime_s: None,
-                total_progress: None,
                 restart_cost_s: Some(good),
                 ..ok()
             };
@@ -510,8 +534,6 @@ mod tests {
     #[test]
     fn a_nul_byte_is_refused_naming_the_field() {
         let sub = JobSubmission {
-            min_runtime_s: None,
-            total_progress: None,
             command: "echo a\0b".into(),
             ..ok()
         };
@@ -520,16 +542,12 @@ mod tests {
             Err(vec!["request:command: must not contain a NUL byte".to_string()])
         );
         let script = JobSubmission {
-            min_runtime_s: None,
-            total_progress: None,
             command: "set -e\n\techo a\necho b\n".into(),
             ..ok()
         };
         assert_eq!(script.check("request"), Ok(()));
         let nul = Some("a\0b".to_string());
         let sub = JobSubmission {
-            min_runtime_s: None,
-            total_progress: None,
             name: "a\0b".into(),
             app: nul.clone(),
             model: nul.clone(),
@@ -545,8 +563,6 @@ mod tests {
     #[test]
     fn a_name_is_counted_in_characters() {
         let named = |n: usize| JobSubmission {
-            min_runtime_s: None,
-            total_progress: None,
             name: "é".repeat(n),
             ..ok()
         };

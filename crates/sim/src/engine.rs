@@ -861,7 +861,7 @@ impl<'a> World<'a> {
                     .ckpt
                     .filter(|_| cfg.restart_charge == RestartCost::Checkpoint)
                     .map(|c| c.lost_s),
-                run_s: (!j.alloc.is_empty()).then(|| now - j.segment_start_s),
+                run_s: (!j.alloc.is_empty()).then_some(now - j.segment_start_s),
             };
             let mut rj = round_job(facts, state, &mut j.agent, oracle, &self.memo);
             if self.speeds.is_some() {

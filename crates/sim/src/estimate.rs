@@ -463,6 +463,24 @@ pub fn what_if(
     planner: &str,
     cfg: &EstimateConfig,
 ) -> Result<WhatIf, SimError> {
+    gpuplan_solve::registry::entry(planner)?;
+    what_if_with(
+        snapshot,
+        job,
+        work,
+        &mut || gpuplan_solve::registry::create(planner),
+        cfg,
+    )
+}
+
+/// [`what_if`] with planners made by `make` (one per forward run).
+pub fn what_if_with(
+    snapshot: &Snapshot,
+    job: RoundJob,
+    work: JobWork,
+    make: &mut dyn FnMut() -> Result<Box<dyn Planner>, PlanError>,
+    cfg: &EstimateConfig,
+) -> Result<WhatIf, SimError> {
     if snapshot.round.jobs.iter().any(|j| j.id == job.id) {
         return Err(SimError::Invalid(format!(
             "what-if: job id {} is already in the snapshot",
@@ -474,12 +492,12 @@ pub fn what_if(
         targets: Targets::All,
         ..cfg.clone()
     };
-    let before = estimate(snapshot, planner, &half)?;
+    let before = estimate_with(snapshot, make, &half)?;
     let mut with = snapshot.clone();
     let id = job.id;
     with.round.jobs.push(job);
     with.work.push(work);
-    let after = estimate(&with, planner, &half)?;
+    let after = estimate_with(&with, make, &half)?;
     let added = after
         .job(id)
         .cloned()

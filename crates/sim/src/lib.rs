@@ -65,9 +65,9 @@ pub use engine::{
 };
 pub use error::SimError;
 pub use estimate::{
-    estimate, estimate_with, name_prefix, predict_work, what_if, AppModel, Delay, EstimateConfig, Estimates,
-    FinishedJob, JobEstimate, JobWork, MatchRule, RemainingWork, Snapshot, Span, Targets, WhatIf,
-    WorkPrediction, WorkSource, WorkUnit,
+    estimate, estimate_with, name_prefix, predict_work, what_if, what_if_with, AppModel, Delay,
+    EstimateConfig, Estimates, FinishedJob, JobEstimate, JobWork, MatchRule, RemainingWork, Snapshot, Span,
+    Targets, WhatIf, WorkPrediction, WorkSource, WorkUnit,
 };
 pub use instances::{fitted_params, generate_round, with_types};
 pub use metrics::{

@@ -105,13 +105,33 @@ impl Daemon {
             budget_s,
             limits: gpuplan_solve::Limits {
                 time_limit_s: self.cfg.limits.time_limit_s.min(budget_s),
-                ..self.cfg.limits.clone()
+                ..self.cfg.limits
             },
             targets: Targets::All,
+            // Rounds in which nothing finishes or arrives are not re-planned
+            // (up to 10 in a row): a fifth of the planner time for the same
+            // answer on the calibration runs (docs/estimates.md).
+            skip_steady_rounds: 10,
             ..EstimateConfig::default()
         };
         let mut snapshot = Snapshot::new(round_now, work);
         snapshot.next_round_s = Some(self.last_tick_unix_s.max(now));
+        // The rate of a job that has not reported yet: the last fitted model
+        // of its application (finished jobs' too), as the simulator borrows.
+        for j in jobs.values_mut() {
+            let (Some(app), true) = (j.spec.app.clone(), j.agent.is_fitted()) else {
+                continue;
+            };
+            if let Some(model) = j.model(&mut memo) {
+                snapshot.app_models.insert(
+                    app,
+                    gpuplan_sim::AppModel {
+                        model,
+                        model_type: None,
+                    },
+                );
+            }
+        }
         Ok(Some(EstimateInput {
             snapshot,
             planner: self.cfg.planner.clone(),

@@ -474,7 +474,11 @@ mod tests {
         assert_eq!(e.status(&h), vec![RankStatus::Running]);
         e.stop(&h, Stop::Graceful);
         assert_eq!(settled(&mut e, &h), RankStatus::Exited(Some(143)));
-        assert_eq!(std::fs::read_to_string(&saved).unwrap().trim(), "ok", "the checkpoint was written");
+        assert_eq!(
+            std::fs::read_to_string(&saved).unwrap().trim(),
+            "ok",
+            "the checkpoint was written"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

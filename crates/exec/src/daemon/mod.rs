@@ -1169,6 +1169,58 @@ mod tests {
         assert!(t.elapsed().as_secs_f64() < 5.0);
     }
 
+    /// Issue 53: snapshots taken while rounds move a job between 1 and 4
+    /// GPUs (another thread, the shared lock) are each a plannable round:
+    /// the round check passes, no GPU is held twice, and the snapshot's job
+    /// holds the GPUs of one applied plan, never a mix of two.
+    #[test]
+    fn snapshots_taken_while_rounds_run_are_consistent() {
+        let (dir, clock, engine) = manual_setup("estimate-race");
+        let d = Daemon::open_with_clock(
+            Config::new(dir.clone(), "greedy"),
+            Box::new(FakeDevices::new(1, 4)),
+            Box::new(engine),
+            Arc::new(clock.clone()),
+        )
+        .unwrap();
+        let shared = SharedDaemon::new(d);
+        let (a, _) = shared
+            .lock()
+            .submit(JobSubmission {
+                total_progress: Some(1e6),
+                ..spec()
+            })
+            .unwrap();
+        let rounds = {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                for k in 0..200u32 {
+                    let mut d = shared.lock();
+                    plan_gpus(&mut d, a, 1 + k % 4);
+                    d.tick().unwrap();
+                    clock.advance(1.0);
+                }
+            })
+        };
+        let mut seen = BTreeSet::new();
+        while !rounds.is_finished() {
+            let Some(input) = shared.lock().estimate_input(None, 0.5).unwrap() else {
+                continue;
+            };
+            let r = &input.snapshot.round;
+            r.check().unwrap();
+            if let Some(j) = r.jobs.iter().find(|j| j.id == a) {
+                let gpus = j.state.allocation.gpus();
+                let distinct: BTreeSet<_> = gpus.iter().collect();
+                assert_eq!(distinct.len(), gpus.len(), "a GPU held twice: {gpus:?}");
+                assert!(gpus.len() <= 4);
+                seen.insert(gpus.len());
+            }
+        }
+        rounds.join().unwrap();
+        assert!(!seen.is_empty(), "no snapshot saw the job");
+    }
+
     fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {

@@ -383,33 +383,7 @@ impl Rounds {
             }
             let alloc = Allocation::from_gpus(j.gpus.iter().map(|u| slot_of[u]).collect());
             targets.insert(j.id, j.gpus.clone());
-            let facts = JobFacts {
-                spec: JobSpec {
-                    id: j.id,
-                    // Users may give several jobs one name; a round's names are
-                    // unique (plans are reported by name), so the id goes in.
-                    name: format!("{}#{}", j.spec.name, j.id.0),
-                    app: j.spec.app.clone().unwrap_or_default(),
-                    submit_s: j.submit_unix_s,
-                    requested_gpus: j.spec.max_gpus,
-                    batch_size: j.spec.batch_size,
-                    min_gpus: j.spec.min_gpus,
-                    max_gpus: j.spec.max_gpus,
-                    preemptible: j.spec.preemptible,
-                    // A queue the daemon no longer has (the file changed
-                    // since the job was journaled) puts it in `default`
-                    // rather than failing every round.
-                    queue: j
-                        .spec
-                        .queue
-                        .clone()
-                        .filter(|q| queue::leaf_problem(queues, Some(q)).is_none()),
-                },
-                restart_penalty_s: j.spec.restart_cost_s,
-                min_runtime_s: j.spec.min_runtime_s,
-                limits: Some(j.limits()),
-                features: j.spec.features,
-            };
+            let facts = job_facts(j, queues);
             let state = JobState {
                 progress: j.progress,
                 epoch: j.epoch,
@@ -657,5 +631,38 @@ fn record_utilization(gpus: &[Gpu], jobs: &mut Jobs, dirty: &mut BTreeSet<JobId>
         if journal {
             dirty.insert(id);
         }
+    }
+}
+
+/// What a round knows of a job's submission: the planner's view of its
+/// spec, with the round's name for it and its queue as the daemon has it.
+/// Rounds and the estimates' what-if build their jobs here alike.
+pub(crate) fn job_facts(j: &JobRecord, queues: &[Queue]) -> JobFacts {
+    JobFacts {
+        spec: JobSpec {
+            id: j.id,
+            // Users may give several jobs one name; a round's names are
+            // unique (plans are reported by name), so the id goes in.
+            name: format!("{}#{}", j.spec.name, j.id.0),
+            app: j.spec.app.clone().unwrap_or_default(),
+            submit_s: j.submit_unix_s,
+            requested_gpus: j.spec.max_gpus,
+            batch_size: j.spec.batch_size,
+            min_gpus: j.spec.min_gpus,
+            max_gpus: j.spec.max_gpus,
+            preemptible: j.spec.preemptible,
+            // A queue the daemon no longer has (the file changed
+            // since the job was journaled) puts it in `default`
+            // rather than failing every round.
+            queue: j
+                .spec
+                .queue
+                .clone()
+                .filter(|q| queue::leaf_problem(queues, Some(q)).is_none()),
+        },
+        restart_penalty_s: j.spec.restart_cost_s,
+        min_runtime_s: j.spec.min_runtime_s,
+        limits: Some(j.limits()),
+        features: j.spec.features,
     }
 }

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeSet;
 
-use gpuplan_core::{JobId, JobSpec, JobState, RoundJob};
+use gpuplan_core::{JobId, JobState, RoundJob};
 use gpuplan_sim::{
     predict_work, EstimateConfig, FinishedJob, JobWork, RemainingWork, Snapshot, Targets, WorkUnit,
 };
-use gpuplan_solve::{round_job, Agent, FitMemo, JobFacts};
+use gpuplan_solve::{round_job, Agent, FitMemo};
 
 use super::Daemon;
 use crate::jobs::{JobRecord, JobStatus};
@@ -94,7 +94,7 @@ impl Daemon {
             .map(|rj| {
                 let j = &jobs[&rj.id];
                 JobWork {
-                    batch_grows: j.spec.max_batch_size.is_some_and(|m| m > j.spec.batch_size),
+                    batch_grows: batch_grows(&j.spec),
                     ..JobWork::new(remaining(j, &history))
                 }
             })
@@ -152,35 +152,24 @@ impl Daemon {
     ) -> (RoundJob, JobWork) {
         let id = JobId(self.next_id);
         let probe = JobRecord::queued(id, s.clone(), String::new(), now, None);
-        let facts = JobFacts {
-            spec: JobSpec {
-                id,
-                name: format!("{}#{}", s.name, id.0),
-                app: s.app.clone().unwrap_or_default(),
-                submit_s: now,
-                requested_gpus: s.max_gpus,
-                batch_size: s.batch_size,
-                min_gpus: s.min_gpus,
-                max_gpus: s.max_gpus,
-                preemptible: s.preemptible,
-                queue: s.queue.clone(),
-            },
-            restart_penalty_s: s.restart_cost_s,
-            min_runtime_s: s.min_runtime_s,
-            limits: Some(probe.limits()),
-            features: s.features,
-        };
+        let facts = crate::round::job_facts(&probe, &self.cfg.queues);
         let state = JobState {
             batch_size: s.batch_size,
             ..JobState::default()
         };
         let rj = round_job(facts, state, &mut Agent::default(), None, memo);
         let work = JobWork {
-            batch_grows: s.max_batch_size.is_some_and(|m| m > s.batch_size),
+            batch_grows: batch_grows(s),
             ..JobWork::new(remaining(&probe, history))
         };
         (rj, work)
     }
+}
+
+/// Whether the job's batch may grow (the daemon's rule: a `max_batch_size`
+/// above its `batch_size`).
+fn batch_grows(s: &JobSubmission) -> bool {
+    s.max_batch_size.is_some_and(|m| m > s.batch_size)
 }
 
 /// A job's remaining work, from the best source there is: its declared

@@ -708,6 +708,9 @@ fn print_analysis(an: &gpuplan_sim::Analysis) {
         );
         println!("  isolated JCT: {}", f.isolated);
     }
+    for j in &an.left_out {
+        println!("  left out of fairness: {} ({})", j.name, j.reason);
+    }
     println!(
         "\n{:<14} {:>5} {:>10} {:>10} {:>10}",
         "application", "jobs", "mean_jct_h", "p50_jct_h", "p99_jct_h"

@@ -28,6 +28,10 @@ export function fieldHelp(catalog) {
     variability_blind: 'With GPU variability: planners do not see per-GPU speeds (--variability-blind), while the simulator still charges them; compare with the aware run to see what seeing variability is worth.',
     sharing: `Most jobs one GPU may hold (--sharing K; 1 = none). ${catalog.sharing_policies.join(', ')} decide who shares; ` +
       'shared jobs run slower by Gavel\'s fitted co-location curve. The round inspector lists who shares with whom.',
+    fairness: 'Finish-time fairness (as gpuplan simulate --analysis): after the run, every job is simulated once more alone ' +
+      '(fifo, same cluster, its requested GPUs) and ρ = JCT / that isolated JCT is shown. Off by default: it runs every job ' +
+      'again. A job that cannot run alone (it asks more GPUs than the cluster or its queue gives) is named and left out; ' +
+      'the run\'s own results stand.',
   };
 }
 
@@ -53,4 +57,5 @@ export const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'lo
   restart_delay_s: 'restart delay', interval_s: 'interval', interference: 'interference',
   interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed', variability: 'variability',
   cross_node_factor: 'cross-node L', placement: 'placement', sticky: 'sticky', sharing: 'jobs per GPU',
-  type_blind: 'type-blind', variability_blind: 'variability-blind' };
+  type_blind: 'type-blind', variability_blind: 'variability-blind', queues: 'queues',
+  fairness: 'fairness (alone)' };

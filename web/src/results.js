@@ -81,12 +81,39 @@ const METRICS = [
   ['rho_unfair', 'jobs with ρ > 1', (r) => r.analysis?.fairness?.unfair_jobs, true],
 ];
 
+/// The queue names a queues file declares (`name = "..."`), in order.
+export function queueNames(toml) {
+  return [...(toml ?? '').matchAll(/^\s*name\s*=\s*["']([^"']*)["']/gm)].map((m) => m[1]);
+}
+
+/// A scenario field's value as a what-if column names it: queues by their
+/// names (the file's text would not fit), an absent value as none.
+function fieldValue(scenario, f) {
+  const v = scenario[f];
+  if (f === 'queues') {
+    const names = queueNames(v);
+    return names.length ? names.join(', ') : 'none';
+  }
+  return v ?? 'none';
+}
+
+/// A change against the baseline: a percentage, or a ratio where it is
+/// more than ten-fold either way (planner times span orders of magnitude).
+export function deltaText(v, base) {
+  const d = (v - base) / Math.abs(base);
+  if (v > 0 && base > 0 && (v / base >= 10 || base / v >= 10)) {
+    const r = v / base;
+    return r >= 1 ? `×${r >= 100 ? Math.round(r) : r.toFixed(1)}` : `×1/${base / v >= 100 ? Math.round(base / v) : (base / v).toFixed(1)}`;
+  }
+  return `${d >= 0 ? '+' : ''}${(d * 100).toFixed(1)}%`;
+}
+
 function renderSummary() {
   const t = $('#summary');
   const runs = state.runs;
   // Each what-if column names what it changes against the first scenario.
-  const differs = (r) => FIELDS.filter((f) => f !== 'label' && r.scenario[f] !== runs[0].scenario[f])
-    .map((f) => `${FIELD_NAMES[f]} ${r.scenario[f]}`);
+  const differs = (r) => FIELDS.filter((f) => f !== 'label' && (r.scenario[f] ?? '') !== (runs[0].scenario[f] ?? ''))
+    .map((f) => `${FIELD_NAMES[f] ?? f} ${fieldValue(r.scenario, f)}`);
   const head = `<tr><th>metric</th>${runs.map((r, i) => {
     const what = i === 0 ? 'baseline' : (differs(r).join(', ') || 'same settings');
     return `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: <span class="differs">${esc(what)}</span>` +
@@ -100,7 +127,7 @@ function renderSummary() {
       let delta = '';
       if (i > 0 && v != null && base != null && base !== 0 && lowerBetter !== null) {
         const d = (v - base) / Math.abs(base);
-        delta = `<span class="delta">${d >= 0 ? '+' : ''}${(d * 100).toFixed(1)}% vs ${esc(runs[0].scenario.label)}</span>`;
+        delta = `<span class="delta">${deltaText(v, base)} vs ${esc(runs[0].scenario.label)}</span>`;
         if (Math.abs(d) > 1e-9) cls = (d < 0) === lowerBetter ? 'better' : 'worse';
       }
       return `<td class="${cls}" data-key="${key}">${fmt(v)}${delta}</td>`;
@@ -110,8 +137,12 @@ function renderSummary() {
   });
   t.innerHTML = head + rows.join('');
   const f = runs[0].analysis?.fairness;
-  $('#fairness-note').textContent = f ? `${RHO_HELP}Here "alone" is the ${f.isolated}. ` +
-    'ρ > 1: the job finished later than it would have alone; ρ < 1: sooner (an adaptive policy gave it more GPUs than it asked for).' : '';
+  const leftOut = runs.filter((r) => r.analysis?.left_out?.length).map((r) =>
+    `${r.scenario.label}: ${r.analysis.left_out.map((j) => `${j.name} (${j.reason})`).join('; ')}`);
+  $('#fairness-note').textContent = (f ? `${RHO_HELP}Here "alone" is the ${f.isolated}. ` +
+    'ρ > 1: the job finished later than it would have alone; ρ < 1: sooner (an adaptive policy gave it more GPUs than it asked for).'
+    : runs.some((r) => r.scenario.fairness) ? '' : 'Finish-time fairness (ρ) is off: tick "Fairness (each job alone)" to compute it.') +
+    (leftOut.length ? ` Left out of the fairness figures, as they cannot run alone: ${leftOut.join(' | ')}.` : '');
   renderPerApp();
 }
 

@@ -5,9 +5,9 @@ import { fieldHelp, policyHelp } from './help.js';
 
 export const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
   'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor', 'placement',
-  'sticky', 'sharing', 'type_blind', 'variability_blind', 'queues'];
+  'sticky', 'sharing', 'type_blind', 'variability_blind', 'queues', 'fairness'];
 
-const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind']);
+const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind', 'fairness']);
 
 const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed',
   'cross_node_factor', 'sharing']);
@@ -44,7 +44,8 @@ export function addScenario(values) {
   pol.addEventListener('change', showPolicy);
   // sharing: absent from the defaults and from links made before it (1 = none).
   // queues: absent from the defaults and from links made before it (none).
-  const s = { sharing: 1, queues: '', ...state.catalog.defaults, ...values };
+  // fairness: off by default, absent from links made before it.
+  const s = { sharing: 1, queues: '', fairness: false, ...state.catalog.defaults, ...values };
   if (!s.label) s.label = freshLabel();
   for (const f of FIELDS) {
     const el = node.querySelector(`[name=${f}]`);

@@ -703,6 +703,7 @@ test('queueing delay, finish-time fairness and JCT per application equal the CLI
     '--policy', 'tiresias', '--analysis', '--format', 'json'], { cwd: ROOT, encoding: 'utf8' }));
   const { page, context, errors } = await openPage();
   await setField(page, 0, 'policy', 'tiresias');
+  await page.locator('[name=fairness]').check();
   assert.match(await runAndWait(page), /^Done/);
   const [run] = await exportedJson(page);
   // Every number, every job's queueing delay, isolated JCT and ρ.
@@ -1016,4 +1017,60 @@ test('imported Slurm files (workload and cluster file) run as the CLI runs them'
   assert.deepEqual(errors, []);
   await context.close();
   rmSync(dir, { recursive: true, force: true });
+});
+
+// Issue 54, item 1: the fairness ("alone") analysis is off by default and
+// never fatal. queued-workload has jobs asking 16 GPUs, which fifo alone on
+// 2x4 never starts; the run itself must stand and equal the CLI.
+test('fairness off by default; a job that cannot run alone is named and the run equals the CLI (queued-workload 2x4 pollux-mip)', async () => {
+  const path = join(ROOT, 'tests/data/queued-workload.csv');
+  const cli = nativeSummary(['--workload', path, '--cluster', '2x4', '--policy', 'pollux-mip']);
+  const { page, context, errors } = await openPage();
+  assert.equal(await page.locator('[name=fairness]').isChecked(), false);
+  await page.setInputFiles('[name=upload]', { name: 'queued-workload.csv', mimeType: 'text/csv', buffer: readFileSync(path) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '2x4');
+  await setField(page, 0, 'policy', 'pollux-mip');
+  assert.match(await runAndWait(page, 300_000), /^Done/);
+  let [run] = await exportedJson(page);
+  metrics.queued_2x4_pollux_mip = { web_avg_jct_s: run.summary.avg_jct_s, cli_avg_jct_s: cli.avg_jct_s };
+  assert.equal(run.analysis.fairness, null);
+  for (const key of ['jobs', 'rounds', 'restarts', 'avg_jct_s', 'makespan_s']) {
+    assert.equal(run.summary[key], cli[key], `summary.${key}: browser ${run.summary[key]} vs CLI ${cli[key]}`);
+  }
+  assert.match(await page.textContent('#fairness-note'), /Finish-time fairness \(ρ\) is off/);
+  // With the analysis on: the same results, the 16-GPU jobs named and left out.
+  await page.locator('[name=fairness]').check();
+  assert.match(decodeURIComponent(new URL(page.url()).hash), /"fairness":true/);
+  assert.match(await runAndWait(page, 300_000), /^Done/);
+  [run] = await exportedJson(page);
+  assert.equal(run.summary.avg_jct_s, cli.avg_jct_s);
+  // Those asking more than the cluster's 8 GPUs: cifar10-3, cifar10-5, bert-13.
+  const left = run.analysis.left_out.map((j) => j.name).sort();
+  assert.deepEqual(left, ['bert-13', 'cifar10-3', 'cifar10-5']);
+  assert.equal(run.analysis.jobs.filter((j) => j.rho != null).length, run.jobs.length - left.length);
+  assert.ok(run.analysis.fairness.rho.mean > 0);
+  assert.match(await page.textContent('#fairness-note'), /Left out of the fairness figures.*cifar10-3/);
+  await page.locator('#results').screenshot({ path: join(ARTIFACTS, 'fairness-left-out.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('workload-6 with examples/queues.toml under greedy equals the CLI, fairness on or off', async () => {
+  const cli = nativeSummary(['--workload', 'traces/pollux/workloads/workload-6.csv', '--queues', 'examples/queues.toml',
+    '--policy', 'greedy']);
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'policy', 'greedy');
+  await setField(page, 0, 'queues', readFileSync(join(ROOT, 'examples/queues.toml'), 'utf8'));
+  await page.locator('[name=fairness]').check();
+  assert.match(await runAndWait(page, 300_000), /^Done/);
+  const [run] = await exportedJson(page);
+  metrics.workload6_queues_greedy = { web_avg_jct_s: run.summary.avg_jct_s, cli_avg_jct_s: cli.avg_jct_s };
+  for (const key of ['jobs', 'rounds', 'restarts', 'avg_jct_s', 'p99_jct_s', 'makespan_s', 'gpu_utilization']) {
+    assert.equal(run.summary[key], cli[key], `summary.${key}: browser ${run.summary[key]} vs CLI ${cli[key]}`);
+  }
+  assert.deepEqual(run.queues, cli.queues);
+  assert.ok(run.analysis.fairness || run.analysis.left_out.length);
+  assert.deepEqual(errors, []);
+  await context.close();
 });

@@ -88,6 +88,23 @@ pub struct Fairness {
     pub unfair_jobs: usize,
 }
 
+/// A job left out of the fairness figures: it could not run alone (see
+/// [`isolated_jcts`]). The run's own results stand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// The job, as in [`crate::JobResult::id`].
+    pub id: JobId,
+    /// Its name in the workload.
+    pub name: String,
+    /// Why it has no isolated JCT.
+    pub reason: String,
+}
+
+/// Rounds in a row a job alone may wait with no GPUs before its isolated
+/// run is given up: alone under fifo it starts in its first round or never
+/// (it asks more GPUs than the cluster, or its queue, can give).
+pub(crate) const ALONE_STALL_ROUNDS: usize = 5;
+
 /// A run's derived metrics ([`analyse`]), with fairness once isolated
 /// JCTs are known ([`Analysis::with_fairness`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,8 +113,12 @@ pub struct Analysis {
     pub queueing_delay_s: Spread,
     /// By application name, sorted.
     pub per_app: Vec<AppJct>,
-    /// `None` until [`Analysis::with_fairness`] adds it.
+    /// `None` until [`Analysis::with_fairness`] adds it (and while no job
+    /// could run alone).
     pub fairness: Option<Fairness>,
+    /// Jobs that could not run alone, named, and left out of `fairness`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
     /// In the order of the run's jobs.
     pub jobs: Vec<JobAnalysis>,
 }
@@ -141,43 +162,79 @@ pub fn analyse(r: &SimResult) -> Analysis {
             })
             .collect(),
         fairness: None,
+        left_out: Vec::new(),
         jobs,
     }
 }
 
 /// Each job's JCT simulated alone (see [`Fairness::isolated`]), in the order of
-/// `jobs`. `keep_going` is asked before each job; [`Control::Cancel`] stops
-/// with [`SimError::Cancelled`].
+/// `jobs`; `Err(reason)` for a job that cannot run alone: it waits
+/// [`ALONE_STALL_ROUNDS`] rounds with no GPUs (it asks more than the cluster
+/// or its queue gives), or its run fails. Such a job never fails the whole:
+/// [`Analysis::with_fairness`] names it and leaves it out. `keep_going` is
+/// asked before each job; [`Control::Cancel`] stops with [`SimError::Cancelled`].
 pub fn isolated_jcts(
     cfg: &SimConfig,
     profiles: &Profiles,
     jobs: &[WorkloadJob],
     keep_going: &mut dyn FnMut(usize) -> Control,
-) -> Result<Vec<f64>, SimError> {
+) -> Result<Vec<Result<f64, String>>, SimError> {
     let mut out = Vec::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
         if keep_going(i) == Control::Cancel {
             return Err(SimError::Cancelled);
         }
         let mut planner = gpuplan_solve::registry::create("fifo")?;
+        let id = job.spec.id;
+        let mut idle = 0usize;
+        let mut stalled = false;
         let r = simulate_workload(
             cfg,
             profiles,
             std::slice::from_ref(job),
             planner.as_mut(),
-            &mut |_, _| Control::Continue,
-        )?;
-        out.push(r.jobs[0].jct_s);
+            &mut |round, plan| {
+                let waiting = round.jobs.iter().any(|j| j.id == id)
+                    && plan.allocations.get(&id).is_none_or(|a| a.is_empty());
+                idle = if waiting { idle + 1 } else { 0 };
+                if idle >= ALONE_STALL_ROUNDS {
+                    stalled = true;
+                    Control::Cancel
+                } else {
+                    Control::Continue
+                }
+            },
+        );
+        out.push(match r {
+            Ok(r) => Ok(r.jobs[0].jct_s),
+            Err(SimError::Cancelled) if stalled => Err(format!(
+                "never got GPUs alone under fifo (asks {} GPUs; {} rounds without any)",
+                job.spec.requested_gpus, ALONE_STALL_ROUNDS
+            )),
+            Err(e) => Err(e.to_string()),
+        });
     }
     Ok(out)
 }
 
 impl Analysis {
     /// Adds finish-time fairness, given each job's isolated JCT in the
-    /// order of the run's jobs (as [`isolated_jcts`] gives them).
-    pub fn with_fairness(mut self, r: &SimResult, isolated: &[f64]) -> Analysis {
+    /// order of the run's jobs (as [`isolated_jcts`] gives them); a job
+    /// without one is named in [`Analysis::left_out`] and has no ρ.
+    pub fn with_fairness(mut self, r: &SimResult, isolated: &[Result<f64, String>]) -> Analysis {
         let mut rhos = Vec::with_capacity(isolated.len());
-        for ((a, j), &iso) in self.jobs.iter_mut().zip(&r.jobs).zip(isolated) {
+        for ((a, j), iso) in self.jobs.iter_mut().zip(&r.jobs).zip(isolated) {
+            let iso = match iso {
+                Ok(iso) => *iso,
+                Err(reason) => {
+                    self.left_out.push(LeftOut {
+                        id: j.id,
+                        name: j.name.clone(),
+                        reason: reason.clone(),
+                    });
+                    continue;
+                }
+            };
             a.isolated_jct_s = Some(iso);
             if iso > 0.0 {
                 let rho = j.jct_s / iso;
@@ -237,6 +294,7 @@ mod tests {
         assert!(a.jobs[1].queueing_delay_s >= 60.0 + 630.0, "{:?}", a.jobs[1]);
         // Alone, a and b take the same; shared, b takes longer: ρ_b > 1 = ρ_a.
         assert_eq!(iso[0], iso[1]);
+        assert!(iso.iter().all(|x| x.is_ok()), "{iso:?}");
         assert_eq!(a.jobs[0].rho, Some(1.0));
         assert!(a.jobs[1].rho.unwrap() > 1.5);
         let f = a.fairness.as_ref().unwrap();
@@ -252,5 +310,54 @@ mod tests {
             }
         });
         assert!(cancelled.is_err());
+    }
+
+    /// Issue 54: a job that cannot run alone (it asks 8 GPUs of 4, and fifo
+    /// never shrinks it) is named and left out; the run's figures stand.
+    #[test]
+    fn a_job_that_cannot_run_alone_is_named_and_left_out() {
+        let profiles = data::pollux_profiles().unwrap();
+        let text =
+            "name,submit_s,gpus,app,batch_size,duration_s\nbig,0,8,cifar10,2048,\nsmall,0,2,cifar10,2048,\n";
+        let t = crate::trace::load(
+            crate::trace::Format::Gpuplan,
+            "t.csv",
+            text.as_bytes(),
+            &Default::default(),
+        )
+        .unwrap();
+        let jobs = crate::trace::workload::to_workload(
+            &t,
+            crate::trace::workload::DurationJobs::Rigid,
+            &profiles,
+            0,
+        )
+        .unwrap();
+        let cfg = SimConfig {
+            cluster: gpuplan_core::Cluster::homogeneous(1, 4, gpuplan_core::DEFAULT_GPU_TYPE),
+            ..Default::default()
+        };
+        // greedy fits the 8-GPU job on 4 GPUs; fifo alone never starts it.
+        let mut planner = gpuplan_solve::registry::create("greedy").unwrap();
+        let r = simulate_workload(&cfg, &profiles, &jobs, planner.as_mut(), &mut |_, _| {
+            Control::Continue
+        })
+        .unwrap();
+        let iso = isolated_jcts(&cfg, &profiles, &jobs, &mut |_| Control::Continue).unwrap();
+        assert!(
+            iso[0].as_ref().unwrap_err().contains("never got GPUs alone"),
+            "{iso:?}"
+        );
+        assert!(iso[1].is_ok(), "{iso:?}");
+        let a = analyse(&r).with_fairness(&r, &iso);
+        assert_eq!(a.left_out.len(), 1);
+        assert_eq!(a.left_out[0].name, "big");
+        assert_eq!(a.jobs[0].rho, None);
+        assert!(a.jobs[1].rho.is_some());
+        let f = a.fairness.as_ref().unwrap();
+        assert_eq!(f.rho.mean, a.jobs[1].rho.unwrap());
+        // Serialized only when some job is left out.
+        assert!(serde_json::to_string(&a).unwrap().contains("left_out"));
+        assert!(!serde_json::to_string(&analyse(&r)).unwrap().contains("left_out"));
     }
 }

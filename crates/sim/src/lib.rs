@@ -53,7 +53,7 @@ pub mod trace; // kept: its per-format modules each have `parse`, `FIELDS`, `wri
 pub mod variability; // kept: `Draw`, `Measurements`, `BUNDLED` are unclear without `variability::`
 mod workload;
 
-pub use analysis::{analyse, isolated_jcts, Analysis, AppJct, Fairness, JobAnalysis, Spread};
+pub use analysis::{analyse, isolated_jcts, Analysis, AppJct, Fairness, JobAnalysis, LeftOut, Spread};
 pub use calibrate::{
     records_csv, simulate_with_estimates, summarise, CalibrationConfig, CalibrationSummary, EstimateRecord,
     KnownWork,

@@ -62,8 +62,9 @@ pub struct RunOut {
     pub rounds: Vec<RoundInfo>,
     /// Who held which GPUs when, for the timeline.
     pub segments: Vec<Segment>,
-    /// Queueing delay, JCT per application, finish-time fairness: the
-    /// numbers `gpuplan simulate --analysis` prints.
+    /// Queueing delay, JCT per application and, with
+    /// [`Scenario::fairness`], finish-time fairness: the numbers `gpuplan
+    /// simulate --analysis` prints.
     pub analysis: Analysis,
     /// Goodput over time: (time_s, jobs' worth of work done per hour in the
     /// interval ending then); see [`work_rate`].
@@ -216,18 +217,22 @@ pub fn run_scenario(
         let mut r =
             simulate_workload(&cfg, profiles, &jobs, planner.as_mut(), &mut observer).map_err(cancelled)?;
         r.summary.workload = workload_name;
-        // Each job alone, for finish-time fairness; Cancel still works here.
-        let isolated = isolated_jcts(&cfg, profiles, &jobs, &mut |i| {
-            progress(Progress {
-                round: kept.len(),
-                now_s: r.rounds.last().map_or(0.0, |x| x.time_s),
-                done_jobs: i,
-                total_jobs: total,
-                alone: true,
+        // Each job alone, for finish-time fairness, when asked; Cancel still
+        // works here, and a job that cannot run alone is named, never fatal.
+        let mut analysis = analyse(&r);
+        if scenario.fairness {
+            let isolated = isolated_jcts(&cfg, profiles, &jobs, &mut |i| {
+                progress(Progress {
+                    round: kept.len(),
+                    now_s: r.rounds.last().map_or(0.0, |x| x.time_s),
+                    done_jobs: i,
+                    total_jobs: total,
+                    alone: true,
+                })
             })
-        })
-        .map_err(cancelled)?;
-        let analysis = analyse(&r).with_fairness(&r, &isolated);
+            .map_err(cancelled)?;
+            analysis = analysis.with_fairness(&r, &isolated);
+        }
         let work_rate = work_rate(&kept, &jobs, profiles, &r.jobs);
         let rounds = r
             .rounds

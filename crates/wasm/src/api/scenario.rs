@@ -93,6 +93,11 @@ pub struct Scenario {
     /// before queues.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub queues: String,
+    /// Finish-time fairness: after the run, each job simulated alone (as
+    /// `simulate --analysis`). Off by default (it runs every job once more);
+    /// absent from links made before it and from those without it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fairness: bool,
 }
 
 fn is_one(k: &u32) -> bool {
@@ -124,6 +129,7 @@ impl Default for Scenario {
             type_blind: false,
             variability_blind: false,
             queues: String::new(),
+            fairness: false,
         }
     }
 }

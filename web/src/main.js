@@ -9,7 +9,7 @@ import { addScenario, scenarios, encodeState, decodeState } from './scenario.js'
 import { runAll, renderResults } from './results.js';
 import { renderCharts, fillJobPick, renderJobHistory, renderGantt } from './charts.js';
 import { runSweep, renderSweep } from './sweep.js';
-import { loadResults, forgetResults } from './store.js';
+import { loadResults, forgetResults, loadUploads } from './store.js';
 import { inspect, resolveRound } from './inspector.js';
 import { addChartTools, exportJson, exportJobsCsv, exportRoundsCsv } from './export.js';
 
@@ -54,7 +54,13 @@ async function main() {
   $('#limits').textContent = `The browser takes at most ${nodes} nodes, ${gpus} GPUs and ${jobs} jobs ` +
     '(it keeps every round for the inspector, in at most 4 GiB); the CLI has no such limit.';
   const saved = decodeState();
-  for (const s of saved ?? [{}]) addScenario(s);
+  // Uploaded files are kept in IndexedDB by scenario label (never in links).
+  const uploads = await loadUploads();
+  for (const s of saved ?? [{}]) {
+    const kept = uploads[s.label ?? 'A'];
+    addScenario(kept ? { ...s, upload: s.workload === 'upload' ? kept.upload : null,
+      cluster_upload: s.cluster === 'upload' ? kept.cluster_upload : null } : s);
+  }
   $('#add-scenario').addEventListener('click', () => {
     const list = scenarios();
     addScenario({ ...list[list.length - 1], label: '' });

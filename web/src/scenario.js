@@ -2,6 +2,7 @@
 import { $, showError } from './util.js';
 import { state } from './state.js';
 import { fieldHelp, policyHelp } from './help.js';
+import { saveUploads } from './store.js';
 
 export const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
   'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor', 'placement',
@@ -53,30 +54,44 @@ export function addScenario(values) {
     else el.value = s[f];
   }
   showPolicy();
-  node.upload = null;
-  node.clusterUpload = null;
+  // A scenario added from another (or restored) keeps its uploaded files.
+  node.upload = values.upload ?? null;
+  node.clusterUpload = values.cluster_upload ?? null;
+  const showFiles = () => {
+    node.querySelector('.upload-name').textContent = node.upload ? node.upload.name : '';
+    node.querySelector('.cluster-upload-name').textContent = node.clusterUpload ? node.clusterUpload.name : '';
+  };
+  showFiles();
   // A cluster file (name,gpus,gpu_type[,count]; `gpuplan trace import-slurm` writes one).
   node.querySelector('[name=cluster_file]').addEventListener('change', async (ev) => {
     const file = ev.target.files[0];
     if (!file) return;
     node.clusterUpload = { name: file.name, text: await file.text() };
     node.querySelector('[name=cluster]').value = 'upload';
+    showFiles();
     onEdit();
+    saveUploads(scenarios());
   });
   node.querySelector('[name=upload]').addEventListener('change', async (ev) => {
     const file = ev.target.files[0];
     if (!file) return;
     node.upload = { name: file.name, text: await file.text() };
     wl.value = 'upload';
+    showFiles();
     onEdit();
+    saveUploads(scenarios());
   });
   node.querySelector('.remove').addEventListener('click', () => {
     if (scenarioElements().length > 1) node.remove();
     onEdit();
+    saveUploads(scenarios());
   });
+  // A renamed scenario keeps its files under its new label.
+  node.querySelector('[name=label]').addEventListener('change', () => saveUploads(scenarios()));
   node.addEventListener('input', onEdit);
   $('#scenarios').append(node);
   onEdit();
+  if (node.upload || node.clusterUpload) saveUploads(scenarios());
 }
 
 /// The first of A, B, ..., Z, A2, ... that no scenario uses (removing B of

@@ -51,3 +51,30 @@ export async function forgetResults() {
   await dbDo('readwrite', (s) => s.delete(DB.key));
   setStatus('Saved results forgotten (the page keeps showing them until it is reloaded).');
 }
+
+/// Uploaded files (workload and cluster) per scenario label, kept beside
+/// the results so a reload keeps them: links leave them out (they may be
+/// large and private), so the page would otherwise come back without them.
+const UPLOADS = 'uploads';
+
+export async function saveUploads(list) {
+  try {
+    const byLabel = {};
+    for (const s of list) {
+      if (s.upload || s.cluster_upload) byLabel[s.label] = { upload: s.upload ?? null, cluster_upload: s.cluster_upload ?? null };
+    }
+    await dbDo('readwrite', (st) => st.put(byLabel, UPLOADS));
+    document.body.dataset.uploadsSaved = String(Date.now());
+  } catch (e) {
+    console.warn('could not keep the uploads:', e);
+  }
+}
+
+/// The uploads kept by the last visit, by scenario label ({} if none).
+export async function loadUploads() {
+  try {
+    return (await dbDo('readonly', (st) => st.get(UPLOADS))) ?? {};
+  } catch {
+    return {};
+  }
+}

@@ -1074,3 +1074,39 @@ test('workload-6 with examples/queues.toml under greedy equals the CLI, fairness
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 54, item 5: "+ Add scenario" lost the uploaded file ("Scenario B: no
+// workload file uploaded"); uploads are kept across a reload too.
+test('a second scenario runs the uploaded file, and uploads survive a reload', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));
+  writeFileSync(join(dir, 'tiny.csv'), TINY);
+  const cli = (policy) => JSON.parse(execFileSync(BIN, ['simulate', '--workload', 'tiny.csv', '--policy', policy,
+    '--cluster', '2x8', '--format', 'json'], { cwd: dir, encoding: 'utf8' }));
+  const [fifo, tiresias] = [cli('fifo'), cli('tiresias')];
+  rmSync(dir, { recursive: true });
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'tiny.csv', mimeType: 'text/csv', buffer: Buffer.from(TINY) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '2x8');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'policy', 'tiresias');
+  assert.equal(await page.locator('.scenario').nth(1).locator('[name=workload]').inputValue(), 'upload');
+  assert.equal(await page.locator('.scenario').nth(1).locator('.upload-name').textContent(), 'tiny.csv');
+  assert.match(await runAndWait(page), /^Done: A in .*, B in /);
+  const runs = await exportedJson(page);
+  assert.deepEqual(runs.map((r) => r.summary.workload), ['tiny', 'tiny']);
+  assert.deepEqual(runs.map((r) => r.jobs.length), [5, 5]);
+  assert.equal(runs[0].summary.avg_jct_s, fifo.avg_jct_s);
+  assert.equal(runs[1].summary.avg_jct_s, tiresias.avg_jct_s);
+  // Reloaded (the link keeps the scenarios, IndexedDB their files): both run again.
+  await page.waitForSelector('body[data-uploads-saved]');
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  assert.deepEqual(await page.locator('.upload-name').allTextContents(), ['tiny.csv', 'tiny.csv']);
+  assert.match(await runAndWait(page), /^Done: A in .*, B in /);
+  const again = await exportedJson(page);
+  assert.equal(again[1].summary.avg_jct_s, tiresias.avg_jct_s);
+  assert.deepEqual(errors, []);
+  await context.close();
+});

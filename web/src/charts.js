@@ -291,20 +291,29 @@ function jobColor(id) {
 
 /// Places each segment's GPUs on GPU slots of its nodes, as the CLI's Gantt
 /// does (interval colouring per node), so that jobs sharing a node are drawn
-/// side by side instead of over each other. Returns one bar per GPU slot.
-function ganttBars(run) {
-  const free = run.cluster.nodes.map((n) => new Array(n.gpus).fill(0));
+/// side by side instead of over each other. With jobs per GPU k > 1 each
+/// GPU row is split into k lanes (sharers drawn as stacked slivers): a node
+/// has GPUs × k lanes, filled first lane of every GPU first, so unshared jobs
+/// keep whole-GPU rows and a sharer takes the next free lane. The simulator
+/// never puts more than k jobs on a GPU, so every segment finds lanes (greedy
+/// colouring by start time is optimal on intervals). Returns one bar per
+/// GPU a job holds: {job, node, slot (GPU row), sub (lane in it), ...}.
+export function ganttBars(run) {
+  const k = Math.max(1, run.scenario?.sharing ?? 1);
+  const free = run.cluster.nodes.map((n) => new Array(n.gpus * k).fill(0));
   const segs = [...run.segments].sort((a, b) => a.start_s - b.start_s);
   const bars = [];
   for (const s of segs) {
     for (const [node, gpus] of s.nodes) {
-      const slots = free[node];
+      const lanes = free[node];
+      const perRow = run.cluster.nodes[node].gpus;
       let placed = 0;
-      for (let slot = 0; slot < slots.length && placed < gpus; slot++) {
-        if (slots[slot] <= s.start_s + 1e-9) {
-          slots[slot] = s.end_s;
+      for (let lane = 0; lane < lanes.length && placed < gpus; lane++) {
+        if (lanes[lane] <= s.start_s + 1e-9) {
+          lanes[lane] = s.end_s;
           placed++;
-          bars.push({ job: s.job, node, slot, start_s: s.start_s, end_s: s.end_s, seg: s });
+          bars.push({ job: s.job, node, slot: lane % perRow, sub: Math.floor(lane / perRow), k,
+            start_s: s.start_s, end_s: s.end_s, seg: s });
         }
       }
     }
@@ -330,7 +339,10 @@ export function renderGantt() {
   const nodes = r.cluster.nodes;
   const end = Math.max(...r.segments.map((s) => s.end_s), 1) / HOUR;
   const bars = ganttBars(r);
+  const lanes = Math.max(1, r.scenario?.sharing ?? 1);
   const names = jobNames(r);
+  // Rows and tooltips name each node's GPU type.
+  const typed = (n) => `${n.name} ${n.gpu_type}`;
   const el = $('#chart-gantt');
   el.ganttBars = bars;
   // The bar under the cursor: its node from the row, its GPU lane from the
@@ -340,17 +352,23 @@ export function renderGantt() {
     const y = u.posToVal(top, 'y');
     const node = Math.floor(y);
     if (!nodes[node]) return null;
-    const slot = Math.floor((node + 0.95 - y) / (0.9 / nodes[node].gpus));
-    return bars.find((b) => b.node === node && b.slot === slot && b.start_s <= t && t < b.end_s) ?? null;
+    const h = 0.9 / nodes[node].gpus;
+    const slot = Math.floor((node + 0.95 - y) / h);
+    const sub = Math.floor((node + 0.95 - y - slot * h) / (h / lanes));
+    return bars.find((b) => b.node === node && b.slot === slot && b.sub === sub && b.start_s <= t && t < b.end_s) ?? null;
   };
   const tip = tooltipPlugin((u, left, top) => {
     const b = barAt(u, left, top);
     if (!b) return null;
     const gpus = b.seg.nodes.reduce((n, [, k]) => n + k, 0);
-    const where = b.seg.nodes.map(([n, k]) => `${esc(nodes[n].name)}×${k}`).join(', ');
+    const where = b.seg.nodes.map(([n, k]) => `${esc(nodes[n].name)}×${k} (${esc(nodes[n].gpu_type)})`).join(', ');
+    const sharers = lanes > 1 ? bars.filter((x) => x.node === b.node && x.slot === b.slot && x !== b &&
+      x.start_s < b.end_s && b.start_s < x.end_s).map((x) => names.get(x.job) ?? x.job) : [];
     return `<b>${esc(names.get(b.job) ?? b.job)}</b> <small>(job ${b.job})</small>` +
       `<div>${gpus} GPU${gpus === 1 ? '' : 's'} on ${where}</div>` +
-      `<div>this lane: <span class="tip-node">${esc(nodes[b.node].name)}</span> GPU ${b.slot}</div>` +
+      `<div>this lane: <span class="tip-node">${esc(nodes[b.node].name)}</span> GPU ${b.slot}` +
+      `${lanes > 1 ? `, lane ${b.sub + 1} of ${lanes}` : ''} <span class="tip-type">${esc(nodes[b.node].gpu_type)}</span></div>` +
+      (sharers.length ? `<div>drawn beside: ${[...new Set(sharers)].map(esc).join(', ')}</div>` : '') +
       `<div>${(b.start_s / HOUR).toFixed(2)}–${(b.end_s / HOUR).toFixed(2)} h</div>`;
   });
   el.style.maxHeight = `${GANTT_MAX_PX}px`;
@@ -361,11 +379,11 @@ export function renderGantt() {
     height: Math.max(220, rowPx * nodes.length + 60),
     scales: { x: { time: false, range: (u, min, max) => [min, max] }, y: { range: [0, nodes.length] } },
     axes: [{ label: 'time (h)' }, {
-      label: 'node (rows: its GPUs)',
-      size: 70,
+      label: lanes > 1 ? `node, GPU type (rows: its GPUs, each split in ${lanes} lanes for sharers)` : 'node, GPU type (rows: its GPUs)',
+      size: 100,
       grid: { show: false },
       splits: () => nodes.map((_, i) => i + 0.5).filter((_, i) => i % every === 0),
-      values: (u, ticks) => ticks.map((t) => nodes[Math.floor(t)]?.name ?? ''),
+      values: (u, ticks) => ticks.map((t) => (nodes[Math.floor(t)] ? typed(nodes[Math.floor(t)]) : '')),
     }],
     series: [{}, { label: 'allocations', stroke: 'transparent' }],
     legend: { show: false },
@@ -392,8 +410,10 @@ export function renderGantt() {
           const x0 = u.valToPos(b.start_s / HOUR, 'x', true);
           const x1 = u.valToPos(b.end_s / HOUR, 'x', true);
           const h = 0.9 / nodes[b.node].gpus;
-          const y0 = u.valToPos(b.node + 0.95 - b.slot * h, 'y', true);
-          const y1 = u.valToPos(b.node + 0.95 - (b.slot + 0.85) * h, 'y', true);
+          const lh = h / b.k;
+          const top = b.node + 0.95 - b.slot * h - b.sub * lh;
+          const y0 = u.valToPos(top, 'y', true);
+          const y1 = u.valToPos(top - 0.85 * lh, 'y', true);
           ctx.fillStyle = jobColor(b.job);
           ctx.fillRect(x0, y0, Math.max(1, x1 - x0), Math.max(1, y1 - y0));
         }

@@ -108,6 +108,19 @@ export function deltaText(v, base) {
   return `${d >= 0 ? '+' : ''}${(d * 100).toFixed(1)}%`;
 }
 
+/// Under jobs per GPU > 1: whether this run's planner shares at all, and
+/// how much it did, so an unshared run is never silently taken for one.
+function sharingNote(r) {
+  const k = r.scenario.sharing ?? 1;
+  if (k <= 1) return '';
+  const sharers = state.catalog?.sharing_policies ?? [];
+  const text = !sharers.includes(r.scenario.policy)
+    ? `jobs per GPU ${k} has no effect: ${r.scenario.policy} never shares GPUs (those that do: ${sharers.join(', ')})`
+    : `jobs per GPU ${k}: ${fmt(r.summary.gpu_shared)} of GPU-time shared` +
+      (r.summary.gpu_shared > 0 ? '' : ' (no job shared a GPU in this run)');
+  return `<br><small class="sharing-note">${esc(text)}</small>`;
+}
+
 function renderSummary() {
   const t = $('#summary');
   const runs = state.runs;
@@ -117,7 +130,8 @@ function renderSummary() {
   const head = `<tr><th>metric</th>${runs.map((r, i) => {
     const what = i === 0 ? 'baseline' : (differs(r).join(', ') || 'same settings');
     return `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: <span class="differs">${esc(what)}</span>` +
-      `<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small></th>`;
+      `<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small>` +
+      `${sharingNote(r)}</th>`;
   }).join('')}</tr>`;
   const rows = METRICS.map(([key, name, get, lowerBetter, help]) => {
     const base = get(runs[0]);

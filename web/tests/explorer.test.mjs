@@ -235,7 +235,7 @@ const RECORD_GANTT = () => {
   const fill = CanvasRenderingContext2D.prototype.fillRect;
   globalThis.__ganttRects = [];
   CanvasRenderingContext2D.prototype.fillRect = function (x, y, w, h) {
-    if (this.canvas.closest?.('#chart-gantt')) globalThis.__ganttRects.push({ x, y, w, h });
+    if (this.canvas.closest?.('#chart-gantt')) globalThis.__ganttRects.push({ x, y, w, h, fill: this.fillStyle });
     return fill.call(this, x, y, w, h);
   };
   const text = CanvasRenderingContext2D.prototype.fillText;
@@ -281,7 +281,7 @@ test('the Gantt draws jobs that share a node side by side, never over each other
   assert.equal(rects.length, gpuBars);
   // Rows are named after the cluster's nodes.
   const texts = await page.evaluate(() => globalThis.__ganttTexts);
-  assert.ok(texts.includes('node15') && texts.includes('node0'), texts.join(' '));
+  assert.ok(texts.includes('node15 t4') && texts.includes('node0 t4'), texts.join(' '));
   await page.locator('#chart-gantt').screenshot({ path: join(ARTIFACTS, 'gantt.png') });
   assert.deepEqual(errors, []);
   await context.close();
@@ -1107,6 +1107,111 @@ test('a second scenario runs the uploaded file, and uploads survive a reload', a
   assert.match(await runAndWait(page), /^Done: A in .*, B in /);
   const again = await exportedJson(page);
   assert.equal(again[1].summary.avg_jct_s, tiresias.avg_jct_s);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// The converted Gavel trace (rigid jobs with a model column): the CLI's
+// `trace convert` output, uploaded.
+function convertedGavel() {
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-gavel-'));
+  const out = join(dir, 'small_test.csv');
+  execFileSync(BIN, ['trace', 'convert', join(ROOT, 'traces/gavel/physical_cluster/small_test.trace'), '--out', out],
+    { stdio: 'pipe' });
+  const text = readFileSync(out);
+  return { dir, out, text };
+}
+
+// Issue 54, item 3: Jobs per GPU 2 was ignored on rigid (converted Gavel)
+// jobs: the page had no Gavel table, so their models could not share.
+test('jobs per GPU 2 on the converted Gavel trace gives the CLI\'s --sharing 2 (1x4, pollux-mip)', async () => {
+  const g = convertedGavel();
+  const cli = (policy, k) => nativeSummary(['--workload', g.out, '--cluster', '1x4', '--policy', policy, '--sharing', String(k)]);
+  // The page solves pollux-mip's MIP with microlp (HiGHS is not in the
+  // wasm); at this size pollux-mip is mip-exact, so the CLI's
+  // mip-exact-microlp is the same planner with the same solver. HiGHS's
+  // pollux-mip (270.96 s, 4 restarts) picks another of the tied optima:
+  // that difference is the solver's (issue 54 item 2), not sharing's.
+  const [one, two, highs] = [cli('pollux-mip', 1), cli('mip-exact-microlp', 2), cli('pollux-mip', 2)];
+  rmSync(g.dir, { recursive: true });
+  assert.ok(two.gpu_shared > 0 && two.avg_jct_s !== one.avg_jct_s, 'the CLI shares here');
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'small_test.csv', mimeType: 'text/csv', buffer: g.text });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '1x4');
+  await setField(page, 0, 'policy', 'pollux-mip');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'sharing', 2);
+  assert.match(await runAndWait(page, 300_000), /^Done: A in .*, B in /);
+  const runs = await exportedJson(page);
+  metrics.gavel_small_test_sharing = { web: runs.map((r) => [r.summary.avg_jct_s, r.summary.gpu_shared]),
+    cli: [[one.avg_jct_s, one.gpu_shared], [two.avg_jct_s, two.gpu_shared]], cli_highs_pollux_mip_sharing2: [highs.avg_jct_s, highs.gpu_shared] };
+  for (const [run, want] of [[runs[0], one], [runs[1], two]]) {
+    for (const key of ['jobs', 'rounds', 'restarts', 'avg_jct_s', 'makespan_s', 'gpu_shared']) {
+      assert.equal(run.summary[key], want[key], `sharing ${run.scenario.sharing ?? 1}: summary.${key}: browser ${run.summary[key]} vs CLI ${want[key]}`);
+    }
+  }
+  assert.match(await page.textContent('#summary th .sharing-note'), /jobs per GPU 2: 0\.\d+ of GPU-time shared/);
+  // A planner that never shares says so next to its result.
+  await setField(page, 1, 'policy', 'fifo');
+  assert.match(await runAndWait(page, 300_000), /^Done/);
+  assert.match(await page.textContent('#summary th .sharing-note'), /has no effect: fifo never shares GPUs/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 54, item 4: jobs sharing a GPU were missing from the Gantt. On 1x2
+// with jobs per GPU 2, every job with GPU time has its bars, none painted
+// over another; rows and tooltips name the GPU type.
+test('the Gantt draws every job on a shared GPU (1x2, jobs per GPU 2), with GPU types', async () => {
+  const g = convertedGavel();
+  rmSync(g.dir, { recursive: true });
+  const { page, context, errors } = await openPage();
+  await page.addInitScript(RECORD_GANTT);
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  await page.setInputFiles('[name=upload]', { name: 'small_test.csv', mimeType: 'text/csv', buffer: g.text });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '1x2');
+  await setField(page, 0, 'policy', 'pollux-mip');
+  await setField(page, 0, 'sharing', 2);
+  assert.match(await runAndWait(page, 300_000), /^Done/);
+  const [run] = await exportedJson(page);
+  assert.ok(run.summary.gpu_shared > 0, `gpu_shared ${run.summary.gpu_shared}`);
+  await page.evaluate(() => { globalThis.__ganttRects = []; globalThis.__ganttTexts = []; });
+  await page.dispatchEvent('#gantt-run', 'change');
+  const rects = await page.evaluate(() => globalThis.__ganttRects.filter((r) => r.w > 0));
+  const held = new Map();
+  for (const s of run.segments) {
+    const gpus = s.nodes.reduce((n, [, k]) => n + k, 0);
+    held.set(s.job, (held.get(s.job) ?? 0) + gpus * (s.end_s - s.start_s));
+  }
+  const withGpuTime = [...held].filter(([, v]) => v > 0).map(([id]) => id);
+  // Each job's colour, as the canvas normalises it.
+  const colours = await page.evaluate((ids) => {
+    const c = document.createElement('canvas').getContext('2d');
+    return ids.map((id) => { c.fillStyle = `hsl(${(id * 137.508) % 360}, 60%, 55%)`; return c.fillStyle; });
+  }, withGpuTime);
+  const painted = new Set(rects.map((r) => r.fill));
+  const missing = withGpuTime.filter((id, i) => !painted.has(colours[i]))
+    .map((id) => run.jobs.find((j) => j.id === id).name);
+  assert.deepEqual(missing, [], `jobs with GPU time but no bar: ${missing}`);
+  const bars = rects.filter((r) => colours.includes(r.fill));
+  const gpuBars = run.segments.reduce((n, s) => n + s.nodes.reduce((k, [, x]) => k + x, 0), 0);
+  assert.equal(bars.length, gpuBars);
+  let overlaps = 0;
+  for (let i = 0; i < bars.length; i++) {
+    for (let j = i + 1; j < bars.length; j++) {
+      const [a, b] = [bars[i], bars[j]];
+      const ox = Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x);
+      const oy = Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y);
+      if (ox > 1.01 && oy > 0.5) overlaps++;
+    }
+  }
+  assert.equal(overlaps, 0, `${overlaps} bars painted over others`);
+  const texts = await page.evaluate(() => globalThis.__ganttTexts);
+  assert.ok(texts.includes('node0 t4'), texts.join(' '));
+  await page.locator('figure[data-chart=gantt]').screenshot({ path: join(ARTIFACTS, 'gantt-shared.png') });
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -90,3 +90,9 @@ pub(super) fn all_workloads() -> Vec<(String, String, &'static str)> {
     }
     out
 }
+
+/// Gavel's throughput table (`traces/gavel/simulation_throughputs.json`, as
+/// `gpuplan simulate` bundles it): the ground truth of co-located jobs and
+/// what a rigid job's model needs to share a GPU. 1.2 MB raw, 88 kB gzipped.
+pub(super) const GAVEL_THROUGHPUTS: &[u8] =
+    include_bytes!("../../../../traces/gavel/simulation_throughputs.json");

@@ -6,7 +6,7 @@ use gpuplan_sim::trace::{self, workload::DurationJobs, Format, LoadOptions};
 use gpuplan_sim::{ParamFlags, Profiles, ScenarioError, ScenarioField, SimConfig, SimScenario, WorkloadJob};
 use serde::{Deserialize, Serialize};
 
-use super::bundled::{all_workloads, bundled, UPLOAD_FORMATS};
+use super::bundled::{all_workloads, bundled, GAVEL_THROUGHPUTS, UPLOAD_FORMATS};
 use super::error::{invalid, ApiError};
 
 /// The most the browser takes on. The page keeps every round's input for the
@@ -134,6 +134,25 @@ impl Default for Scenario {
     }
 }
 
+thread_local! {
+    static GAVEL: std::cell::RefCell<Option<gpuplan_sim::colocation::GavelTable>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The bundled Gavel table, parsed on first use.
+fn gavel_table() -> Result<gpuplan_sim::colocation::GavelTable, ApiError> {
+    GAVEL.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(gpuplan_sim::colocation::parse_gavel(
+                "simulation_throughputs.json",
+                GAVEL_THROUGHPUTS,
+            )?);
+        }
+        Ok(slot.as_ref().expect("filled above").clone())
+    })
+}
+
 /// A scenario error worded with the editor's name for its field.
 pub(super) fn field_error(e: &ScenarioError) -> String {
     use gpuplan_core::ParamField as P;
@@ -238,7 +257,16 @@ impl Scenario {
             gpuplan_core::queue::parse_queues_toml(&self.queues, "queues")
                 .map_err(|es| invalid(es.join("; ")))?
         };
+        // Sharing reads Gavel's table as the CLI does (its bundled one at
+        // its default GPU type): without it rigid jobs never share.
+        let colocation = if self.sharing > 1 {
+            Some(gavel_table()?)
+        } else {
+            None
+        };
         let scenario = SimScenario {
+            colocation,
+            colocation_gpu_type: gpuplan_sim::trace::gavel::DEFAULT_GPU_TYPE.to_string(),
             queues,
             cluster: self.cluster()?,
             interval_s: self.interval_s,

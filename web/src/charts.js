@@ -5,8 +5,10 @@ import { $, COLORS, HOUR, fmt, esc } from './util.js';
 import { state } from './state.js';
 import { inspect } from './inspector.js';
 
+/// The chart's width: its box's, with no minimum beyond a readable 240 px,
+/// so a phone (390 px) shows whole charts and their buttons.
 export function chartWidth(el) {
-  return Math.max(480, el.clientWidth - 12);
+  return Math.max(240, el.clientWidth - 12);
 }
 
 /// Drag across a chart to zoom its time axis; a move under 5 px is a click,
@@ -48,6 +50,8 @@ function held(data, idx) {
   for (let k = idx; k >= 0; k--) if (data[k] != null) return data[k];
   return null;
 }
+
+const heldAt = (data, idx) => held(data, idx);
 
 function runSeries(extra = {}) {
   return state.runs.map((r, i) => ({
@@ -188,30 +192,45 @@ export function renderCharts() {
   renderJobHistory();
 }
 
+/// Line styles of the scenarios in the queue chart: the first solid, each
+/// later one its own dash (the legend names them).
+export const SCENARIO_DASHES = [undefined, [6, 4], [2, 3], [10, 3, 2, 3], [1, 4], [12, 6]];
+
 /// Under queues: GPUs each queue held round by round, one line per
-/// (scenario, queue), dashed for scenarios after the first.
+/// (scenario, queue): a colour per queue, a dash per scenario; each queue's
+/// guarantee a thin flat line of its colour and its scenario's dash.
 function renderQueueChart() {
   const runs = state.runs.map((r, i) => [r, i]).filter(([r]) => r.queues?.length);
   const fig = document.querySelector('figure[data-chart=queues]');
   fig.hidden = !runs.length;
   if (!runs.length) return;
-  const lines = runs.flatMap(([r, i]) => r.queues.map((q, k) => ({
+  const heldLines = runs.flatMap(([r, i]) => r.queues.map((q, k) => ({
     label: `${r.scenario.label}: ${q.queue}`,
     stroke: COLORS[k % COLORS.length],
-    dash: i ? [6, 4] : undefined,
+    dash: SCENARIO_DASHES[i % SCENARIO_DASHES.length],
+    width: 1.5,
     pts: r.rounds.map((x) => [x.time_s / HOUR, x.queue_gpus?.[k] ?? 0]),
   })));
+  const guarantees = runs.flatMap(([r, i]) => r.queues.map((q, k) => [q, k]).filter(([q]) => q.guarantee > 0).map(([q, k]) => ({
+    label: `${r.scenario.label}: ${q.queue} guarantee`,
+    stroke: COLORS[k % COLORS.length],
+    dash: SCENARIO_DASHES[i % SCENARIO_DASHES.length] ?? [1, 0],
+    width: 0.75,
+    guarantee: true,
+    pts: r.rounds.map((x) => [x.time_s / HOUR, q.guarantee]),
+  })));
+  const lines = [...heldLines, ...guarantees];
   mkChart($('#chart-queues'), {
     scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
     axes: [{ label: 'time (h)' }, { label: 'GPUs held' }],
-    series: [{ label: 'h' }, ...lines.map(({ label, stroke, dash }) => ({
-      label, stroke, dash, width: 1.5, spanGaps: true, value: (u, v, si, idx) => fmt(held(u.data[si], idx)),
+    series: [{ label: 'h' }, ...lines.map(({ label, stroke, dash, width, guarantee }) => ({
+      label, stroke, dash, width, spanGaps: true, alpha: guarantee ? 0.6 : 1, value: (u, v, si, idx) => fmt(heldAt(u.data[si], idx)),
     }))],
     plugins: [tooltipPlugin((u) => {
       const idx = u.cursor.idx;
       if (idx == null) return null;
       const rows = lines.map((l, k) => `<div><span class="swatch" style="background:${l.stroke}"></span>` +
-        `${esc(l.label)}: ${fmt(held(u.data[k + 1], idx))}</div>`);
+        `${esc(l.label)}: ${fmt(heldAt(u.data[k + 1], idx))}</div>`);
       return `<b>t = ${fmt(u.data[0][idx])}</b> <small>h: GPUs held</small>${rows.join('')}`;
     })],
   }, aligned(lines.map((l) => l.pts)));
@@ -379,7 +398,7 @@ export function renderGantt() {
     height: Math.max(220, rowPx * nodes.length + 60),
     scales: { x: { time: false, range: (u, min, max) => [min, max] }, y: { range: [0, nodes.length] } },
     axes: [{ label: 'time (h)' }, {
-      label: lanes > 1 ? `node, GPU type (rows: its GPUs, each split in ${lanes} lanes for sharers)` : 'node, GPU type (rows: its GPUs)',
+      label: lanes > 1 ? `node, type (${lanes} lanes a GPU)` : 'node, GPU type',
       size: 100,
       grid: { show: false },
       splits: () => nodes.map((_, i) => i + 0.5).filter((_, i) => i % every === 0),

@@ -35,13 +35,24 @@ export function fieldHelp(catalog) {
   };
 }
 
+/// The round inspector's re-solve control.
+export const RESOLVE_HELP = 'Solves the shown round again with another planner (on the same jobs, GPUs and parameters) and ' +
+  'shows its plan, objective and bound beside the one the run used; the run itself is unchanged. Hover a planner for what it does.';
+
 /// A policy's help: the registry's description, and the parameters it sets
 /// differently from Pollux's.
 export function policyHelp(catalog, name) {
   const info = catalog.policy_info.find((p) => p.name === name);
   if (!info) return '';
   const params = Object.entries(info.params).map(([k, v]) => `${k} ${v}`);
-  return info.description + (params.length ? ` (its parameters: ${params.join(', ')})` : '');
+  return plainWords(info.description) + (params.length ? ` (its parameters: ${params.join(', ')})` : '');
+}
+
+/// A registry description as a page reader needs it: the project's issue
+/// numbers mean nothing to them ("before issue 36" is "in its earlier version").
+export function plainWords(text) {
+  return text.replace(/\bbefore issue \d+/g, 'in its earlier version').replace(/\s*\(issue \d+\)/g, '')
+    .replace(/\bissue \d+/g, 'an earlier version');
 }
 
 /// What the inspector's value and objective are, naming the planners that

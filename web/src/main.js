@@ -4,7 +4,7 @@
 import { $, setStatus, showError, esc } from './util.js';
 import { state } from './state.js';
 import { startWorker, cancelRun } from './engine.js';
-import { fieldHelp, policyHelp, FIELD_NAMES } from './help.js';
+import { fieldHelp, policyHelp, FIELD_NAMES, RESOLVE_HELP } from './help.js';
 import { addScenario, scenarios, encodeState, decodeState } from './scenario.js';
 import { runAll, renderResults } from './results.js';
 import { renderCharts, fillJobPick, renderJobHistory, renderGantt } from './charts.js';
@@ -94,8 +94,19 @@ async function main() {
   $('#job-pick').addEventListener('change', renderJobHistory);
   $('#inspect-run').addEventListener('change', inspect);
   $('#cdf-log').addEventListener('change', renderCharts);
-  for (const p of state.catalog.policies) $('#resolve-planner').add(new Option(p, p));
+  for (const p of state.catalog.policies) {
+    const o = new Option(p, p);
+    o.title = policyHelp(state.catalog, p);
+    $('#resolve-planner').add(o);
+  }
+  const showResolveHelp = () => {
+    const p = $('#resolve-planner').value;
+    $('#resolve-help').textContent = `${p}: ${policyHelp(state.catalog, p)}`;
+  };
+  $('#resolve-planner').closest('label').title = RESOLVE_HELP;
+  $('#resolve-planner').addEventListener('change', showResolveHelp);
   $('#resolve-planner').value = state.catalog.resolve_planner;
+  showResolveHelp();
   $('#resolve').addEventListener('click', resolveRound);
   $('#inspect-index').addEventListener('change', inspect);
   $('#inspect-slider').addEventListener('input', () => {

@@ -1215,3 +1215,122 @@ test('the Gantt draws every job on a shared GPU (1x2, jobs per GPU 2), with GPU 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 54, item 6: the header named differing queues "undefined undefined";
+// every later scenario's queue lines had one dash and no guarantee lines;
+// Gantt rows and tooltips named no GPU type; absurd planner-time deltas.
+test('the header names the queues, the queue chart tells scenarios apart, Gantt rows name GPU types', async () => {
+  const workload = readFileSync(join(ROOT, 'tests/data/queued-workload.csv'));
+  const queues = readFileSync(join(ROOT, 'examples/queues-ab.toml'), 'utf8');
+  const cli = (policy, withQueues = true) => JSON.parse(execFileSync(BIN, ['simulate', '--workload', join(ROOT, 'tests/data/queued-workload.csv'),
+    '--cluster', '2x4:t4+2x8:a100', ...(withQueues ? ['--queues', join(ROOT, 'examples/queues-ab.toml')] : []),
+    '--policy', policy, '--format', 'json'], { encoding: 'utf8' }));
+  const { page, context, errors } = await openPage();
+  await page.addInitScript(RECORD_GANTT);
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  await page.setInputFiles('[name=upload]', { name: 'queued-workload.csv', mimeType: 'text/csv', buffer: workload });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '2x4:t4+2x8:a100');
+  await setField(page, 0, 'policy', 'fifo');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'queues', queues);
+  await setField(page, 1, 'policy', 'fair-share');
+  await page.click('#add-scenario');
+  await setField(page, 2, 'policy', 'tiresias');
+  // A bad queues file names line and field; the others still run.
+  await setField(page, 2, 'queues', '[[queue]]\nname = "a"\nguarantee = "x"\n');
+  assert.match(await runAndWait(page), /1 failed/);
+  assert.match(await page.textContent('#error'), /^Scenario C: queues:3:guarantee: /);
+  await setField(page, 2, 'queues', queues);
+  assert.match(await runAndWait(page), /^Done/);
+  const runs = await exportedJson(page);
+  assert.deepEqual(runs[1].queues, cli('fair-share').queues);
+  assert.deepEqual(runs[2].queues, cli('tiresias').queues);
+  assert.equal(runs[0].summary.avg_jct_s, cli('fifo', false).avg_jct_s);
+  const heads = await page.locator('#summary th .differs').allTextContents();
+  assert.equal(heads[1], 'policy fair-share, queues a, b');
+  assert.ok(!heads.join(' ').includes('undefined'), heads.join(' | '));
+  // Queue chart: B and C, each with its own dash, and a guarantee line per queue.
+  const series = await page.locator('#chart-queues').evaluate((el) => el.uplot.series.slice(1)
+    .map((x) => ({ label: x.label, dash: JSON.stringify(x.dash ?? null) })));
+  const dashOf = (label) => series.find((x) => x.label === label).dash;
+  assert.notEqual(dashOf('B: a'), dashOf('C: a'));
+  assert.equal(dashOf('B: a'), dashOf('B: b'));
+  for (const l of ['B: a guarantee', 'B: b guarantee', 'C: a guarantee', 'C: b guarantee']) {
+    assert.ok(series.some((x) => x.label === l), `${l} missing: ${series.map((x) => x.label)}`);
+  }
+  const data = await page.locator('#chart-queues').evaluate((el) => el.uplot.data);
+  const gi = series.findIndex((x) => x.label === 'B: a guarantee') + 1;
+  assert.ok(data[gi].every((v) => v == null || v === 8));
+  await page.locator('figure[data-chart=queues]').screenshot({ path: join(ARTIFACTS, 'queues-scenarios.png') });
+  // Planner-time deltas of ten-fold and more read as a ratio, never a huge percentage.
+  const deltas = await page.locator('#summary .delta').allTextContents();
+  assert.ok(deltas.every((d) => !/\d{4,}\.\d%/.test(d)), deltas.join(' | '));
+  const base = runs[0].summary.planner_ms.mean;
+  const other = runs[1].summary.planner_ms.mean;
+  const shown = await page.locator('#summary td[data-key=planner_ms] .delta').nth(0).textContent();
+  if (base > 0 && (other / base >= 10 || base / other >= 10)) assert.match(shown, /^×/, shown);
+  else assert.match(shown, /%/, shown);
+  // Gantt rows name each node's type; a bar's tooltip names it too.
+  await page.selectOption('#gantt-run', '0');
+  await page.evaluate(() => { globalThis.__ganttTexts = []; });
+  await page.dispatchEvent('#gantt-run', 'change');
+  const texts = await page.evaluate(() => globalThis.__ganttTexts);
+  assert.ok(texts.includes('node0 t4') && texts.includes('node3 a100'), texts.join(' '));
+  const bar = await page.locator('#chart-gantt').evaluate((el) => {
+    const b = [...el.ganttBars].filter((x) => x.node >= 2).sort((x, y) => (y.end_s - y.start_s) - (x.end_s - x.start_s))[0];
+    return { node: b.node, slot: b.slot, mid: (b.start_s + b.end_s) / 2 / 3600 };
+  });
+  const at = await chartPoint(page, '#chart-gantt', bar.mid, bar.node + 0.95 - (bar.slot + 0.42) * (0.9 / 8));
+  await page.mouse.move(at.x, at.y);
+  const tip = await page.textContent('#chart-gantt .chart-tip');
+  assert.match(tip, /\(a100\)/, tip);
+  assert.match(tip, /this lane: node[23] GPU \d+ a100/, tip);
+  await page.locator('figure[data-chart=gantt]').screenshot({ path: join(ARTIFACTS, 'gantt-types.png') });
+  // Help: no planner's help cites an issue number; the re-solve list explains each planner.
+  const titles = await page.locator('.scenario').first().locator('[name=policy] option').evaluateAll((os) => os.map((o) => o.title));
+  assert.ok(titles.every((t) => t && !/issue \d/.test(t)), titles.find((t) => /issue \d/.test(t)));
+  const resolve = await page.locator('#resolve-planner option').evaluateAll((os) => os.map((o) => o.title));
+  assert.ok(resolve.length > 10 && resolve.every((t) => t.length > 10));
+  assert.match(await page.textContent('#resolve-help'), /^\S+: /);
+  assert.ok(await page.locator('#resolve-planner').evaluate((e) => e.closest('label').title.length > 0));
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+// Issue 54, item 6: on a phone (390x844) the charts kept a 560 px minimum
+// and their export buttons fell off screen.
+test('on a 390x844 screen the charts fit and every export button is visible', async () => {
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, acceptDownloads: true });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(url);
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 30_000 });
+  await setField(page, 0, 'workload', 'workloads-0.5/workload-2');
+  await setField(page, 0, 'policy', 'fifo');
+  assert.match(await runAndWait(page), /^Done/);
+  const width = await page.evaluate(() => document.documentElement.clientWidth);
+  const buttons = page.locator('#results button, .chart-tools button');
+  const n = await buttons.count();
+  assert.ok(n >= 3 + 3 * 6, `${n} buttons`);
+  const off = [];
+  for (let i = 0; i < n; i++) {
+    const b = buttons.nth(i);
+    if (!(await b.isVisible())) continue;
+    await b.scrollIntoViewIfNeeded();
+    const box = await b.boundingBox();
+    if (!box || box.x < 0 || box.x + box.width > width + 0.5) off.push(`${await b.textContent()} at ${JSON.stringify(box)}`);
+  }
+  assert.deepEqual(off, []);
+  const visible = await buttons.evaluateAll((bs) => bs.filter((b) => b.offsetParent !== null).length);
+  assert.ok(visible >= 3 + 3 * 6, `${visible} visible buttons`);
+  const charts = await page.locator('.charts figure:not([hidden])').evaluateAll((fs) => fs.map((f) => f.getBoundingClientRect().right));
+  assert.ok(charts.every((r) => r <= width + 0.5), `${charts} > ${width}`);
+  const canvases = await page.locator('#results canvas').evaluateAll((cs) => cs.map((c) => c.getBoundingClientRect().right));
+  assert.ok(canvases.every((r) => r <= width + 0.5), `${canvases} > ${width}`);
+  await page.screenshot({ path: join(ARTIFACTS, 'phone-390.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

@@ -872,4 +872,19 @@ mod tests {
             .unwrap()
             .contains(r#""type_blind":true"#));
     }
+
+    /// Issue 54: a bad queues file names the field, as the docs promise.
+    #[test]
+    fn a_bad_queues_file_names_line_and_field() {
+        let s = Scenario {
+            queues: "[[queue]]\nname = \"a\"\nguarantee = \"x\"\n".into(),
+            ..Default::default()
+        };
+        let msg = s.config().unwrap_err().to_string();
+        assert!(msg.starts_with("queues:3:guarantee: "), "{msg}");
+        assert_eq!(
+            scenario::with_queue_field("x", "queues:2:parent: unknown"),
+            "queues:2:parent: unknown"
+        );
+    }
 }

@@ -227,7 +227,7 @@ pub fn load_auto(
                 1,
                 "header",
                 format!(
-                    "cannot tell the trace format from the first line; pass --format (one of {})",
+                    "cannot tell the trace format from the first line; pass --trace-format (one of {})",
                     Format::ALL.map(Format::name).join(", ")
                 ),
             )])

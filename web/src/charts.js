@@ -188,8 +188,81 @@ export function renderCharts() {
     series: [{ label: 'h' }, ...runSeries({ width: 1 })],
     plugins: [seriesTip('t =', 'h: planner ms'), roundClickPlugin()],
   }, aligned(state.runs.map((r) => r.rounds.map((x) => [x.time_s / HOUR, Math.max(1e-3, x.planner_ms)]))));
+  renderEstimates();
   renderGantt();
   renderJobHistory();
+}
+
+/// Under estimates: each job's predicted start at its submission (y) against
+/// its actual start (x), one point colour per scenario, and the diagonal
+/// y = x; the note gives each scenario's records and errors as
+/// `simulate --estimates` prints them.
+function renderEstimates() {
+  const runs = state.runs.map((r, i) => [r, i]).filter(([r]) => r.estimates);
+  const fig = document.querySelector('figure[data-chart=estimates]');
+  fig.hidden = !runs.length;
+  if (!runs.length) return;
+  const perRun = runs.map(([r]) => r.estimates.records.filter((x) => x.start_s != null)
+    .map((x) => ({ x: x.actual_start_s / HOUR, y: x.start_s / HOUR, name: x.name })));
+  const all = perRun.flat();
+  const lo = Math.min(0, ...all.map((p) => Math.min(p.x, p.y)));
+  const hi = Math.max(1e-3, ...all.map((p) => Math.max(p.x, p.y)));
+  const pad = (hi - lo) * 0.03;
+  const range = () => [lo - pad, hi + pad];
+  // Every record is drawn (a draw hook, so records sharing an actual start
+  // keep their own points); the series only name the scenarios.
+  const el = $('#chart-estimates');
+  el.estimatePoints = perRun;
+  mkChart(el, {
+    scales: { x: { time: false, range }, y: { range } },
+    axes: [{ label: 'actual start (h)' }, { label: 'predicted start (h)' }],
+    series: [{ label: 'actual h' }, ...runs.map(([r, i]) => ({
+      label: `${r.scenario.label}: ${r.estimates.records.length} jobs`,
+      stroke: COLORS[i % COLORS.length],
+      paths: () => null,
+      points: { show: false },
+    })), { label: 'y = x', stroke: '#8c959f', dash: [4, 4], width: 1, points: { show: false } }],
+    plugins: [tooltipPlugin((u, left, top) => {
+      let best = null;
+      let bestD = 64;
+      perRun.forEach((pts, k) => pts.forEach((p) => {
+        const d = (u.valToPos(p.x, 'x') - left) ** 2 + (u.valToPos(p.y, 'y') - top) ** 2;
+        if (d < bestD) [best, bestD] = [[k, p], d];
+      }));
+      if (!best) return null;
+      const [k, p] = best;
+      return `<b>${esc(p.name)}</b> <small>(${esc(runs[k][0].scenario.label)})</small>` +
+        `<div>actual start ${fmt(p.x)} h, predicted ${fmt(p.y)} h</div>`;
+    })],
+    hooks: {
+      draw: [(u) => {
+        const ctx = u.ctx;
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+        ctx.clip();
+        const r = 3 * devicePixelRatio;
+        perRun.forEach((pts, k) => {
+          ctx.fillStyle = COLORS[runs[k][1] % COLORS.length];
+          ctx.globalAlpha = 0.75;
+          for (const p of pts) {
+            ctx.beginPath();
+            ctx.arc(u.valToPos(p.x, 'x', true), u.valToPos(p.y, 'y', true), r, 0, 2 * Math.PI);
+            ctx.fill();
+          }
+        });
+        ctx.restore();
+      }],
+    },
+  }, [[lo - pad, hi + pad], ...runs.map(() => [null, null]), [lo - pad, hi + pad]]);
+  $('#estimates-note').innerHTML = runs.map(([r, i]) => {
+    const s = r.estimates.summary;
+    return `<span style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}</span>: ` +
+      `<span class="est-count">${s.estimated}</span> jobs estimated (${s.cut_short} cut short by the budget); ` +
+      `start error p50 <span class="est-p50">${fmt(s.start_err_p50_s)}</span> s, p90 ${fmt(s.start_err_p90_s)} s ` +
+      `(mean wait ${fmt(s.wait_mean_s)} s, p50 error / mean wait ${fmt(s.start_err_over_wait)}); ` +
+      `finish error p50 ${fmt(s.finish_err_p50_s)} s; finishes in range ${fmt(100 * s.finish_in_range)}%`;
+  }).join('<br>');
 }
 
 /// Line styles of the scenarios in the queue chart: the first solid, each

@@ -46,6 +46,17 @@ const CHART_CSV = {
     }
     return rows;
   },
+  estimates: () => {
+    const rows = [['scenario', 'policy', 'job', 'name', 'submit (s)', 'estimated at (s)', 'predicted start (s)', 'actual start (s)',
+      'predicted finish (s)', 'actual finish (s)', 'cut short']];
+    for (const r of state.runs) {
+      for (const x of r.estimates?.records ?? []) {
+        rows.push([r.scenario.label, r.summary.policy, x.job, x.name, x.submit_s, x.at_s, x.start_s, x.actual_start_s,
+          x.finish_s, x.actual_finish_s, x.cut_short]);
+      }
+    }
+    return rows;
+  },
   goodput: () => {
     const rows = [['scenario', 'policy', 'time (s)', 'time (h)', 'jobs\' worth of work per hour (interval ending then)']];
     for (const r of state.runs) for (const [t, v] of r.work_rate ?? []) rows.push([r.scenario.label, r.summary.policy, t, t / HOUR, v]);

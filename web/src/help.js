@@ -32,6 +32,9 @@ export function fieldHelp(catalog) {
       '(fifo, same cluster, its requested GPUs) and ρ = JCT / that isolated JCT is shown. Off by default: it runs every job ' +
       'again. A job that cannot run alone (it asks more GPUs than the cluster or its queue gives) is named and left out; ' +
       'the run\'s own results stand.',
+    estimates: 'When will a job start? As gpuplan simulate --estimates: at each job\'s submission the planner is run forward from that ' +
+      'moment (declared work, every job, with ranges) to predict its start and finish; the scatter plots each predicted start against ' +
+      'the actual one (on the diagonal: exact), with the median and p90 error. Off by default: it simulates once more.',
   };
 }
 
@@ -69,4 +72,4 @@ export const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'lo
   interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed', variability: 'variability',
   cross_node_factor: 'cross-node L', placement: 'placement', sticky: 'sticky', sharing: 'jobs per GPU',
   type_blind: 'type-blind', variability_blind: 'variability-blind', queues: 'queues',
-  fairness: 'fairness (alone)' };
+  fairness: 'fairness (alone)', estimates: 'estimates' };

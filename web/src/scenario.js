@@ -6,9 +6,9 @@ import { saveUploads } from './store.js';
 
 export const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
   'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor', 'placement',
-  'sticky', 'sharing', 'type_blind', 'variability_blind', 'queues', 'fairness'];
+  'sticky', 'sharing', 'type_blind', 'variability_blind', 'queues', 'fairness', 'estimates'];
 
-const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind', 'fairness']);
+const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind', 'fairness', 'estimates']);
 
 const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed',
   'cross_node_factor', 'sharing']);
@@ -46,7 +46,7 @@ export function addScenario(values) {
   // sharing: absent from the defaults and from links made before it (1 = none).
   // queues: absent from the defaults and from links made before it (none).
   // fairness: off by default, absent from links made before it.
-  const s = { sharing: 1, queues: '', fairness: false, ...state.catalog.defaults, ...values };
+  const s = { sharing: 1, queues: '', fairness: false, estimates: false, ...state.catalog.defaults, ...values };
   if (!s.label) s.label = freshLabel();
   for (const f of FIELDS) {
     const el = node.querySelector(`[name=${f}]`);

@@ -1334,3 +1334,68 @@ test('on a 390x844 screen the charts fit and every export button is visible', as
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+// Issue 53: the explorer shows each job's predicted start at submission
+// against its actual start, from the records `simulate --estimates` writes.
+test('estimates: the scatter\'s records and median start error equal simulate --estimates (queued-workload 4x4 tiresias)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-est-'));
+  const path = join(ROOT, 'tests/data/queued-workload.csv');
+  execFileSync(BIN, ['simulate', '--workload', path, '--cluster', '4x4', '--policy', 'tiresias', '--estimates',
+    '--out', dir, '--format', 'json'], { stdio: 'pipe' });
+  const cli = JSON.parse(readFileSync(join(dir, 'estimates.json'), 'utf8'));
+  const cliRows = csvRows(readFileSync(join(dir, 'estimates.csv'))).rows;
+  rmSync(dir, { recursive: true });
+  const { page, context, errors } = await openPage();
+  await page.addInitScript(() => {
+    const arc = CanvasRenderingContext2D.prototype.arc;
+    globalThis.__estimateArcs = [];
+    CanvasRenderingContext2D.prototype.arc = function (...a) {
+      if (this.canvas.closest?.('#chart-estimates')) globalThis.__estimateArcs.push(a.slice(0, 2));
+      return arc.apply(this, a);
+    };
+  });
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]');
+  await page.setInputFiles('[name=upload]', { name: 'queued-workload.csv', mimeType: 'text/csv', buffer: readFileSync(path) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '4x4');
+  await setField(page, 0, 'policy', 'tiresias');
+  assert.equal(await page.locator('[name=estimates]').isChecked(), false);
+  await page.locator('[name=estimates]').check();
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  const web = run.estimates.summary;
+  metrics.estimates_queued_4x4_tiresias = { web: { estimated: web.estimated, start_err_p50_s: web.start_err_p50_s },
+    cli: { estimated: cli.estimated, start_err_p50_s: cli.start_err_p50_s } };
+  assert.equal(run.estimates.records.length, cliRows.length);
+  assert.equal(web.estimated, cli.estimated);
+  assert.equal(web.start_err_p50_s, cli.start_err_p50_s);
+  for (const key of Object.keys(cli).filter((k) => !k.startsWith('wall_'))) {
+    assert.deepEqual(web[key], cli[key], `estimates.${key}: browser ${web[key]} vs CLI ${cli[key]}`);
+  }
+  // Record by record: the predicted and actual starts the scatter draws.
+  run.estimates.records.forEach((x, k) => {
+    const row = cliRows[k];
+    assert.equal(x.name, row[1]);
+    assert.equal(x.start_s, row[6] === '' ? null : Number(row[6]), `${x.name} start`);
+    assert.equal(x.actual_start_s, Number(row[12]), `${x.name} actual start`);
+  });
+  assert.equal(await page.isHidden('figure[data-chart=estimates]'), false);
+  assert.equal(await page.textContent('#estimates-note .est-count'), String(cli.estimated));
+  assert.equal(Number(await page.textContent('#estimates-note .est-p50')), cli.start_err_p50_s);
+  // The chart: one point drawn per record with a predicted start, at
+  // (actual, predicted); the diagonal y = x.
+  const arcs = await page.evaluate(() => globalThis.__estimateArcs);
+  const want = run.estimates.records.filter((x) => x.start_s != null);
+  assert.equal(arcs.length, want.length);
+  const drawn = await page.locator('#chart-estimates').evaluate((el) => el.estimatePoints[0]);
+  assert.deepEqual(drawn.map((p) => [p.x, p.y]), want.map((x) => [x.actual_start_s / 3600, x.start_s / 3600]));
+  const data = await page.locator('#chart-estimates').evaluate((el) => el.uplot.data);
+  assert.deepEqual(data[2], data[0], 'y = x');
+  const rows = csvRows((await downloaded(page, 'figure[data-chart=estimates] .csv')).bytes).rows;
+  assert.equal(rows.length, cliRows.length);
+  assert.match(decodeURIComponent(new URL(page.url()).hash), /"estimates":true/);
+  await page.locator('figure[data-chart=estimates]').screenshot({ path: join(ARTIFACTS, 'estimates.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});

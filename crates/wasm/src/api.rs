@@ -73,6 +73,21 @@ pub struct RunOut {
     /// each round's `queue_gpus` follows their order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<gpuplan_sim::QueueSummary>,
+    /// With [`Scenario::estimates`]: each job's predicted start and finish
+    /// at its submission and its actual ones, and their calibration
+    /// figures, as `gpuplan simulate --estimates` writes them
+    /// (estimates.csv, estimates.json).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimates: Option<EstimatesOut>,
+}
+
+/// The estimates of a run ([`gpuplan_sim::simulate_with_estimates`]).
+#[derive(Debug, Serialize)]
+pub struct EstimatesOut {
+    /// One per estimated job, as estimates.csv's rows.
+    pub records: Vec<gpuplan_sim::EstimateRecord>,
+    /// As estimates.json.
+    pub summary: gpuplan_sim::CalibrationSummary,
 }
 
 /// Goodput over time, in the simulator's ground truth and one unit for
@@ -233,6 +248,32 @@ pub fn run_scenario(
             .map_err(cancelled)?;
             analysis = analysis.with_fairness(&r, &isolated);
         }
+        // Estimates: the run once more through the CLI's own calibration
+        // path (`simulate --estimates`, its defaults), so the page's records
+        // are the CLI's; its results are the run's (the estimates only observe).
+        let estimates = if scenario.estimates {
+            if progress(Progress {
+                round: kept.len(),
+                now_s: r.rounds.last().map_or(0.0, |x| x.time_s),
+                done_jobs: total,
+                total_jobs: total,
+                alone: false,
+            }) == Control::Cancel
+            {
+                return Err(ApiError::Cancelled);
+            }
+            let (_, records, summary) = gpuplan_sim::simulate_with_estimates(
+                &cfg,
+                profiles,
+                &jobs,
+                &scenario.policy,
+                &gpuplan_sim::CalibrationConfig::default(),
+            )
+            .map_err(|e| invalid(format!("estimates: {e}")))?;
+            Some(EstimatesOut { records, summary })
+        } else {
+            None
+        };
         let work_rate = work_rate(&kept, &jobs, profiles, &r.jobs);
         let rounds = r
             .rounds
@@ -258,6 +299,7 @@ pub fn run_scenario(
             analysis,
             work_rate,
             queues: r.queues,
+            estimates,
         })
     })
 }

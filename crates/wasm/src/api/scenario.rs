@@ -98,6 +98,11 @@ pub struct Scenario {
     /// absent from links made before it and from those without it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub fairness: bool,
+    /// Start and finish estimates at each job's submission against what
+    /// happened (as `simulate --estimates`, its defaults: declared totals,
+    /// every job, ranges). Off by default; absent from links without it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimates: bool,
 }
 
 fn is_one(k: &u32) -> bool {
@@ -130,6 +135,7 @@ impl Default for Scenario {
             variability_blind: false,
             queues: String::new(),
             fairness: false,
+            estimates: false,
         }
     }
 }

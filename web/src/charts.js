@@ -471,7 +471,7 @@ export function renderGantt() {
     height: Math.max(220, rowPx * nodes.length + 60),
     scales: { x: { time: false, range: (u, min, max) => [min, max] }, y: { range: [0, nodes.length] } },
     axes: [{ label: 'time (h)' }, {
-      label: lanes > 1 ? `node, type (${lanes} lanes a GPU)` : 'node, GPU type',
+      label: lanes > 1 ? `node (${lanes} lanes/GPU)` : 'node, GPU type',
       size: 100,
       grid: { show: false },
       splits: () => nodes.map((_, i) => i + 0.5).filter((_, i) => i % every === 0),

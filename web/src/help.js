@@ -27,7 +27,8 @@ export function fieldHelp(catalog) {
     type_blind: 'Goodput planners value every GPU type with the job\'s one model, as Pollux does (--type-blind); jobs still run at their true per-type speed. Compare pollux-ga blind with sia on a mixed cluster such as 6x4:t4+3x8:rtx2080ti+2x8:a100.',
     variability_blind: 'With GPU variability: planners do not see per-GPU speeds (--variability-blind), while the simulator still charges them; compare with the aware run to see what seeing variability is worth.',
     sharing: `Most jobs one GPU may hold (--sharing K; 1 = none). ${catalog.sharing_policies.join(', ')} decide who shares; ` +
-      'shared jobs run slower by Gavel\'s fitted co-location curve. The round inspector lists who shares with whom.',
+      'shared jobs run at Gavel\'s measured co-located speeds where their models were measured, else its fitted curve ' +
+      '(as the CLI). The round inspector lists who shares with whom; the Gantt splits each GPU into that many lanes.',
     fairness: 'Finish-time fairness (as gpuplan simulate --analysis): after the run, every job is simulated once more alone ' +
       '(fifo, same cluster, its requested GPUs) and ρ = JCT / that isolated JCT is shown. Off by default: it runs every job ' +
       'again. A job that cannot run alone (it asks more GPUs than the cluster or its queue gives) is named and left out; ' +

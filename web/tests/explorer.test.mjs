@@ -1042,6 +1042,7 @@ test('fairness off by default; a job that cannot run alone is named and the run 
   // With the analysis on: the same results, the 16-GPU jobs named and left out.
   await page.locator('[name=fairness]').check();
   assert.match(decodeURIComponent(new URL(page.url()).hash), /"fairness":true/);
+  await page.locator('.scenario').first().screenshot({ path: join(ARTIFACTS, 'scenario-fairness.png') });
   assert.match(await runAndWait(page, 300_000), /^Done/);
   [run] = await exportedJson(page);
   assert.equal(run.summary.avg_jct_s, cli.avg_jct_s);
@@ -1050,6 +1051,10 @@ test('fairness off by default; a job that cannot run alone is named and the run 
   assert.deepEqual(left, ['bert-13', 'cifar10-3', 'cifar10-5']);
   assert.equal(run.analysis.jobs.filter((j) => j.rho != null).length, run.jobs.length - left.length);
   assert.ok(run.analysis.fairness.rho.mean > 0);
+  // `simulate --analysis` finishes too, with the same analysis, key by key.
+  const withAnalysis = nativeSummary(['--workload', path, '--cluster', '2x4', '--policy', 'pollux-mip', '--analysis']);
+  assert.equal(withAnalysis.avg_jct_s, cli.avg_jct_s);
+  assert.deepEqual(run.analysis, withAnalysis.analysis);
   assert.match(await page.textContent('#fairness-note'), /Left out of the fairness figures.*cifar10-3/);
   await page.locator('#results').screenshot({ path: join(ARTIFACTS, 'fairness-left-out.png') });
   assert.deepEqual(errors, []);

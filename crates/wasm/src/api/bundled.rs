@@ -45,8 +45,9 @@ const SETS: &[(&str, &str, [&str; 8])] = &[
     ),
 ];
 
-/// Trace formats an upload may be in: the CLI's, less Gavel, whose
-/// throughput table (1.2 MB) is not bundled into the page.
+/// Trace formats an upload may be in: the CLI's, less Gavel (its steps
+/// become durations through the CLI's loader; `gpuplan trace convert` writes
+/// one the page reads, and sharing reads [`GAVEL_THROUGHPUTS`]).
 pub(super) const UPLOAD_FORMATS: [Format; 6] = [
     Format::Gpuplan,
     Format::Pollux,

@@ -361,8 +361,9 @@ impl Scenario {
         let format = match trace::detect(text.as_bytes()) {
             Some(Format::Gavel) => {
                 return Err(invalid(format!(
-                    "{source}: a Gavel trace needs Gavel's throughput table, which the browser \
-                     does not carry; run it with the CLI. The browser reads: {}",
+                    "{source}: the browser does not read Gavel traces (their steps become \
+                     durations through the CLI's trace loader); convert it with `gpuplan trace \
+                     convert {source} --out FILE.csv` and upload that. The browser reads: {}",
                     accepted()
                 )))
             }

@@ -53,7 +53,8 @@ export async function runSweep() {
     $('#sweep-status').textContent = `Running ${policy} at load × ${load} (${i + 1}/${todo.length})…`;
     $('#sweep-progress').value = i / todo.length;
     try {
-      const { result } = await runInWorker({ ...base, policy, load, label: `${policy} ×${load}` }, (p) => {
+      // The sweep plots JCT only: no fairness or estimates runs per point.
+      const { result } = await runInWorker({ ...base, policy, load, label: `${policy} ×${load}`, fairness: false, estimates: false }, (p) => {
         $('#sweep-progress').value = (i + p.done / Math.max(1, p.total)) / todo.length;
       });
       state.sweep.points.push({ policy, load, summary: result.summary });

@@ -261,7 +261,7 @@ pub fn prioritise(job: &RoundJob, params: &PolicyParams, value: f64) -> f64 {
 }
 
 /// A job's value shifted by [`EPSILON`], the base of its term (v+ε)^p.
-/// Values below 0 come only from [`weigh`] and [`prioritise`], whose
+/// Values below 0 come only from [`prioritise`], whose
 /// shifted value they encode (down to just above 0), so they are kept;
 /// values of 0 and above shift exactly as they always have.
 pub fn shifted(v: f64) -> f64 {
@@ -279,40 +279,53 @@ pub fn queue_shares(round: &Round) -> Option<Vec<f64>> {
     crate::queue::QueueTree::new(round).map(|t| t.shares())
 }
 
-/// A job's value weighted by its queue share `share`: the value whose term
-/// is `share` times the unweighted one, so the power mean of weighted
-/// values is the nested mean (docs/tenants.md, "The objective"). For
-/// p ≠ 0, (v'+ε)^p = share·(v+ε)^p; for p = 0, ln(v'+ε) = share·ln(v+ε);
-/// under max-min (p = −∞) weights change nothing. Identity at share 1.
-pub fn weigh(value: f64, share: f64, p: f64) -> f64 {
-    if share == 1.0 || p == f64::NEG_INFINITY {
-        return value;
-    }
+/// A job's term of the objective's sum: `share`·(v+ε)^p (for p = 0,
+/// `share`·ln(v+ε); under max-min, p = −∞, v+ε unweighted, since weights
+/// change no minimum). The share multiplies the term rather than being
+/// folded into the value (v' = share^(1/p)·(v+ε) − ε): at small |p| that
+/// power under- or overflows and v' − ε cancels to nothing (issue 51).
+pub fn weighted_term(value: f64, share: f64, p: f64) -> f64 {
     let x = shifted(value);
-    let w = if p == 0.0 {
-        x.libm_pow(share)
+    if p.is_infinite() {
+        x
+    } else if p == 0.0 {
+        share * x.libm_ln()
     } else {
-        share.libm_pow(1.0 / p) * x
-    };
-    w - EPSILON
+        share * x.libm_pow(p)
+    }
 }
 
 /// Generalized mean of `values + EPSILON` with exponent `p`
 /// (p = −∞: minimum; p = 0: geometric mean).
 pub fn power_mean(values: &[f64], p: f64) -> f64 {
+    weighted_power_mean(values, None, p)
+}
+
+/// [`power_mean`] with job j's term weighted by `shares[j]` (the queue
+/// shares, which sum to the number of jobs): the nested mean of
+/// docs/tenants.md, (Σ c_j·(v_j+ε)^p / n)^(1/p), exact for every p.
+/// `None` weighs every job 1, the plain power mean to the bit.
+pub fn weighted_power_mean(values: &[f64], shares: Option<&[f64]>, p: f64) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
     let n = values.len() as f64;
     let v = values.iter().map(|&x| shifted(x));
     if p == f64::NEG_INFINITY {
-        v.fold(f64::INFINITY, f64::min)
-    } else if p == f64::INFINITY {
-        v.fold(0.0, f64::max)
-    } else if p == 0.0 {
-        (v.map(|x| x.libm_ln()).sum::<f64>() / n).libm_exp()
+        return v.fold(f64::INFINITY, f64::min);
+    }
+    if p == f64::INFINITY {
+        return v.fold(0.0, f64::max);
+    }
+    let term = |x: f64| if p == 0.0 { x.libm_ln() } else { x.libm_pow(p) };
+    let sum: f64 = match shares {
+        None => v.map(term).sum(),
+        Some(c) => v.zip(c).map(|(x, &c)| c * term(x)).sum(),
+    };
+    if p == 0.0 {
+        (sum / n).libm_exp()
     } else {
-        (v.map(|x| x.libm_pow(p)).sum::<f64>() / n).libm_pow(1.0 / p)
+        (sum / n).libm_pow(1.0 / p)
     }
 }
 
@@ -336,21 +349,16 @@ pub fn evaluate(round: &Round, plan: &Plan) -> f64 {
             )
         })
         .collect();
-    weigh_values(round, &mut values);
     shared_values(round, plan, &mut values);
     variability_values(round, plan, &mut values);
-    power_mean(&values, round.params.p)
+    queue_mean(round, &values)
 }
 
-/// Weigh each job's value by its queue share ([`weigh`]); nothing without
-/// queues. Before slowdowns divide values, as the planners' candidate
-/// values are weighed before their placements' slowdowns divide them.
-pub fn weigh_values(round: &Round, values: &mut [f64]) {
-    if let Some(shares) = queue_shares(round) {
-        for (v, s) in values.iter_mut().zip(shares) {
-            *v = weigh(*v, s, round.params.p);
-        }
-    }
+/// The round's objective from its jobs' values (after slowdowns): the power
+/// mean, nested across queues by their shares ([`weighted_power_mean`]).
+pub fn queue_mean(round: &Round, values: &[f64]) -> f64 {
+    let shares = queue_shares(round);
+    weighted_power_mean(values, shares.as_deref(), round.params.p)
 }
 
 /// Divide each job's value by how much slower its GPUs run it

@@ -84,7 +84,8 @@ pub(crate) fn enforce(planner: &dyn Planner, given: &Round, limits: &Limits, pla
         // since the planner set its own.
         plan.gap = Some(gap.max(0.0));
         if plan.status == PlanStatus::Optimal {
-            let allowed = mean_gap(given.params.p, limits.gap, obj) + 1e-6;
+            let p = given.params.p;
+            let allowed = mean_gap(p, crate::solver::solver_gap(p, limits.gap), obj) + 1e-6;
             if gap > allowed {
                 plan.status = PlanStatus::Feasible;
                 plan.add_note(format!(

@@ -5,7 +5,7 @@
 //! planner, so they agree on what a choice is worth without importing each
 //! other.
 
-use gpuplan_core::objective::{left_out_value, prioritise, restart_factor, weigh};
+use gpuplan_core::objective::{left_out_value, prioritise, restart_factor};
 use gpuplan_core::{Allocation, Cluster, Libm, Round, RoundJob};
 
 use crate::speedup::{max_gpus_of, SpeedupCache};
@@ -44,6 +44,10 @@ pub struct JobOptions {
     pub candidates: Vec<Candidate>,
     /// Value if the job gets nothing (0: a running job loses its speedup too).
     pub none_value: f64,
+    /// The job's weight in the nested objective across queues (1 without
+    /// queues): it multiplies the job's terms ([`Sense::weighted`]), never
+    /// its values, which stay speedups (issue 51).
+    pub share: f64,
     /// Non-preemptible and running: must keep.
     pub pinned: bool,
     /// Why the job cannot run at all, if so.
@@ -80,7 +84,6 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
         .enumerate()
         .map(|(i, (j, cache))| {
             let share = shares.as_ref().map_or(1.0, |s| s[i]);
-            let val = |v: f64| weigh(v, share, round.params.p);
             let cur = j.current();
             let pinned = !j.preemptible && !cur.is_empty();
             let mut candidates = Vec::new();
@@ -89,7 +92,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             if pinned || round.keepable(j) {
                 candidates.push(Candidate {
                     choice: Choice::Keep,
-                    value: val(prioritise(j, &round.params, cache.get_alloc(j, cur))),
+                    value: prioritise(j, &round.params, cache.get_alloc(j, cur)),
                     ty: cache.type_of(cur),
                 });
             }
@@ -118,7 +121,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                             }
                         };
                         for n in counts {
-                            offer(&mut candidates, cache, j, ty, n, k, &round.params, &val);
+                            offer(&mut candidates, cache, j, ty, n, k, &round.params);
                         }
                     }
                 }
@@ -133,7 +136,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
                             if n > max_nodes.min(t.nodes) {
                                 break;
                             }
-                            offer(&mut candidates, cache, j, ty, n, k, &round.params, &val);
+                            offer(&mut candidates, cache, j, ty, n, k, &round.params);
                         }
                     }
                 }
@@ -146,7 +149,8 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
             }
             JobOptions {
                 candidates,
-                none_value: val(prioritise(j, &round.params, left_out_value(&round.params))),
+                none_value: prioritise(j, &round.params, left_out_value(&round.params)),
+                share,
                 pinned,
                 infeasible,
             }
@@ -154,9 +158,7 @@ pub fn job_options(round: &Round, caches: &mut [SpeedupCache], shapes: Shapes) -
         .collect()
 }
 
-/// Offer `k` GPUs on `n` nodes of type `ty` where the job gains anything
-/// there, valued through `val` (the job's queue weighting).
-#[allow(clippy::too_many_arguments)]
+/// Offer `k` GPUs on `n` nodes of type `ty` where the job gains anything there.
 fn offer(
     out: &mut Vec<Candidate>,
     cache: &mut SpeedupCache,
@@ -165,14 +167,13 @@ fn offer(
     n: u32,
     k: u32,
     params: &gpuplan_core::PolicyParams,
-    val: &dyn Fn(f64) -> f64,
 ) {
     let s = cache.get(j, ty, n, k);
     if s > 0.0 {
         let factor = restart_factor(j, params);
         out.push(Candidate {
             choice: Choice::Config { nodes: n, gpus: k },
-            value: val(prioritise(j, params, s * factor)),
+            value: prioritise(j, params, s * factor),
             ty,
         });
     }
@@ -233,11 +234,22 @@ impl Sense {
     }
 
     pub fn term(self, v: f64) -> f64 {
-        let x = gpuplan_core::objective::shifted(v);
+        self.weighted(v, 1.0)
+    }
+
+    /// A job's term weighted by its queue share (`JobOptions::share`):
+    /// share·term(v), the weight untouched under max-min (the nested
+    /// minimum is the minimum over jobs).
+    pub fn weighted(self, v: f64, share: f64) -> f64 {
+        gpuplan_core::objective::weighted_term(v, share, self.p())
+    }
+
+    /// The exponent this sense stands for.
+    pub fn p(self) -> f64 {
         match self {
-            Sense::MinPower(p) | Sense::MaxPower(p) => x.libm_pow(p),
-            Sense::MaxLog => x.libm_ln(),
-            Sense::MaxMin => x,
+            Sense::MinPower(p) | Sense::MaxPower(p) => p,
+            Sense::MaxLog => 0.0,
+            Sense::MaxMin => f64::NEG_INFINITY,
         }
     }
 

@@ -391,23 +391,27 @@ pub fn model_is_partial(
 /// partners at a (kind, GPUs) keep every pair. `groups` are all of one size.
 fn prune(round: &Round, sharers: &[Sharer], groups: Vec<GroupOpt>) -> Vec<GroupOpt> {
     let sense = Sense::of(round.params.p);
-    // In maximisation form, so a larger gain is better for every p.
-    let score = |v: f64| match sense {
-        Sense::MinPower(_) => -sense.term(v),
-        _ => sense.term(v),
-    };
     let shares = gpuplan_core::objective::queue_shares(round);
+    // Job j's term in maximisation form (weighted by its queue share), so
+    // a larger gain is better for every p.
+    let score = |j: usize, v: f64| {
+        let t = sense.weighted(v, shares.as_ref().map_or(1.0, |s| s[j]));
+        match sense {
+            Sense::MinPower(_) => -t,
+            _ => t,
+        }
+    };
     let none: Vec<f64> = round
         .jobs
         .iter()
         .enumerate()
-        .map(|(i, j)| {
-            let v = gpuplan_core::objective::prioritise(j, &round.params, 0.0);
-            let share = shares.as_ref().map_or(1.0, |s| s[i]);
-            score(gpuplan_core::objective::weigh(v, share, round.params.p))
-        })
+        .map(|(i, j)| score(i, gpuplan_core::objective::prioritise(j, &round.params, 0.0)))
         .collect();
-    let solo = |j: usize, ty: usize, k: u32| sharers[j].single(ty, k).map_or(f64::NEG_INFINITY, score);
+    let solo = |j: usize, ty: usize, k: u32| {
+        sharers[j]
+            .single(ty, k)
+            .map_or(f64::NEG_INFINITY, |v| score(j, v))
+    };
     let mut by: HashMap<(usize, usize, u32), Vec<(f64, usize)>> = HashMap::new();
     for (i, p) in groups.iter().enumerate() {
         // Each member alone in turn, summed in member order.
@@ -424,7 +428,8 @@ fn prune(round: &Round, sharers: &[Sharer], groups: Vec<GroupOpt>) -> Vec<GroupO
         let won = p
             .values
             .iter()
-            .map(|&v| score(v))
+            .zip(&p.members)
+            .map(|(&v, &j)| score(j, v))
             .reduce(|s, t| s + t)
             .unwrap_or(0.0);
         let gain = won - alone;

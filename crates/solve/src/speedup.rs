@@ -231,10 +231,9 @@ pub fn evaluate_cached(round: &Round, plan: &Plan, caches: &mut [SpeedupCache]) 
             objective::prioritise(j, &round.params, v)
         })
         .collect();
-    objective::weigh_values(round, &mut values);
     objective::shared_values(round, plan, &mut values);
     objective::variability_values(round, plan, &mut values);
-    objective::power_mean(&values, round.params.p)
+    objective::queue_mean(round, &values)
 }
 
 #[cfg(test)]

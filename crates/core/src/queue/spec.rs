@@ -268,7 +268,7 @@ pub fn check_parts(qs: &[Queue], capacity: u64, jobs: &[(&str, Option<&str>)], e
         .sum();
     if top > capacity {
         errs.push(format!(
-            "queues: top-level guarantees sum to {top} GPUs, more than the {capacity} jobs of the round may hold"
+            "queues: top-level guarantees sum to {top} GPUs, more than the {capacity} GPUs the round's jobs may hold (the cluster's, less reserved ones)"
         ));
     }
     for (i, &(job, queue)) in jobs.iter().enumerate() {

@@ -80,6 +80,8 @@ pub(crate) struct Prep {
     pools: Pools,
     pub(crate) cands: Vec<Cands>,
     pub(crate) none_term: Vec<f64>,
+    /// Each job's queue share, which weighs its terms (`JobOptions::share`).
+    pub(crate) share: Vec<f64>,
     pinned: Vec<bool>,
     pub(crate) sense: Sense,
     /// Sharing group options, pairs and larger ([`add_pairs`]); empty unless the planner shares, so
@@ -179,7 +181,11 @@ pub(crate) fn prepare(round: &Round, speeds: Speeds) -> (Prep, Vec<String>, Vec<
         types,
         node_type,
         pools,
-        none_term: opts.iter().map(|o| sense.term(o.none_value)).collect(),
+        none_term: opts
+            .iter()
+            .map(|o| sense.weighted(o.none_value, o.share))
+            .collect(),
+        share: opts.iter().map(|o| o.share).collect(),
         pinned: opts.iter().map(|o| o.pinned).collect(),
         cands: all,
         sense,
@@ -246,6 +252,7 @@ fn build(
         pools,
         cands,
         none_term,
+        share,
         pinned,
         sense,
         pairs,
@@ -305,7 +312,7 @@ fn build(
                     Some(i) => q_gpus[j] = good_lp::Expression::from(f64::from(gpus_of(j, c[*i].0))),
                     None => q_none[j] = good_lp::Expression::from(1.0),
                 }
-                let term = pick.map_or(none_term[j], |i| sense.term(c[i].2));
+                let term = pick.map_or(none_term[j], |i| sense.weighted(c[i].2, share[j]));
                 value += term;
                 m.offset += term;
                 match pick.map(|i| c[i]) {
@@ -338,7 +345,7 @@ fn build(
                     vars.push((v, i));
                     pick += v;
                     q_gpus[j] += f64::from(gpus_of(j, c[i].0)) * v;
-                    value += sense.term(c[i].2) * v;
+                    value += sense.weighted(c[i].2, share[j]) * v;
                     let on = match first {
                         Some(f) => f == Some(i),
                         None => c[i].0 == Choice::Keep && !paired[j],
@@ -383,7 +390,7 @@ fn build(
                 }
                 for &(v, val) in &joint[j] {
                     pick += v;
-                    value += sense.term(val) * v;
+                    value += sense.weighted(val, share[j]) * v;
                 }
                 m.constraints.push(pick.eq(1.0));
             }
@@ -568,7 +575,7 @@ impl Relax {
         for (j, c) in prep.cands.iter().enumerate() {
             let mut v: Vec<RelaxOpt> = Vec::with_capacity(c.len() + 1);
             for &(ch, ty, val, at) in c {
-                let score = sgn * prep.sense.term(val);
+                let score = sgn * prep.sense.weighted(val, prep.share[j]);
                 match ch {
                     Choice::Keep => {
                         let (mut g, mut share) = (0.0, 0.0);
@@ -1043,7 +1050,7 @@ pub(crate) fn solve_prepared(
         };
         if let Some(i) = pick {
             let (c, ty, v, at) = prep.cands[j][i];
-            terms[j] = sense.term(v);
+            terms[j] = sense.weighted(v, prep.share[j]);
             choices.push(Pick {
                 job: j,
                 choice: c,
@@ -1087,7 +1094,7 @@ pub(crate) fn solve_prepared(
     let bound = bound.and_then(|b| bound_to_mean(sense, b, round.jobs.len()));
     for p in &pairs {
         for (&j, &v) in p.members.iter().zip(&p.values) {
-            terms[j] = sense.term(v);
+            terms[j] = sense.weighted(v, prep.share[j]);
         }
     }
     let total = match sense {

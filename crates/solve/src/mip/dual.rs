@@ -65,7 +65,7 @@ pub(crate) fn count_dual(round: &Round, opts: &[JobOptions]) -> Option<CountDual
     } else {
         1.0
     };
-    let score = |v: f64| sgn * sense.term(v);
+    let score = |v: f64, share: f64| sgn * sense.weighted(v, share);
     let kept = kept_charge(round);
     let jobs: Vec<Job> = opts
         .iter()
@@ -85,16 +85,18 @@ pub(crate) fn count_dual(round: &Round, opts: &[JobOptions]) -> Option<CountDual
                             }
                         }
                         fixed.push(Opt {
-                            score: score(c.value),
+                            score: score(c.value, o.share),
                             gpus,
                         });
                     }
-                    Choice::Config { gpus, .. } => per_type[c.ty].push((f64::from(gpus), score(c.value))),
+                    Choice::Config { gpus, .. } => {
+                        per_type[c.ty].push((f64::from(gpus), score(c.value, o.share)))
+                    }
                 }
             }
             if !o.pinned {
                 fixed.push(Opt {
-                    score: score(o.none_value),
+                    score: score(o.none_value, o.share),
                     gpus: Vec::new(),
                 });
             }

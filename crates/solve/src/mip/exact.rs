@@ -51,6 +51,8 @@ enum Opt {
 struct JobCands {
     opts: Vec<(Opt, f64)>,
     none_value: f64,
+    /// The job's queue share, which weighs its terms.
+    share: f64,
     pinned: bool,
 }
 
@@ -260,6 +262,7 @@ fn candidates(
         out.push(JobCands {
             opts,
             none_value: o.none_value,
+            share: o.share,
             pinned: o.pinned,
         });
     }
@@ -529,7 +532,7 @@ impl<'a> Ctx<'a> {
             }
         }
         for (j, c) in self.cands.iter().enumerate() {
-            let none_term = sense.term(c.none_value);
+            let none_term = sense.weighted(c.none_value, c.share);
             if c.pinned || c.opts.is_empty() {
                 let v = if c.pinned {
                     c.opts.iter().find(|(o, _)| *o == Opt::Keep).map_or(0.0, |x| x.1)
@@ -537,8 +540,10 @@ impl<'a> Ctx<'a> {
                     c.none_value
                 };
                 match tau {
-                    Some(t) => m.constraints.push(Expression::from(t).leq(sense.term(v))),
-                    None => m.offset += sense.term(v),
+                    Some(t) => m
+                        .constraints
+                        .push(Expression::from(t).leq(sense.weighted(v, c.share))),
+                    None => m.offset += sense.weighted(v, c.share),
                 }
                 z.push(None);
                 continue;
@@ -554,7 +559,7 @@ impl<'a> Ctx<'a> {
             let class = round.jobs[j].perf_class().index();
             for (&(o, v), &x) in c.opts.iter().zip(&vars) {
                 pick += x;
-                value += sense.term(v) * x;
+                value += sense.weighted(v, c.share) * x;
                 match o {
                     Opt::Keep => {}
                     Opt::Single { ty, gpus } => {
@@ -572,7 +577,7 @@ impl<'a> Ctx<'a> {
             }
             for &(x, v) in &joint[j] {
                 pick += x;
-                value += sense.term(v) * x;
+                value += sense.weighted(v, c.share) * x;
             }
             m.constraints.push(pick.eq(1.0));
             for (ty, (d, hi, k)) in multi {

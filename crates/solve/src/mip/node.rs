@@ -128,7 +128,7 @@ pub(crate) fn solve_node_from(
             ));
         }
         let job = &round.jobs[j];
-        let none_term = sense.term(o.none_value);
+        let none_term = sense.weighted(o.none_value, o.share);
         if o.pinned {
             let per = job.current().per_node();
             for &(n, k) in &per {
@@ -139,8 +139,10 @@ pub(crate) fn solve_node_from(
             }
             let v = pinned_value(round, j, &o.candidates);
             match t {
-                Some(t) => m.constraints.push(Expression::from(t).leq(sense.term(v))),
-                None => m.offset += sense.term(v),
+                Some(t) => m
+                    .constraints
+                    .push(Expression::from(t).leq(sense.weighted(v, o.share))),
+                None => m.offset += sense.weighted(v, o.share),
             }
             pinned_allocs.insert(j, job.current().clone());
             q_gpus[j] = Expression::from(f64::from(job.current().num_gpus()));
@@ -183,7 +185,7 @@ pub(crate) fn solve_node_from(
         for (so, &v) in opts_j.iter().zip(&z) {
             let c = &o.candidates[so.cand];
             pick += v;
-            value += sense.term(so.value) * v;
+            value += sense.weighted(so.value, o.share) * v;
             let (cn, ck) = match c.choice {
                 Choice::Keep => {
                     keep_var = Some(v);

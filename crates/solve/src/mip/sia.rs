@@ -114,6 +114,8 @@ fn revalue(round: &Round, prep: &mut Prep, caches: &mut [SpeedupCache]) {
     for t in prep.none_term.iter_mut() {
         *t = SIA_LAMBDA_NO_ALLOC;
     }
+    // Sia has no tenants: its terms are unweighted (docs/tenants.md).
+    prep.share.fill(1.0);
 }
 
 /// Pollux's re-allocation factor, charged as Sia charges it

@@ -20,16 +20,18 @@ use crate::{BatchPolicy, Limits, PlanError, Planner, PlannerTraits};
 #[derive(Debug, Default)]
 pub struct Greedy;
 
-/// Objective gain of moving a job from one value to another (positive = better).
-fn gain(sense: Sense, from: f64, to: f64) -> f64 {
-    let s = match sense {
-        // Max-min has no per-job additive form; a steep power mean stands in for it.
-        Sense::MaxMin => Sense::MinPower(-10.0),
-        s => s,
+/// Objective gain of moving a job of queue share `share` from one value to
+/// another (positive = better).
+fn gain(sense: Sense, share: f64, from: f64, to: f64) -> f64 {
+    let (s, share) = match sense {
+        // Max-min has no per-job additive form; a steep power mean stands
+        // in for it (unweighted: weights change no minimum).
+        Sense::MaxMin => (Sense::MinPower(-10.0), 1.0),
+        s => (s, share),
     };
     match s {
-        Sense::MinPower(_) => s.term(from) - s.term(to),
-        _ => s.term(to) - s.term(from),
+        Sense::MinPower(_) => s.weighted(from, share) - s.weighted(to, share),
+        _ => s.weighted(to, share) - s.weighted(from, share),
     }
 }
 
@@ -139,7 +141,7 @@ impl Ord for Move {
 fn best_move(
     round: &Round,
     cands: &[Cand],
-    none_value: f64,
+    (none_value, share): (f64, f64),
     j: usize,
     pick: Option<usize>,
     ledger: &Ledger,
@@ -161,7 +163,7 @@ fn best_move(
         if k <= cur_g || ledger.takes(round, j, c).is_none() {
             continue;
         }
-        let score = (gain(sense, cur_v, c.value) - price(Some(c)) + paid) / (k - cur_g) as f64;
+        let score = (gain(sense, share, cur_v, c.value) - price(Some(c)) + paid) / (k - cur_g) as f64;
         if score > 1e-15 && best.as_ref().is_none_or(|b| score > b.score) {
             best = Some(Move {
                 score,
@@ -398,7 +400,7 @@ fn choose(
         best_move(
             round,
             &cands[j],
-            opts[j].none_value,
+            (opts[j].none_value, opts[j].share),
             j,
             pick,
             ledger,
@@ -468,7 +470,7 @@ fn choose(
     Choices {
         picks,
         node_group: if split { pools.of_node.clone() } else { Vec::new() },
-        value: gpuplan_core::objective::power_mean(&values, round.params.p),
+        value: gpuplan_core::objective::queue_mean(round, &values),
     }
 }
 
@@ -561,7 +563,7 @@ fn exchange_pass(
             if ci == pick[j] {
                 continue;
             }
-            let g = gain(sense, cur, value(j, ci));
+            let g = gain(sense, o.share, cur, value(j, ci));
             let up: Vec<&(usize, i64)> = d.iter().filter(|x| x.1 > 0).collect();
             match up.as_slice() {
                 [] => {

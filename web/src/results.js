@@ -1,6 +1,6 @@
 // Running the scenarios, and the summary and per-application tables of
 // their results.
-import { $, COLORS, HOUR, setStatus, showError, hours, fmt, esc } from './util.js';
+import { $, COLORS, HOUR, setStatus, showError, hours, fmt, esc, deltaText } from './util.js';
 import { state } from './state.js';
 import { runInWorker } from './engine.js';
 import { FIELD_NAMES } from './help.js';
@@ -95,17 +95,6 @@ function fieldValue(scenario, f) {
     return names.length ? names.join(', ') : 'none';
   }
   return v ?? 'none';
-}
-
-/// A change against the baseline: a percentage, or a ratio where it is
-/// more than ten-fold either way (planner times span orders of magnitude).
-export function deltaText(v, base) {
-  const d = (v - base) / Math.abs(base);
-  if (v > 0 && base > 0 && (v / base >= 10 || base / v >= 10)) {
-    const r = v / base;
-    return r >= 1 ? `×${r >= 100 ? Math.round(r) : r.toFixed(1)}` : `×1/${base / v >= 100 ? Math.round(base / v) : (base / v).toFixed(1)}`;
-  }
-  return `${d >= 0 ? '+' : ''}${(d * 100).toFixed(1)}%`;
 }
 
 /// Under jobs per GPU > 1: whether this run's planner shares at all, and

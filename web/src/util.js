@@ -25,3 +25,14 @@ export function showError(text) {
   e.textContent = text;
   e.hidden = !text;
 }
+
+/// A change against the baseline: a percentage, or a ratio where it is
+/// more than ten-fold either way (planner times span orders of magnitude).
+export function deltaText(v, base) {
+  const d = (v - base) / Math.abs(base);
+  if (v > 0 && base > 0 && (v / base >= 10 || base / v >= 10)) {
+    const r = v / base;
+    return r >= 1 ? `×${r >= 100 ? Math.round(r) : r.toFixed(1)}` : `×1/${base / v >= 100 ? Math.round(base / v) : (base / v).toFixed(1)}`;
+  }
+  return `${d >= 0 ? '+' : ''}${(d * 100).toFixed(1)}%`;
+}

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { serve } from '../serve.mjs';
+import { deltaText } from '../src/util.js';
 
 const WEB = new URL('..', import.meta.url).pathname;
 const ROOT = join(WEB, '..');
@@ -1403,4 +1404,15 @@ test('estimates: the scatter\'s records and median start error equal simulate --
   await page.locator('figure[data-chart=estimates]').screenshot({ path: join(ARTIFACTS, 'estimates.png') });
   assert.deepEqual(errors, []);
   await context.close();
+});
+
+// Issue 54, item 6: a planner-time delta of 13618-fold printed as
+// "+1361786.4%"; ten-fold and more reads as a ratio.
+test('summary deltas: percentages, and ratios from ten-fold on', () => {
+  assert.equal(deltaText(13618.64, 1), '×13619');
+  assert.equal(deltaText(25, 2), '×12.5');
+  assert.equal(deltaText(1, 500), '×1/500');
+  assert.equal(deltaText(1.1, 1), '+10.0%');
+  assert.equal(deltaText(0.5, 1), '-50.0%');
+  assert.equal(deltaText(9.9, 1), '+890.0%');
 });

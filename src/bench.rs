@@ -167,16 +167,6 @@ fn peak_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-fn solver_of(name: &str) -> &'static str {
-    if name.ends_with("-microlp") {
-        "microlp"
-    } else if name.starts_with("mip") || name.starts_with("pollux-mip") || name == "sia" {
-        "highs"
-    } else {
-        "none"
-    }
-}
-
 fn pct(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     gpuplan_sim::percentile(v, q)
@@ -234,6 +224,9 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         // results[planner][instance] = (ms, objective, status) or None (skipped/failed)
         let mut results: BTreeMap<String, Vec<Option<Solved>>> = BTreeMap::new();
         let mut fails: BTreeMap<String, u32> = BTreeMap::new();
+        // The solvers each planner's plans say they ran (`Plan::solver`;
+        // "none" for a heuristic's), joined by "+" where rounds differ.
+        let mut solvers: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
         let instances: Vec<Round> = (0..a.repeat)
             .map(|s| {
                 let mut r = with_types(generate_round(&profiles, &fitted, gpus, jobs, s as u64), &types);
@@ -278,6 +271,10 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     }
                     last = run_round(planner.as_mut(), round, &limits);
                 }
+                if let Ok(d) = &last {
+                    let s = d.plan.solver.clone().unwrap_or_else(|| "none".into());
+                    solvers.entry(p.clone()).or_default().insert(s);
+                }
                 let entry = match last {
                     Ok(d) => Some((
                         d.plan.solve_ms,
@@ -316,7 +313,10 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
             let n = done.len() as f64;
             rows.push(Row {
                 planner: p.clone(),
-                solver: solver_of(p).to_string(),
+                solver: solvers.get(p).map_or_else(
+                    || "none".into(),
+                    |s| s.iter().cloned().collect::<Vec<_>>().join("+"),
+                ),
                 gpus,
                 jobs,
                 sharing,

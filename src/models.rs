@@ -36,16 +36,7 @@ fn pick<'a>(profiles: &'a Profiles, app: &str) -> Result<Vec<&'a AppProfile>> {
 /// Fit every measured point of a profile and measure the step-time error.
 fn fit_profile(p: &AppProfile) -> FitReport {
     let pts = p.measured_points();
-    let obs: Vec<Observation> = pts
-        .iter()
-        .map(|m| Observation {
-            nodes: m.nodes,
-            gpus: m.gpus,
-            local_bsz: m.local_bsz,
-            accum_time_s: (m.step_s - m.sync_s).max(1e-9),
-            step_time_s: m.step_s,
-        })
-        .collect();
+    let obs: Vec<Observation> = pts.iter().map(|m| m.observation()).collect();
     let params = fit_perf_params(&obs);
     let model = GoodputModel {
         perf: params,

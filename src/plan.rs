@@ -77,12 +77,16 @@ pub fn plan(a: PlanArgs) -> Result<ExitCode> {
     let limits = Limits {
         time_limit_s: a.time_limit,
         gap: a.gap,
-        threads: a.threads.max(1),
+        threads: a.threads,
         seed: a.seed,
         memory_limit_mb: memory_limit_mb(a.memory_limit),
     };
     if let Err(errs) = limits.check() {
-        let flag = |f: &str| if f == "gap" { "--gap" } else { "--time-limit" };
+        let flag = |f: &str| match f {
+            "gap" => "--gap",
+            "threads" => "--threads",
+            _ => "--time-limit",
+        };
         let lines: Vec<String> = errs.iter().map(|(f, e)| format!("{}: {e}", flag(f))).collect();
         bail!("{}", lines.join("; "));
     }

@@ -157,8 +157,8 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
     cfg.interval_s = a.interval.as_secs_f64();
     cfg.grace_s = a.grace.as_secs_f64();
     cfg.backoff_s = a.backoff.as_secs_f64();
-    cfg.max_crashes = a.max_crashes.max(1);
-    cfg.limits.time_limit_s = a.time_limit.as_secs_f64().max(0.01);
+    cfg.max_crashes = a.max_crashes;
+    cfg.limits.time_limit_s = a.time_limit.as_secs_f64();
     cfg.limits.memory_limit_mb = crate::common::memory_limit_mb(a.memory_limit);
     cfg.params.restart_penalty_s = a.restart_penalty;
     if let Some(d) = a.min_runtime {
@@ -195,6 +195,8 @@ pub fn serve(a: ServeArgs) -> Result<ExitCode> {
                 ConfigField::Mps => format!("--mps: {}", e.problem),
                 ConfigField::Queues => format!("--queues: {}", e.problem),
                 ConfigField::EstimateBudget => format!("--estimate-budget: {}", e.problem),
+                ConfigField::MaxCrashes => format!("--max-crashes: {}", e.problem),
+                ConfigField::Limit("time_limit_s") => format!("--time-limit: {}", e.problem),
                 _ => e.to_string(),
             })
             .collect();

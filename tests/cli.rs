@@ -414,6 +414,41 @@ fn plan_rejects_bad_round_files_with_positions() {
         stderr(&o)
     );
     std::fs::remove_dir_all(&dir).ok();
+    // A limit out of range names its flag; 0 threads was once raised to 1
+    // in silence (issue 50).
+    let tiny = "tests/data/round-tiny.json";
+    let o = run(&["plan", "--input", tiny, "--planner", "fifo", "--threads", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--threads: must be >= 1"), "{}", stderr(&o));
+}
+
+/// `serve` refuses settings it once raised in silence (issue 50): an
+/// interval under 10 ms, 0 crashes, a time limit of 0; every problem at
+/// once, each with its flag, before anything starts.
+#[test]
+fn serve_refuses_out_of_range_settings_by_flag() {
+    let state = std::env::temp_dir().join(format!("gpuplan-serve-flags-{}", std::process::id()));
+    let o = run(&[
+        "serve",
+        "--state",
+        state.to_str().unwrap(),
+        "--interval",
+        "5ms",
+        "--max-crashes",
+        "0",
+        "--time-limit",
+        "0s",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    for want in [
+        "--interval: must be at least 10 ms",
+        "--max-crashes: must be >= 1",
+        "--time-limit: must be > 0",
+    ] {
+        assert!(e.contains(want), "{want}: {e}");
+    }
+    assert!(!state.join("journal").exists());
 }
 
 #[test]

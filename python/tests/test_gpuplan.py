@@ -94,6 +94,9 @@ def test_unknown_names_and_bad_limits_are_value_errors():
         gpuplan.Planner("greedy", time_limit_s=0)
     with pytest.raises(ValueError, match="gap"):
         gpuplan.Planner("greedy", gap=-1)
+    # No longer raised to 1 in silence (issue 50).
+    with pytest.raises(ValueError, match="threads: must be >= 1"):
+        gpuplan.Planner("greedy", threads=0)
     with pytest.raises(TypeError):
         gpuplan.plan(3, planner="greedy")
 

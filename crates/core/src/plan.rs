@@ -45,6 +45,12 @@ pub struct Plan {
     pub gap: Option<f64>,
     /// Wall-clock milliseconds the planner took.
     pub solve_ms: f64,
+    /// The MIP solver the planner ran for this plan (`highs`, `microlp`),
+    /// absent for a heuristic: set by the planner where it solves, so
+    /// a driver (`gpuplan bench`) need not guess it from the planner's
+    /// name (pollux-mip runs lagrange, no solver, from 16,384 GPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver: Option<String>,
 }
 
 impl Plan {
@@ -58,6 +64,7 @@ impl Plan {
             bound: None,
             gap: None,
             solve_ms: 0.0,
+            solver: None,
         }
     }
 

@@ -81,6 +81,22 @@ pub struct MeasuredPoint {
     pub sync_s: f64,
 }
 
+impl MeasuredPoint {
+    /// The point as the fit takes it: compute time is the step less its
+    /// sync, floored at 1 ns so a profile whose sync reads as the whole
+    /// step still fits. One rule for every caller (the simulator's fitted
+    /// instances, `gpuplan models`).
+    pub fn observation(&self) -> crate::fit::Observation {
+        crate::fit::Observation {
+            nodes: self.nodes,
+            gpus: self.gpus,
+            local_bsz: self.local_bsz,
+            accum_time_s: (self.step_s - self.sync_s).max(1e-9),
+            step_time_s: self.step_s,
+        }
+    }
+}
+
 /// (local batch, step s, sync s), sorted by local batch.
 type Curve = Vec<(f64, f64, f64)>;
 

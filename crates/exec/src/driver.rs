@@ -85,7 +85,8 @@ impl RoundDriver {
                 d.effects(),
             )
         };
-        let round_s = interval_s.max(0.01);
+        // `Config::check` holds it to at least `MIN_INTERVAL_S`.
+        let round_s = interval_s;
         // Supervision's pace: a quarter of the interval, within 20-500 ms.
         let tick_s = (round_s / 4.0).clamp(0.02, 0.5);
         Ok(RoundDriver {

@@ -65,7 +65,7 @@ impl Session {
         let limits = Limits {
             time_limit_s,
             gap,
-            threads: threads.max(1),
+            threads,
             seed,
             memory_limit_mb: None,
         };

@@ -21,17 +21,7 @@ pub fn fitted_params(profiles: &Profiles) -> Vec<(String, PerfParams)> {
     profiles
         .iter()
         .map(|(name, p)| {
-            let obs: Vec<Observation> = p
-                .measured_points()
-                .iter()
-                .map(|m| Observation {
-                    nodes: m.nodes,
-                    gpus: m.gpus,
-                    local_bsz: m.local_bsz,
-                    accum_time_s: (m.step_s - m.sync_s).max(1e-9),
-                    step_time_s: m.step_s,
-                })
-                .collect();
+            let obs: Vec<Observation> = p.measured_points().iter().map(|m| m.observation()).collect();
             (name.clone(), fit_perf_params(&obs))
         })
         .collect()

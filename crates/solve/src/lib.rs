@@ -131,7 +131,8 @@ impl Limits {
     }
 
     /// Every limit out of range, as `(field, problem)`: `time_limit_s` must
-    /// be > 0 and `gap` >= 0. Drivers word the field with their own flag.
+    /// be > 0, `gap` >= 0 and `threads` >= 1 (0 was once raised to 1 in
+    /// silence). Drivers word the field with their own flag.
     pub fn check(&self) -> Result<(), Vec<(&'static str, String)>> {
         let mut errs = Vec::new();
         if self.time_limit_s.is_nan() || self.time_limit_s <= 0.0 {
@@ -139,6 +140,9 @@ impl Limits {
         }
         if self.gap.is_nan() || self.gap < 0.0 {
             errs.push(("gap", format!("must be >= 0, got {}", self.gap)));
+        }
+        if self.threads == 0 {
+            errs.push(("threads", "must be >= 1, got 0".to_string()));
         }
         if errs.is_empty() {
             Ok(())

@@ -524,6 +524,7 @@ mod tests {
             bound: None,
             gap: None,
             solve_ms: 0.0,
+            solver: None,
         };
         let e = gpuplan_core::validate(&r, &plan).unwrap_err();
         assert!(e.iter().any(|v| v.to_string().contains("4+2")), "{e:?}");

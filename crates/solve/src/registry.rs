@@ -118,7 +118,7 @@ const ENTRIES: &[Entry] = &[
     },
     Entry {
         name: "pollux-ga-prev",
-        description: "pollux-ga as gpuplan ran it before issue 36, kept to reproduce those numbers: \
+        description: "pollux-ga in its earlier version, kept to reproduce those numbers: \
             parents by fitness alone, every pair crossed in round order, growth chances per free \
             node, where the artifact's GA (pymoo) compares by dominance and crowding, crosses 90% \
             over jobs by attained service and grows per job (docs/fidelity.md, \"Under \

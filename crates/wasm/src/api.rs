@@ -924,9 +924,5 @@ mod tests {
         };
         let msg = s.config().unwrap_err().to_string();
         assert!(msg.starts_with("queues:3:guarantee: "), "{msg}");
-        assert_eq!(
-            scenario::with_queue_field("x", "queues:2:parent: unknown"),
-            "queues:2:parent: unknown"
-        );
     }
 }

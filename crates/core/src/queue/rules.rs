@@ -564,7 +564,13 @@ mod tests {
             "{e:?}"
         );
         let e = parse_queues_toml("[[queue]]\nname = \"a\"\ngurantee = 3\n", "q.toml").unwrap_err();
-        assert!(e[0].starts_with("q.toml:3: unknown field `gurantee`"), "{e:?}");
+        assert!(
+            e[0].starts_with("q.toml:3:gurantee: unknown field `gurantee`"),
+            "{e:?}"
+        );
+        // A wrong type names its field too (issue 54: it said only the line).
+        let e = parse_queues_toml("[[queue]]\nname = \"a\"\nguarantee = \"x\"\n", "q.toml").unwrap_err();
+        assert!(e[0].starts_with("q.toml:3:guarantee: invalid type"), "{e:?}");
         assert!(parse_queues_toml("", "q.toml").is_err());
     }
 

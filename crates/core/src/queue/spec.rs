@@ -78,10 +78,19 @@ pub fn parse_queues_toml(text: &str, source: &str) -> Result<Vec<Queue>, Vec<Str
         queue: Vec<Queue>,
     }
     let file: File = toml::from_str(text).map_err(|e| {
-        let line = e
-            .span()
-            .map_or(0, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        vec![format!("{source}:{line}: {}", e.message().trim())]
+        let start = e.span().map(|s| s.start.min(text.len()));
+        let line = start.map_or(0, |s| text[..s].matches('\n').count() + 1);
+        // The key of the line the error points into (`guarantee = "x"`), so
+        // that a wrong type names its field as the checks' messages do.
+        let key = start
+            .and_then(|s| text[..s].rsplit('\n').next().zip(text[s..].split('\n').next()))
+            .map(|(before, after)| format!("{before}{after}"))
+            .and_then(|l| l.split_once('=').map(|(k, _)| k.trim().to_string()))
+            .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        match key {
+            Some(k) => vec![format!("{source}:{line}:{k}: {}", e.message().trim())],
+            None => vec![format!("{source}:{line}: {}", e.message().trim())],
+        }
     })?;
     if file.queue.is_empty() {
         return Err(vec![format!("{source}:1: no [[queue]] tables")]);

@@ -8,6 +8,11 @@ use std::path::PathBuf;
 use crate::jobs::JobRecord;
 use crate::journal::OnDamage;
 
+/// The shortest round interval: supervision ticks at a quarter of it,
+/// down to 20 ms (`driver`), and a shorter one was once raised to 10 ms in
+/// silence.
+pub const MIN_INTERVAL_S: f64 = 0.01;
+
 /// Daemon settings (the `serve` flags).
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -173,11 +178,23 @@ impl Config {
                 })
                 .collect(),
         };
-        if !(self.interval_s > 0.0 && self.interval_s.is_finite()) {
+        if !(self.interval_s >= MIN_INTERVAL_S && self.interval_s.is_finite()) {
             errs.push(ConfigError {
                 field: ConfigField::Interval,
-                problem: "must be > 0".into(),
+                problem: format!("must be at least {} ms", MIN_INTERVAL_S * 1e3),
             });
+        }
+        if self.max_crashes == 0 {
+            errs.push(ConfigError {
+                field: ConfigField::MaxCrashes,
+                problem: "must be >= 1 (the first crash is retried with back-off)".into(),
+            });
+        }
+        if let Err(e) = self.limits.check() {
+            errs.extend(e.into_iter().map(|(key, problem)| ConfigError {
+                field: ConfigField::Limit(key),
+                problem,
+            }));
         }
         if !(0.0..=crate::spec::MAX_GRACE_S).contains(&self.grace_s) {
             errs.push(ConfigError {
@@ -232,6 +249,10 @@ pub enum ConfigField {
     Queues,
     /// `estimate_budget_s`.
     EstimateBudget,
+    /// `max_crashes`.
+    MaxCrashes,
+    /// One of the planner's `limits` (its key in `solve::Limits::check`).
+    Limit(&'static str),
 }
 
 /// One problem of a [`Config`]: its field and what is wrong, worded to
@@ -254,6 +275,8 @@ impl std::fmt::Display for ConfigError {
             ConfigField::Mps => write!(f, "mps: {}", self.problem),
             ConfigField::Queues => write!(f, "{}", self.problem),
             ConfigField::EstimateBudget => write!(f, "estimate_budget_s: {}", self.problem),
+            ConfigField::MaxCrashes => write!(f, "max_crashes: {}", self.problem),
+            ConfigField::Limit(key) => write!(f, "limits.{key}: {}", self.problem),
         }
     }
 }

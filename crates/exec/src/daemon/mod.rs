@@ -1240,9 +1240,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gpuplan-daemon-cfg-{}", std::process::id()));
         let mut cfg = Config::new(dir.clone(), "greedy");
         cfg.check().unwrap();
-        cfg.interval_s = 0.0;
+        cfg.interval_s = 0.005;
         cfg.mps = Some("/mps".into());
         cfg.params.restart_penalty_s = -1.0;
+        // Once raised in silence: 0 crashes to 1, 0 threads to 1 (issue 50).
+        cfg.max_crashes = 0;
+        cfg.limits.threads = 0;
         // A child guaranteed more than its parent.
         cfg.queues = vec![
             Queue {
@@ -1262,18 +1265,21 @@ mod tests {
             vec![
                 ConfigField::Param(gpuplan_core::ParamField::RestartPenalty),
                 ConfigField::Interval,
+                ConfigField::MaxCrashes,
+                ConfigField::Limit("threads"),
                 ConfigField::Mps,
                 ConfigField::Queues
             ]
         );
         assert!(
-            errs[3]
+            errs[5]
                 .to_string()
                 .starts_with("queues[0].guarantee: 2 GPUs, less than its children's"),
             "{}",
-            errs[3]
+            errs[5]
         );
-        assert_eq!(errs[1].to_string(), "interval_s: must be > 0");
+        assert_eq!(errs[1].to_string(), "interval_s: must be at least 10 ms");
+        assert_eq!(errs[3].to_string(), "limits.threads: must be >= 1, got 0");
         let e = Daemon::open(
             cfg,
             Box::new(FakeDevices::new(1, 1)),

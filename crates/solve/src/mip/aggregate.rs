@@ -1238,6 +1238,7 @@ impl Planner for MipAggregate {
             }) => {
                 let packed = pack_grouped(round, &choices, &pairs, &node_group);
                 let mut plan = Plan::new(self.name, status);
+                plan.solver = Some(self.solver.name().into());
                 for (i, a) in packed.allocations {
                     plan.allocations.insert(round.jobs[i].id, a);
                 }

@@ -1389,6 +1389,7 @@ pub fn solve_exact(round: &Round, solver: Solver, limits: &Limits) -> Result<Sol
     let solved = solve(model, solver, &limits).map_err(|e| format!("{} failed: {e}", solver.name()))?;
     let value = |v: Variable| solved.values[index[&v]];
     let mut plan = ctx.decode(&built, &value)?;
+    plan.solver = Some(solver.name().into());
     plan.status = match solved.status {
         good_lp::SolutionStatus::Optimal | good_lp::SolutionStatus::GapLimit => PlanStatus::Optimal,
         _ => PlanStatus::Feasible,

@@ -430,6 +430,7 @@ pub(crate) fn solve_node_from(
         _ => PlanStatus::Feasible,
     };
     let mut plan = Plan::new("mip-node", status);
+    plan.solver = Some(solver.name().into());
     for (j, a) in pinned_allocs {
         plan.allocations.insert(round.jobs[j].id, a);
     }

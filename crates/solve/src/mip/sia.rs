@@ -152,6 +152,7 @@ impl Planner for Sia {
             }) => {
                 let packed = pack(round, &choices);
                 let mut plan = Plan::new("sia", status);
+                plan.solver = Some(self.solver.name().into());
                 for (i, a) in packed.allocations {
                     plan.allocations.insert(round.jobs[i].id, a);
                 }

@@ -159,32 +159,6 @@ fn gavel_table() -> Result<gpuplan_sim::colocation::GavelTable, ApiError> {
     })
 }
 
-/// A queues file's error as `queues:LINE:field: ...`: the TOML reader's
-/// own errors (a wrong type, say) give the line only, so the field is read
-/// off that line's `key = value`; errors that name theirs are kept.
-pub(super) fn with_queue_field(text: &str, err: &str) -> String {
-    let Some(rest) = err.strip_prefix("queues:") else {
-        return err.to_string();
-    };
-    let Some((line, msg)) = rest.split_once(": ") else {
-        return err.to_string();
-    };
-    let Ok(n) = line.parse::<usize>() else {
-        // Already `LINE:field`.
-        return err.to_string();
-    };
-    let key = text
-        .lines()
-        .nth(n.saturating_sub(1))
-        .and_then(|l| l.split_once('='))
-        .map(|(k, _)| k.trim().trim_matches('"'))
-        .filter(|k| !k.is_empty() && !k.starts_with('['));
-    match key {
-        Some(k) => format!("queues:{n}:{k}: {msg}"),
-        None => err.to_string(),
-    }
-}
-
 /// A scenario error worded with the editor's name for its field.
 pub(super) fn field_error(e: &ScenarioError) -> String {
     use gpuplan_core::ParamField as P;
@@ -286,14 +260,9 @@ impl Scenario {
         let queues = if self.queues.trim().is_empty() {
             Vec::new()
         } else {
-            gpuplan_core::queue::parse_queues_toml(&self.queues, "queues").map_err(|es| {
-                invalid(
-                    es.iter()
-                        .map(|e| with_queue_field(&self.queues, e))
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                )
-            })?
+            // Core's reader names line and field (`queues:3:guarantee: …`).
+            gpuplan_core::queue::parse_queues_toml(&self.queues, "queues")
+                .map_err(|es| invalid(es.join("; ")))?
         };
         // Sharing reads Gavel's table as the CLI does (its bundled one at
         // its default GPU type): without it rigid jobs never share.

@@ -87,8 +87,8 @@ pub struct SimOpts {
     #[arg(long)]
     pub exploration_factor: Option<u32>,
     /// Interference rule of goodput-based policies: at most one multi-node job per node (avoid) or none (allow).
-    #[arg(long, value_enum, default_value = "avoid")]
-    pub interference: InterferenceArg,
+    #[arg(long, default_value = "avoid", value_parser = interference_names())]
+    pub interference: String,
     /// Slowdown of multi-node jobs sharing a node with another (0 = none), as the artifact's --interference.
     #[arg(long, default_value_t = 0.0)]
     pub interference_slowdown: f64,
@@ -160,10 +160,9 @@ pub struct SimOpts {
     pub variability_blind: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum InterferenceArg {
-    Avoid,
-    Allow,
+/// `--interference`'s values, core's names (one reading for every driver).
+fn interference_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(Interference::ALL.map(Interference::name))
 }
 
 #[derive(Args, Debug)]
@@ -324,10 +323,11 @@ impl SimOpts {
         Ok(ParamFlags {
             p: Some(self.p),
             restart_penalty_s: self.restart_penalty,
-            interference: Some(match self.interference {
-                InterferenceArg::Avoid => Interference::Avoid,
-                InterferenceArg::Allow => Interference::Allow,
-            }),
+            interference: Some(
+                self.interference
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--interference: {e}"))?,
+            ),
             exploration_factor: self.exploration_factor,
             placement: Some(placement),
             sticky: self.sticky.then_some(Sticky::Keep),
@@ -794,6 +794,17 @@ pub fn write_outputs(dir: &Path, r: &SimResult, cfg: &SimConfig) -> Result<()> {
                 }
             ),
         ])?;
+    }
+    w.flush()?;
+    // Goodput over time in ground truth, the explorer's work chart (sim's
+    // `SimResult::work_rate`): jobs' worth of work per hour over each
+    // interval, from the first round on.
+    let mut w = csv::Writer::from_path(dir.join("work_rate.csv"))?;
+    w.write_record(["from_s", "to_s", "jobs_per_h"])?;
+    let mut from = r.rounds.first().map_or(0.0, |x| x.time_s);
+    for &(t, rate) in &r.work_rate {
+        w.write_record([format!("{from}"), format!("{t}"), format!("{rate}")])?;
+        from = t;
     }
     w.flush()?;
     std::fs::write(

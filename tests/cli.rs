@@ -301,6 +301,22 @@ fn simulate_is_deterministic_and_writes_outputs() {
     }
     let jobs = std::fs::read_to_string(dir.join("jobs.csv")).unwrap();
     assert_eq!(jobs.lines().count(), 15);
+    // Goodput over time (issue 50: once only in the explorer): the rate
+    // integrates to the number of jobs, and its last point is the makespan.
+    let rate = std::fs::read_to_string(dir.join("work_rate.csv")).unwrap();
+    let (mut done, mut last) = (0.0, 0.0);
+    for l in rate.lines().skip(1) {
+        let v: Vec<f64> = l.split(',').map(|x| x.parse().unwrap()).collect();
+        done += v[2] * (v[1] - v[0]) / 3600.0;
+        last = v[1];
+    }
+    assert!((done - 14.0).abs() < 1e-6, "{done}");
+    let end = jobs
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap().parse::<f64>().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(last, end);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -24,6 +24,38 @@ pub enum Interference {
     Allow,
 }
 
+impl Interference {
+    /// Every rule, in the order drivers list them.
+    pub const ALL: [Interference; 2] = [Interference::Avoid, Interference::Allow];
+
+    /// The rule's name in round files, flags and the explorer.
+    pub fn name(self) -> &'static str {
+        match self {
+            Interference::Avoid => "avoid",
+            Interference::Allow => "allow",
+        }
+    }
+}
+
+/// The one reading of a rule's name, for every driver (the CLI's flag,
+/// the explorer's scenario, the Python package), so none keeps a match of
+/// its own.
+impl std::str::FromStr for Interference {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Interference::ALL
+            .into_iter()
+            .find(|i| i.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown interference rule '{s}'; valid: {}",
+                    Interference::ALL.map(Interference::name).join(", ")
+                )
+            })
+    }
+}
+
 /// Policy parameters shared by goodput-based planners.
 /// Unknown keys are refused: a misspelt parameter (`"p_min": true`) must
 /// not be silently ignored.

@@ -180,13 +180,10 @@ impl SimArgs {
         };
         let interference = match self.interference.as_deref() {
             None => None,
-            Some("avoid") => Some(gpuplan_core::Interference::Avoid),
-            Some("allow") => Some(gpuplan_core::Interference::Allow),
-            Some(o) => {
-                return Err(ApiError::Value(format!(
-                    "interference: 'avoid' or 'allow', got '{o}'"
-                )))
-            }
+            Some(name) => Some(
+                name.parse::<gpuplan_core::Interference>()
+                    .map_err(|e| ApiError::Value(format!("interference: {e}")))?,
+            ),
         };
         let queues = match &self.queues {
             None => Vec::new(),

@@ -550,6 +550,7 @@ pub fn simulate_workload(
 ) -> Result<SimResult, SimError> {
     let wall = web_time::Instant::now();
     let mut world = World::new(cfg, profiles, specs, planner.traits())?;
+    let mut work = crate::work_rate::WorkRate::new(specs, profiles);
     while !world.done() {
         world.advance();
         world.retire();
@@ -574,11 +575,14 @@ pub fn simulate_workload(
         };
         let restarts = world.apply(&decision);
         world.record(&decision.plan, restarts);
+        work.observe(&world.round);
         if observer(&world.round, &decision.plan) == Control::Cancel {
             return Err(SimError::Cancelled);
         }
     }
-    Ok(world.finish(planner.name(), wall.elapsed().as_secs_f64()))
+    let mut r = world.finish(planner.name(), wall.elapsed().as_secs_f64());
+    r.work_rate = work.finish(&r.jobs);
+    Ok(r)
 }
 
 /// The simulator between two rounds: its one clock (`tick`), the jobs and

@@ -51,6 +51,7 @@ pub mod roundlog; // kept: `roundlog::compare`, `roundlog::read` say what they c
 mod scenario;
 pub mod trace; // kept: its per-format modules each have `parse`, `FIELDS`, `write`; flat they would collide
 pub mod variability; // kept: `Draw`, `Measurements`, `BUNDLED` are unclear without `variability::`
+mod work_rate;
 mod workload;
 
 pub use analysis::{analyse, isolated_jcts, Analysis, AppJct, Fairness, JobAnalysis, LeftOut, Spread};

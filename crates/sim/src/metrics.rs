@@ -192,6 +192,11 @@ pub struct SimResult {
     /// Every round's jobs, where [`crate::SimConfig::round_log`] asked for it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub round_log: Vec<crate::RoundLog>,
+    /// Goodput over time in ground truth: (time s, jobs' worth of work done
+    /// per hour in the interval ending then), one point per round
+    /// (`work_rate.rs`); its integral is the number of jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub work_rate: Vec<(f64, f64)>,
 }
 
 /// Percentile with linear interpolation between order statistics (numpy's default).
@@ -323,6 +328,7 @@ impl SimResult {
             gpus: Vec::new(),
             queues: Vec::new(),
             round_log: Vec::new(),
+            work_rate: Vec::new(),
         }
     }
 

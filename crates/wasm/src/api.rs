@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use gpuplan_core::{Cluster, Plan, Round};
 use gpuplan_sim::{
     analyse, isolated_jcts, pollux_profiles, simulate_workload, Analysis, Control, JobResult, Profiles,
-    RoundRecord, Segment, Summary, WorkloadJob,
+    RoundRecord, Segment, Summary,
 };
 use serde::Serialize;
 
@@ -67,7 +67,7 @@ pub struct RunOut {
     /// simulate --analysis` prints.
     pub analysis: Analysis,
     /// Goodput over time: (time_s, jobs' worth of work done per hour in the
-    /// interval ending then); see [`work_rate`].
+    /// interval ending then): sim's [`gpuplan_sim::SimResult::work_rate`].
     pub work_rate: Vec<(f64, f64)>,
     /// Under queues, each queue's figures (as `gpuplan simulate --queues`);
     /// each round's `queue_gpus` follows their order.
@@ -88,65 +88,6 @@ pub struct EstimatesOut {
     pub records: Vec<gpuplan_sim::EstimateRecord>,
     /// As estimates.json.
     pub summary: gpuplan_sim::CalibrationSummary,
-}
-
-/// Goodput over time, in the simulator's ground truth and one unit for
-/// every application: each job's progress between two rounds (statistically
-/// efficient progress, what Pollux calls goodput, integrated) as a fraction
-/// of the work it needs in all, summed over jobs, per hour. Its integral over
-/// the run is the number of jobs. The last point covers the time from the
-/// last round to the last completion.
-pub fn work_rate(
-    rounds: &[(Round, Plan)],
-    jobs: &[WorkloadJob],
-    profiles: &Profiles,
-    results: &[JobResult],
-) -> Vec<(f64, f64)> {
-    use std::collections::HashMap;
-    let total: HashMap<gpuplan_core::JobId, f64> = jobs
-        .iter()
-        .map(|j| {
-            let work = match j.work {
-                gpuplan_sim::Work::Rigid { duration_s } => duration_s,
-                gpuplan_sim::Work::Profiled => profiles
-                    .get(&j.spec.app)
-                    .map_or(f64::NAN, |p| p.completion_progress()),
-            };
-            (j.spec.id, work)
-        })
-        .collect();
-    let share = |id, from: f64, to: f64| (to - from) / total.get(&id).copied().unwrap_or(f64::NAN);
-    let mut out = Vec::with_capacity(rounds.len());
-    let mut prev: HashMap<gpuplan_core::JobId, f64> = HashMap::new();
-    let mut prev_t: Option<f64> = None;
-    for (round, _) in rounds {
-        let now: HashMap<gpuplan_core::JobId, f64> =
-            round.jobs.iter().map(|j| (j.id, j.state.progress)).collect();
-        if let Some(t0) = prev_t {
-            // A job gone since the last round finished in between: all its work is done.
-            let done: f64 = prev
-                .iter()
-                .map(|(&id, &p)| share(id, p, now.get(&id).copied().unwrap_or(total[&id])))
-                .sum();
-            if round.now_s > t0 {
-                out.push((round.now_s, done / ((round.now_s - t0) / 3600.0)));
-            }
-        }
-        prev = now;
-        prev_t = Some(round.now_s);
-    }
-    if let Some(t0) = prev_t {
-        let end = results
-            .iter()
-            .filter(|j| prev.contains_key(&j.id))
-            .map(|j| j.completion_s)
-            .fold(t0, f64::max);
-        let left: f64 = prev.iter().map(|(&id, &p)| share(id, p, total[&id])).sum();
-        if end > t0 {
-            out.push((end, left / ((end - t0) / 3600.0)));
-        }
-    }
-    out
 }
 
 /// Progress after a round, as the progress callback receives it.
@@ -274,7 +215,7 @@ pub fn run_scenario(
         } else {
             None
         };
-        let work_rate = work_rate(&kept, &jobs, profiles, &r.jobs);
+        let work_rate = r.work_rate.clone();
         let rounds = r
             .rounds
             .into_iter()

@@ -230,15 +230,10 @@ impl Scenario {
     /// The simulator settings, checked by sim's one scenario builder (as
     /// the CLI's flags are); only the wording of a field is the browser's.
     pub fn config(&self) -> Result<SimConfig, ApiError> {
-        let interference = match self.interference.as_str() {
-            "avoid" => Interference::Avoid,
-            "allow" => Interference::Allow,
-            other => {
-                return Err(invalid(format!(
-                    "interference must be avoid or allow, got '{other}'"
-                )))
-            }
-        };
+        let interference: Interference = self
+            .interference
+            .parse()
+            .map_err(|e| invalid(format!("interference: {e}")))?;
         let variability = if self.variability == "none" {
             None
         } else {

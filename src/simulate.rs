@@ -403,12 +403,6 @@ pub enum RestartChargeArg {
     Fixed,
 }
 
-/// A known policy that can honour the run's `--placement`.
-fn check_policy(name: &str, params: &gpuplan_core::PolicyParams) -> Result<()> {
-    SimScenario::planner(name, params).map_err(|e| anyhow::anyhow!("{}", flag_error(&e)))?;
-    Ok(())
-}
-
 /// A scenario error worded with the flag that sets the field.
 fn flag_error(e: &ScenarioError) -> String {
     use gpuplan_core::ParamField as P;
@@ -892,8 +886,14 @@ struct SweepPlan {
 
 fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan> {
     let cfg = a.opts.config()?;
+    // Each policy's run checked as it will run: its own params, and the
+    // policy able to honour them (`SimScenario::config_for`).
+    let scenario = a.opts.scenario()?;
     for p in &a.policies {
-        check_policy(p, &cfg.params)?;
+        scenario.config_for(p).map_err(|es| {
+            let lines: Vec<String> = es.iter().map(flag_error).collect();
+            anyhow::anyhow!("{}", lines.join("; "))
+        })?;
     }
     let profiles = load_profiles(a.opts.traces.clone())?;
     let workloads = expand_workloads(&a.workloads)?;

@@ -253,9 +253,15 @@ impl std::error::Error for ScenarioError {}
 
 impl SimScenario {
     /// The checked simulator settings, every problem at once. Its params
-    /// are the flags over Pollux's defaults; [`SimScenario::params_for`]
-    /// gives a policy's own.
+    /// are the flags over Pollux's defaults; [`SimScenario::config_for`]
+    /// checks and gives a policy's own.
     pub fn config(&self) -> Result<SimConfig, Vec<ScenarioError>> {
+        self.config_with(self.params.over(PolicyParams::default(), self.restart_delay_s))
+    }
+
+    /// The settings with `params` as the run's, checked as they will run
+    /// (a policy's own defaults are checked, not Pollux's they replace).
+    fn config_with(&self, params: PolicyParams) -> Result<SimConfig, Vec<ScenarioError>> {
         use ScenarioField as F;
         let mut errs = Vec::new();
         let mut bad = |field, problem: String| errs.push(ScenarioError { field, problem });
@@ -305,7 +311,6 @@ impl SimScenario {
                 bad(F::Queues, e);
             }
         }
-        let params = self.params.over(PolicyParams::default(), self.restart_delay_s);
         if let Err(es) = params.check(self.variability.is_some()) {
             errs.extend(es.into_iter().map(ScenarioError::from));
         }
@@ -350,8 +355,7 @@ impl SimScenario {
     /// Every driver that runs one policy (`gpuplan simulate`, Python's
     /// `simulate`) starts here.
     pub fn config_for(&self, policy: &str) -> Result<SimConfig, Vec<ScenarioError>> {
-        let mut cfg = self.config()?;
-        cfg.params = self.params_for(policy);
+        let cfg = self.config_with(self.params_for(policy))?;
         Self::planner(policy, &cfg.params).map_err(|e| vec![e])?;
         Ok(cfg)
     }

@@ -290,11 +290,10 @@ impl Scenario {
             },
             ..Default::default()
         };
-        let mut cfg = scenario
-            .config()
-            .map_err(|es| invalid(es.iter().map(field_error).collect::<Vec<_>>().join("; ")))?;
-        cfg.params = scenario.params_for(&self.policy);
-        Ok(cfg)
+        // Sim's one builder for a run of one policy, as `gpuplan simulate`.
+        scenario
+            .config_for(&self.policy)
+            .map_err(|es| invalid(es.iter().map(field_error).collect::<Vec<_>>().join("; ")))
     }
 
     /// The scenario's planner, refused as the CLI refuses it when it cannot

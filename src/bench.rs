@@ -221,86 +221,159 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
     )?);
     let mut rows = Vec::new();
     for &(gpus, jobs) in &sizes {
-        // results[planner][instance] = (ms, objective, status) or None (skipped/failed)
-        let mut results: BTreeMap<String, Vec<Option<Solved>>> = BTreeMap::new();
-        let mut fails: BTreeMap<String, u32> = BTreeMap::new();
-        // The solvers each planner's plans say they ran (`Plan::solver`;
-        // "none" for a heuristic's), joined by "+" where rounds differ.
-        let mut solvers: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
-        let instances: Vec<Round> = (0..a.repeat)
-            .map(|s| {
-                let mut r = with_types(generate_round(&profiles, &fitted, gpus, jobs, s as u64), &types);
-                r.params = params;
-                if let Some(m) = &measured {
-                    let l = gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR;
-                    r.variability = Some(m.sample(&r.cluster, s as u64, l).gpus);
-                }
-                r
-            })
-            .collect();
-        if let Some(dir) = &a.dump_rounds {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            for (s, r) in instances.iter().enumerate() {
-                let file = dir.join(format!("round-{gpus}x{jobs}-{s}.json"));
-                std::fs::write(&file, serde_json::to_string_pretty(r)?)
-                    .with_context(|| format!("writing {}", file.display()))?;
-            }
-        }
+        let instances = seeded_rounds(
+            &a,
+            &profiles,
+            &fitted,
+            &types,
+            measured.as_ref(),
+            params,
+            (gpus, jobs),
+        )?;
+        let mut runs = Runs::default();
         for p in &planners {
             for (i, round) in instances.iter().enumerate() {
                 bar.set_message(format!("{p} {gpus} GPUs {jobs} jobs"));
                 bar.inc(1);
                 if p == "pollux-ga" && gpus > a.ga_max_gpus {
-                    results.entry(p.clone()).or_default().push(None);
+                    runs.results.entry(p.clone()).or_default().push(None);
                     continue;
                 }
-                let mut planner = registry::create(p)?;
-                let limits = Limits {
-                    time_limit_s: a.time_limit,
-                    gap: a.gap,
-                    threads: 1,
-                    seed: i as u64,
-                    memory_limit_mb,
-                };
-                // The warm-up rounds' plans are dropped; the last one counts.
-                let measured = reset_peak();
-                let mut last = run_round(planner.as_mut(), round, &limits);
-                for _ in 1..a.warm_rounds {
-                    if last.is_err() {
-                        break;
-                    }
-                    last = run_round(planner.as_mut(), round, &limits);
-                }
-                if let Ok(d) = &last {
-                    let s = d.plan.solver.clone().unwrap_or_else(|| "none".into());
-                    solvers.entry(p.clone()).or_default().insert(s);
-                }
-                let entry = match last {
-                    Ok(d) => Some((
-                        d.plan.solve_ms,
-                        d.objective(round),
-                        d.plan.status,
-                        d.plan.bound.and(d.plan.gap),
-                        peak_mib().filter(|_| measured),
-                    )),
-                    Err(_) => {
-                        *fails.entry(p.clone()).or_default() += 1;
-                        None
-                    }
-                };
-                results.entry(p.clone()).or_default().push(entry);
+                let last = solve_one(&a, p, i, round, memory_limit_mb)?;
+                runs.add(p, last.0, last.1, round);
             }
         }
-        let best: Vec<f64> = (0..instances.len())
+        rows.extend(runs.rows(&planners, gpus, jobs, sharing));
+    }
+    bar.finish_and_clear();
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("bench.json"), serde_json::to_string_pretty(&rows)?)?;
+        plot_time(&dir.join("solve_time.svg"), &rows)?;
+        plot_quality(&dir.join("quality_vs_time.svg"), &rows)?;
+    }
+    print_rows(a.format, &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The seeded rounds of one size (GPU types, variability and the bench's
+/// params applied), written to `--dump-rounds` if asked.
+fn seeded_rounds(
+    a: &BenchArgs,
+    profiles: &gpuplan_sim::Profiles,
+    fitted: &[(String, gpuplan_core::PerfParams)],
+    types: &[gpuplan_core::GpuType],
+    measured: Option<&gpuplan_sim::variability::Measurements>,
+    params: PolicyParams,
+    (gpus, jobs): (u32, usize),
+) -> Result<Vec<Round>> {
+    let instances: Vec<Round> = (0..a.repeat)
+        .map(|s| {
+            let mut r = with_types(generate_round(profiles, fitted, gpus, jobs, s as u64), types);
+            r.params = params;
+            if let Some(m) = measured {
+                let l = gpuplan_sim::variability::DEFAULT_CROSS_NODE_FACTOR;
+                r.variability = Some(m.sample(&r.cluster, s as u64, l).gpus);
+            }
+            r
+        })
+        .collect();
+    if let Some(dir) = &a.dump_rounds {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (s, r) in instances.iter().enumerate() {
+            let file = dir.join(format!("round-{gpus}x{jobs}-{s}.json"));
+            std::fs::write(&file, serde_json::to_string_pretty(r)?)
+                .with_context(|| format!("writing {}", file.display()))?;
+        }
+    }
+    Ok(instances)
+}
+
+/// One planner on one seeded round, `--warm-rounds` times in a row with one
+/// planner value: the last plan (or its error) and whether the peak memory
+/// was measured for it.
+fn solve_one(
+    a: &BenchArgs,
+    p: &str,
+    seed: usize,
+    round: &Round,
+    memory_limit_mb: Option<u64>,
+) -> Result<(Result<gpuplan_solve::Decision, gpuplan_solve::PlanError>, bool)> {
+    let mut planner = registry::create(p)?;
+    let limits = Limits {
+        time_limit_s: a.time_limit,
+        gap: a.gap,
+        threads: 1,
+        seed: seed as u64,
+        memory_limit_mb,
+    };
+    // The warm-up rounds' plans are dropped; the last one counts.
+    let measured = reset_peak();
+    let mut last = run_round(planner.as_mut(), round, &limits);
+    for _ in 1..a.warm_rounds {
+        if last.is_err() {
+            break;
+        }
+        last = run_round(planner.as_mut(), round, &limits);
+    }
+    Ok((last, measured))
+}
+
+/// What one size's solves gave, per planner.
+#[derive(Default)]
+struct Runs {
+    /// Per instance: (ms, objective, status, gap, peak) or None (skipped/failed).
+    results: BTreeMap<String, Vec<Option<Solved>>>,
+    fails: BTreeMap<String, u32>,
+    /// The solvers each planner's plans say they ran (`Plan::solver`;
+    /// "none" for a heuristic's), joined by "+" where rounds differ.
+    solvers: BTreeMap<String, std::collections::BTreeSet<String>>,
+}
+
+impl Runs {
+    fn add(
+        &mut self,
+        p: &str,
+        last: Result<gpuplan_solve::Decision, gpuplan_solve::PlanError>,
+        measured: bool,
+        round: &Round,
+    ) {
+        if let Ok(d) = &last {
+            let s = d.plan.solver.clone().unwrap_or_else(|| "none".into());
+            self.solvers.entry(p.to_string()).or_default().insert(s);
+        }
+        let entry = match last {
+            Ok(d) => Some((
+                d.plan.solve_ms,
+                d.objective(round),
+                d.plan.status,
+                d.plan.bound.and(d.plan.gap),
+                peak_mib().filter(|_| measured),
+            )),
+            Err(_) => {
+                *self.fails.entry(p.to_string()).or_default() += 1;
+                None
+            }
+        };
+        self.results.entry(p.to_string()).or_default().push(entry);
+    }
+
+    /// One row per planner with any solve, its quality against the best
+    /// plan of each instance.
+    fn rows(&self, planners: &[String], gpus: u32, jobs: usize, sharing: u32) -> Vec<Row> {
+        let results = &self.results;
+        let instances = results.values().map(Vec::len).max().unwrap_or(0);
+        let best: Vec<f64> = (0..instances)
             .map(|i| {
                 results
                     .values()
-                    .filter_map(|v| v[i].map(|x| x.1))
+                    .filter_map(|v| v.get(i).copied().flatten().map(|x| x.1))
                     .fold(f64::NEG_INFINITY, f64::max)
             })
             .collect();
-        for p in &planners {
-            let v = &results[p];
+        let mut rows = Vec::new();
+        for p in planners {
+            let Some(v) = results.get(p) else { continue };
             let done: Vec<(usize, Solved)> = v
                 .iter()
                 .enumerate()
@@ -313,7 +386,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
             let n = done.len() as f64;
             rows.push(Row {
                 planner: p.clone(),
-                solver: solvers.get(p).map_or_else(
+                solver: self.solvers.get(p).map_or_else(
                     || "none".into(),
                     |s| s.iter().cloned().collect::<Vec<_>>().join("+"),
                 ),
@@ -328,7 +401,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                     .map(|(i, x)| ((best[*i] - x.1) / best[*i].abs().max(1e-12)).max(0.0))
                     .sum::<f64>()
                     / n,
-                failures: fails.get(p).copied().unwrap_or(0),
+                failures: self.fails.get(p).copied().unwrap_or(0),
                 fallbacks: done.iter().filter(|(_, x)| x.2 == PlanStatus::Fallback).count() as u32,
                 optimal: done.iter().filter(|(_, x)| x.2 == PlanStatus::Optimal).count() as u32,
                 proven_gap: {
@@ -338,16 +411,14 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                 peak_mib: done.iter().filter_map(|(_, x)| x.4).reduce(f64::max),
             });
         }
+        rows
     }
-    bar.finish_and_clear();
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("bench.json"), serde_json::to_string_pretty(&rows)?)?;
-        plot_time(&dir.join("solve_time.svg"), &rows)?;
-        plot_quality(&dir.join("quality_vs_time.svg"), &rows)?;
-    }
-    match a.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+}
+
+/// The rows as JSON or the table.
+fn print_rows(format: Format, rows: &[Row]) {
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(rows).unwrap_or_default()),
         Format::Table => {
             println!(
                 "{:<22} {:<8} {:>6} {:>6} {:>3} {:>11} {:>11} {:>10} {:>11} {:>5} {:>5} {:>5} {:>9} {:>8}",
@@ -367,7 +438,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
                 "peak_mib"
             );
             let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-            for r in &rows {
+            for r in rows {
                 println!(
                     "{:<22} {:<8} {:>6} {:>6} {:>3} {:>11.2} {:>11.2} {:>10.4} {:>10.3}% {:>5} {:>5} {:>5} {:>9} {:>8}",
                     r.planner,
@@ -388,7 +459,6 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn by_planner(rows: &[Row]) -> BTreeMap<&str, Vec<&Row>> {

@@ -366,6 +366,32 @@ pub fn import_kueue(
     cohorts: Option<(&str, &str)>,
     resource: &str,
 ) -> Result<KueueImport, Vec<String>> {
+    let cq_source = cluster_queues.1;
+    let co_source = cohorts.map_or(cq_source, |c| c.1);
+    let (cqs, mut cos) = read_objects(cluster_queues, cohorts, resource)?;
+    if cqs.is_empty() {
+        return Err(vec![format!("{cq_source}:1:kind: no ClusterQueue in the file")]);
+    }
+    let errs = check_tree(&cqs, &mut cos, cq_source, co_source);
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    let (mut errs, mut notes) = (Vec::new(), Vec::new());
+    let mut queues = cohort_queues(&cos, &cqs, &mut errs, &mut notes);
+    queues.extend(cluster_queue_queues(&cqs, resource, &mut errs, &mut notes));
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    Ok(KueueImport { queues, notes })
+}
+
+/// The ClusterQueues and the Cohorts of both files (Cohorts may sit in the
+/// ClusterQueues' file too); every reading problem at once.
+fn read_objects(
+    cluster_queues: (&str, &str),
+    cohorts: Option<(&str, &str)>,
+    resource: &str,
+) -> Result<(Vec<Object>, Vec<Object>), Vec<String>> {
     let mut errs = Vec::new();
     let mut read = |text: &str, source: &str, want_cohorts: bool| -> Vec<Object> {
         match documents(text, source) {
@@ -388,20 +414,23 @@ pub fn import_kueue(
     let cqs = read(cq_text, cq_source, false);
     // Cohorts may sit in the ClusterQueues' file too.
     let mut cos = read(cq_text, cq_source, true);
-    let co_source = cohorts.map_or(cq_source, |c| c.1);
     if let Some((text, source)) = cohorts {
         cos.extend(read(text, source, true));
     }
     if !errs.is_empty() {
         return Err(errs);
     }
-    if cqs.is_empty() {
-        return Err(vec![format!("{cq_source}:1:kind: no ClusterQueue in the file")]);
-    }
-    let mut notes = Vec::new();
+    Ok((cqs, cos))
+}
+
+/// The tree's problems: names unique across both kinds, parents that are
+/// cohorts, no cohort its own ancestor. Cohorts named but not defined are
+/// added to `cos`, implicit, with no quota of their own.
+fn check_tree(cqs: &[Object], cos: &mut Vec<Object>, cq_source: &str, co_source: &str) -> Vec<String> {
+    let mut errs = Vec::new();
     // Names: unique across both kinds.
     let mut seen: BTreeMap<&str, (bool, usize)> = BTreeMap::new();
-    for o in cos.iter().chain(&cqs) {
+    for o in cos.iter().chain(cqs) {
         if let Some((was_cohort, line)) = seen.insert(&o.name, (o.cohort, o.line)) {
             let src = if o.cohort { co_source } else { cq_source };
             errs.push(format!(
@@ -415,7 +444,7 @@ pub fn import_kueue(
     // Cohorts named but not defined are implicit, with no quota of their own.
     let defined: BTreeSet<String> = cos.iter().map(|c| c.name.clone()).collect();
     let mut implicit: BTreeSet<String> = BTreeSet::new();
-    for o in cqs.iter().chain(&cos) {
+    for o in cqs.iter().chain(cos.iter()) {
         if let Some(p) = &o.parent {
             if !defined.contains(p) && !cqs.iter().any(|c| &c.name == p) {
                 implicit.insert(p.clone());
@@ -440,7 +469,7 @@ pub fn import_kueue(
         });
     }
     // Cohort cycles.
-    for c in &cos {
+    for c in cos.iter() {
         let mut at = c.parent.clone();
         let mut steps = 0;
         while let Some(p) = at {
@@ -458,33 +487,44 @@ pub fn import_kueue(
             at = cos.iter().find(|o| o.name == p).and_then(|o| o.parent.clone());
         }
     }
-    if !errs.is_empty() {
-        return Err(errs);
+    errs
+}
+
+// Guarantees bottom-up: a cohort's own quota plus its children's.
+fn guarantee(name: &str, cos: &[Object], cqs: &[Object], depth: usize) -> u64 {
+    let own = cos.iter().find(|c| c.name == name).map_or(0, |c| c.quota.nominal);
+    if depth > cos.len() {
+        return own;
     }
-    // Guarantees bottom-up: a cohort's own quota plus its children's.
-    fn guarantee(name: &str, cos: &[Object], cqs: &[Object], depth: usize) -> u64 {
-        let own = cos.iter().find(|c| c.name == name).map_or(0, |c| c.quota.nominal);
-        if depth > cos.len() {
-            return own;
-        }
-        let kids: u64 = cqs
+    let kids: u64 = cqs
+        .iter()
+        .filter(|q| q.parent.as_deref() == Some(name))
+        .map(|q| q.quota.nominal)
+        .sum::<u64>()
+        + cos
             .iter()
-            .filter(|q| q.parent.as_deref() == Some(name))
-            .map(|q| q.quota.nominal)
-            .sum::<u64>()
-            + cos
-                .iter()
-                .filter(|c| c.parent.as_deref() == Some(name))
-                .map(|c| guarantee(&c.name, cos, cqs, depth + 1))
-                .sum::<u64>();
-        own + kids
-    }
-    let to_u32 = |v: u64, what: &str, errs: &mut Vec<String>| -> u32 {
-        u32::try_from(v).unwrap_or_else(|_| {
-            errs.push(format!("{what}: {v} GPUs, more than gpuplan counts"));
-            u32::MAX
-        })
-    };
+            .filter(|c| c.parent.as_deref() == Some(name))
+            .map(|c| guarantee(&c.name, cos, cqs, depth + 1))
+            .sum::<u64>();
+    own + kids
+}
+
+/// `v` GPUs as gpuplan counts them, or a problem naming `what`.
+fn to_u32(v: u64, what: &str, errs: &mut Vec<String>) -> u32 {
+    u32::try_from(v).unwrap_or_else(|_| {
+        errs.push(format!("{what}: {v} GPUs, more than gpuplan counts"));
+        u32::MAX
+    })
+}
+
+/// The cohorts as queues, parents first (by depth): each guarantees its
+/// own quota plus its children's.
+fn cohort_queues(
+    cos: &[Object],
+    cqs: &[Object],
+    errs: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Vec<Queue> {
     let mut queues = Vec::new();
     // Parents first: cohorts by depth, then the ClusterQueues.
     let depth = |c: &Object| {
@@ -502,16 +542,16 @@ pub fn import_kueue(
     let mut order: Vec<&Object> = cos.iter().collect();
     order.sort_by_key(|c| depth(c));
     for c in order {
-        let g = guarantee(&c.name, &cos, &cqs, 0);
+        let g = guarantee(&c.name, cos, cqs, 0);
         queues.push(Queue {
             parent: c.parent.clone(),
-            guarantee: to_u32(g, &format!("cohort {}", c.name), &mut errs),
+            guarantee: to_u32(g, &format!("cohort {}", c.name), errs),
             weight: c.weight,
             borrow_limit: c
                 .quota
                 .borrow
                 .filter(|_| !c.quota.flavours.is_empty())
-                .map(|b| to_u32(b, &c.name, &mut errs)),
+                .map(|b| to_u32(b, &c.name, errs)),
             ..Queue::new(c.name.clone())
         });
         if c.line == 0 {
@@ -521,7 +561,19 @@ pub fn import_kueue(
             ));
         }
     }
-    for q in &cqs {
+    queues
+}
+
+/// The ClusterQueues as leaf queues, with what a queues file cannot say
+/// as notes.
+fn cluster_queue_queues(
+    cqs: &[Object],
+    resource: &str,
+    errs: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Vec<Queue> {
+    let mut queues = Vec::new();
+    for q in cqs {
         let quota = &q.quota;
         if quota.flavours.is_empty() {
             notes.push(format!(
@@ -547,10 +599,10 @@ pub fn import_kueue(
         }
         queues.push(Queue {
             parent: q.parent.clone(),
-            guarantee: to_u32(quota.nominal, &q.name, &mut errs),
+            guarantee: to_u32(quota.nominal, &q.name, errs),
             weight: q.weight,
             borrow_limit: if in_cohort {
-                quota.borrow.map(|b| to_u32(b, &q.name, &mut errs))
+                quota.borrow.map(|b| to_u32(b, &q.name, errs))
             } else {
                 Some(0)
             },
@@ -558,10 +610,7 @@ pub fn import_kueue(
             ..Queue::new(q.name.clone())
         });
     }
-    if !errs.is_empty() {
-        return Err(errs);
-    }
-    Ok(KueueImport { queues, notes })
+    queues
 }
 
 /// The queues as a queues file (docs/tenants.md), with a header naming

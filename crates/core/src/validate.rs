@@ -284,49 +284,8 @@ pub fn validate_rules(
                 *h = Some(id);
             }
         }
-        let type_of = |n: NodeId| round.cluster.nodes[n.0 as usize].gpu_type.as_str();
-        if ok_nodes
-            && alloc
-                .node_runs()
-                .any(|(n, _)| type_of(n) != type_of(alloc.gpus()[0].node))
-        {
-            let mut types: Vec<&str> = alloc.node_runs().map(|(n, _)| type_of(n)).collect();
-            types.sort_unstable();
-            types.dedup();
-            errs.push(Violation::MixedTypes {
-                job: id,
-                types: types.join(", "),
-            });
-        }
-        let gpus = alloc.num_gpus();
-        if gpus < job.min_gpus.max(1) || gpus > job.max_gpus {
-            errs.push(Violation::GpuLimits {
-                job: id,
-                gpus,
-                min: job.min_gpus,
-                max: job.max_gpus,
-            });
-        }
+        job_shape(round, job, alloc, params, ok_nodes, &mut errs);
         let nodes = alloc.num_nodes();
-        if nodes > params.max_nodes_per_job {
-            errs.push(Violation::TooManyNodes {
-                job: id,
-                nodes,
-                max: params.max_nodes_per_job,
-            });
-        }
-        if params.even_nodes == crate::NodeCounts::Even
-            && nodes > 1
-            && !alloc.same_gpus(&job.state.allocation)
-        {
-            let counts: Vec<u32> = alloc.per_node().iter().map(|&(_, k)| k).collect();
-            if counts.iter().any(|&k| k != counts[0]) {
-                errs.push(Violation::UnevenNodes {
-                    job: id,
-                    counts: counts.iter().map(u32::to_string).collect::<Vec<_>>().join("+"),
-                });
-            }
-        }
         if nodes > 1 && ok_nodes {
             for (n, _) in alloc.node_runs() {
                 multi[n.0 as usize] += 1;
@@ -345,22 +304,9 @@ pub fn validate_rules(
             }
         }
     }
-    for (i, node) in round.cluster.nodes.iter().enumerate() {
-        let used_gpus = if k > 1 { distinct[i] } else { used[i] };
-        if used_gpus > node.gpus {
-            errs.push(Violation::Capacity {
-                node: i as u32,
-                used: used_gpus,
-                capacity: node.gpus,
-            });
-        }
-        if params.interference == Interference::Avoid && multi[i] > 1 {
-            errs.push(Violation::Interference {
-                node: i as u32,
-                count: multi[i],
-            });
-        }
-    }
+    // GPUs in use per node: distinct GPUs under sharing, else every holder.
+    let in_use = if k > 1 { &distinct } else { &used };
+    node_totals(round, in_use, &multi, params, &mut errs);
     for job in &round.jobs {
         if !job.preemptible
             && !job.state.allocation.is_empty()
@@ -383,6 +329,85 @@ pub fn validate_rules(
         Ok(())
     } else {
         Err(errs)
+    }
+}
+
+/// Each node's totals: GPUs in use within its capacity, and under
+/// `interference = avoid` at most one multi-node job on it.
+fn node_totals(
+    round: &Round,
+    in_use: &[u32],
+    multi: &[u32],
+    params: &crate::PolicyParams,
+    errs: &mut Vec<Violation>,
+) {
+    for (i, node) in round.cluster.nodes.iter().enumerate() {
+        if in_use[i] > node.gpus {
+            errs.push(Violation::Capacity {
+                node: i as u32,
+                used: in_use[i],
+                capacity: node.gpus,
+            });
+        }
+        if params.interference == Interference::Avoid && multi[i] > 1 {
+            errs.push(Violation::Interference {
+                node: i as u32,
+                count: multi[i],
+            });
+        }
+    }
+}
+
+/// One job's allocation against its own rules: one GPU type, its GPU
+/// limits, the node limit, and even node counts where asked (a kept
+/// allocation keeps its counts). `ok_nodes`: every node exists.
+fn job_shape(
+    round: &Round,
+    job: &crate::RoundJob,
+    alloc: &crate::Allocation,
+    params: &crate::PolicyParams,
+    ok_nodes: bool,
+    errs: &mut Vec<Violation>,
+) {
+    let type_of = |n: NodeId| round.cluster.nodes[n.0 as usize].gpu_type.as_str();
+    if ok_nodes
+        && alloc
+            .node_runs()
+            .any(|(n, _)| type_of(n) != type_of(alloc.gpus()[0].node))
+    {
+        let mut types: Vec<&str> = alloc.node_runs().map(|(n, _)| type_of(n)).collect();
+        types.sort_unstable();
+        types.dedup();
+        errs.push(Violation::MixedTypes {
+            job: job.id,
+            types: types.join(", "),
+        });
+    }
+    let gpus = alloc.num_gpus();
+    if gpus < job.min_gpus.max(1) || gpus > job.max_gpus {
+        errs.push(Violation::GpuLimits {
+            job: job.id,
+            gpus,
+            min: job.min_gpus,
+            max: job.max_gpus,
+        });
+    }
+    let nodes = alloc.num_nodes();
+    if nodes > params.max_nodes_per_job {
+        errs.push(Violation::TooManyNodes {
+            job: job.id,
+            nodes,
+            max: params.max_nodes_per_job,
+        });
+    }
+    if params.even_nodes == crate::NodeCounts::Even && nodes > 1 && !alloc.same_gpus(&job.state.allocation) {
+        let counts: Vec<u32> = alloc.per_node().iter().map(|&(_, k)| k).collect();
+        if counts.iter().any(|&k| k != counts[0]) {
+            errs.push(Violation::UnevenNodes {
+                job: job.id,
+                counts: counts.iter().map(u32::to_string).collect::<Vec<_>>().join("+"),
+            });
+        }
     }
 }
 

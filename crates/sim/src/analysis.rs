@@ -257,11 +257,8 @@ mod tests {
     use super::*;
     use crate::data;
 
-    #[test]
-    fn queueing_fairness_and_apps_of_a_small_run() {
-        let profiles = data::pollux_profiles().unwrap();
-        let text =
-            "name,submit_s,gpus,app,batch_size,duration_s\na,0,4,,,600\nb,0,4,,,600\nc,30,2,cifar10,2048,\n";
+    /// A native workload file's jobs, duration-only ones rigid.
+    fn jobs_of(text: &str, profiles: &Profiles) -> Vec<crate::WorkloadJob> {
         let t = crate::trace::load(
             crate::trace::Format::Gpuplan,
             "t.csv",
@@ -269,18 +266,25 @@ mod tests {
             &Default::default(),
         )
         .unwrap();
-        let jobs = crate::trace::workload::to_workload(
-            &t,
-            crate::trace::workload::DurationJobs::Rigid,
-            &profiles,
-            0,
-        )
-        .unwrap();
-        // One node of 4 GPUs: a and b cannot run at once.
-        let cfg = SimConfig {
+        crate::trace::workload::to_workload(&t, crate::trace::workload::DurationJobs::Rigid, profiles, 0)
+            .unwrap()
+    }
+
+    fn one_node_of_four() -> SimConfig {
+        SimConfig {
             cluster: gpuplan_core::Cluster::homogeneous(1, 4, gpuplan_core::DEFAULT_GPU_TYPE),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn queueing_fairness_and_apps_of_a_small_run() {
+        let profiles = data::pollux_profiles().unwrap();
+        let text =
+            "name,submit_s,gpus,app,batch_size,duration_s\na,0,4,,,600\nb,0,4,,,600\nc,30,2,cifar10,2048,\n";
+        let jobs = jobs_of(text, &profiles);
+        // One node of 4 GPUs: a and b cannot run at once.
+        let cfg = one_node_of_four();
         let mut planner = gpuplan_solve::registry::create("fifo").unwrap();
         let r = simulate_workload(&cfg, &profiles, &jobs, planner.as_mut(), &mut |_, _| {
             Control::Continue
@@ -319,24 +323,8 @@ mod tests {
         let profiles = data::pollux_profiles().unwrap();
         let text =
             "name,submit_s,gpus,app,batch_size,duration_s\nbig,0,8,cifar10,2048,\nsmall,0,2,cifar10,2048,\n";
-        let t = crate::trace::load(
-            crate::trace::Format::Gpuplan,
-            "t.csv",
-            text.as_bytes(),
-            &Default::default(),
-        )
-        .unwrap();
-        let jobs = crate::trace::workload::to_workload(
-            &t,
-            crate::trace::workload::DurationJobs::Rigid,
-            &profiles,
-            0,
-        )
-        .unwrap();
-        let cfg = SimConfig {
-            cluster: gpuplan_core::Cluster::homogeneous(1, 4, gpuplan_core::DEFAULT_GPU_TYPE),
-            ..Default::default()
-        };
+        let jobs = jobs_of(text, &profiles);
+        let cfg = one_node_of_four();
         // greedy fits the 8-GPU job on 4 GPUs; fifo alone never starts it.
         let mut planner = gpuplan_solve::registry::create("greedy").unwrap();
         let r = simulate_workload(&cfg, &profiles, &jobs, planner.as_mut(), &mut |_, _| {

@@ -101,3 +101,13 @@ export async function cancelRun() {
   r.reject(new Error('cancelled'));
   await startWorker();
 }
+
+/// Any other request of the worker (`dump`, `compare`): its answer as a promise.
+export async function askWorker(type, fields) {
+  if (state.restarting) await state.restarting;
+  return new Promise((resolve, reject) => {
+    const id = state.nextId++;
+    state.pending.set(id, { resolve, reject });
+    state.worker.postMessage({ type, id, ...fields });
+  });
+}

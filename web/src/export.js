@@ -3,7 +3,7 @@ import { $, COLORS, HOUR } from './util.js';
 import { state } from './state.js';
 import { resetZoom, jobSegments, ganttRun, jobNames } from './charts.js';
 
-function download(name, text, type) {
+export function download(name, text, type) {
   const a = document.createElement('a');
   a.href = URL.createObjectURL(new Blob([text], { type }));
   a.download = name;
@@ -23,10 +23,12 @@ function csv(rows) {
 /// Gantt segment), in seconds as the engine gives them and in hours as drawn.
 const CHART_CSV = {
   sweep: () => {
-    const rows = [['policy', 'load ×', 'jobs', 'mean JCT (s)', 'p50 JCT (s)', 'p99 JCT (s)', 'makespan (s)', 'GPU allocation (fraction)']];
+    const rows = [['policy', 'load ×', 'jobs', 'mean JCT (s)', 'p50 JCT (s)', 'p99 JCT (s)', 'makespan (s)', 'GPU allocation (fraction)',
+      'workload', 'seed']];
     for (const p of state.sweep?.points ?? []) {
       const s = p.summary;
-      rows.push([p.policy, p.load, s.jobs, s.avg_jct_s, s.p50_jct_s, s.p99_jct_s, s.makespan_s, s.gpu_utilization]);
+      rows.push([p.policy, p.load, s.jobs, s.avg_jct_s, s.p50_jct_s, s.p99_jct_s, s.makespan_s, s.gpu_utilization,
+        p.workload ?? state.sweep.base.workload, p.seed ?? state.sweep.base.seed]);
     }
     return rows;
   },

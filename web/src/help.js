@@ -36,6 +36,42 @@ export function fieldHelp(catalog) {
     estimates: 'When will a job start? As gpuplan simulate --estimates: at each job\'s submission the planner is run forward from that ' +
       'moment (declared work, every job, with ranges) to predict its start and finish; the scatter plots each predicted start against ' +
       'the actual one (on the diagonal: exact), with the median and p90 error. Off by default: it simulates once more.',
+    exploration_factor: 'Pollux\'s exploration cap for goodput planners: a job gets at most this many times the most GPUs it has run on ' +
+      '(--exploration-factor; empty = the policy\'s own, 2 for Pollux).',
+    restart_weight: 'Times its duration a restart is charged in goodput planners\' restart factor (--restart-weight; empty = the ' +
+      'policy\'s own: 1 for Pollux, 2 for gpuplan-mip).',
+    restart_penalty_s: 'δ of the restart factor (age − δ·restarts)/(age + δ) in goodput planners\' objective (--restart-penalty; ' +
+      'empty = the restart delay, what a restart really costs).',
+    priority_exponent: 'Attained-service priority of goodput planners: each job\'s value is multiplied by (1 + attained GPU-s / ' +
+      'priority scale)^this (--priority-exponent; 0 = off, Pollux\'s objective; empty = the policy\'s own).',
+    priority_scale_gpu_s: 'GPU-seconds of service at which the priority factor reaches 2^exponent (--priority-scale; empty = the policy\'s own).',
+    left_out_cost: 'Sia\'s valuation (--left-out-cost): speedups over each job\'s least configuration, and a job left without GPUs costs ' +
+      'this in Σ (v+ε)^p (Sia: 1.1, with p = -0.5). Needs p below 0. 0 = off, Pollux\'s.',
+    spare_waiting: 'Charge the restart factor only to jobs that hold GPUs, Sia\'s rule (--spare-waiting); by default a waiting job\'s start is charged too.',
+    min_runtime_s: 'Least seconds a job holds its GPUs before a round may shrink, move or preempt it (--min-runtime; empty = 0, none).',
+    checkpoint_interval_s: 'Seconds of run time between checkpoints where the workload gives none (--checkpoint-interval): a restart ' +
+      'then also loses the work since the last checkpoint. Empty = jobs checkpoint when stopped.',
+    restart_charge: 'What goodput planners charge a restart of a checkpointing job (--restart-charge): its penalty plus the work since ' +
+      'its last checkpoint, or the penalty alone (fixed).',
+    trace_format: 'The workload file\'s format (--trace-format); detect = told from the first line, as the CLI does.',
+    skip_bad_rows: 'Skip and count malformed rows of the workload instead of failing (--skip-bad-rows); the results name how many and the first.',
+    duration_jobs: 'Jobs with a duration and no application (--duration-jobs): rigid = fixed throughput on the trace\'s GPUs; pollux = ' +
+      'Pollux\'s mapping to an application (drawn by the seed).',
+    shrink_to_fit: 'Shrink a job that needs more GPUs than the cluster\'s largest GPU type to that size, its duration growing in ' +
+      'proportion, instead of refusing the run (--shrink-to-fit); the results name the jobs shrunk.',
+    gavel_gpu_type: 'GPU type whose Gavel throughput turns a Gavel trace job\'s steps into a duration, and whose rows describe rigid ' +
+      'jobs when sharing (--gavel-gpu-type). Gavel traces are read with the bundled throughput table.',
+    sharing_pairs: 'With jobs per GPU > 1: all = any two jobs whose memories fit; measured = only pairs whose co-located speeds Gavel ' +
+      'measured, Lucid\'s rule (--sharing-pairs).',
+    variability_draw: 'With GPU variability (--variability-draw): node = whole measured nodes (slow GPUs stay together); pal = each GPU ' +
+      'one measured run, as PAL\'s simulator. pal needs an uploaded file here (the page does not bundle the sets\' runs: upload ' +
+      'traces/pal/variability/runs/NAME.csv for the CLI\'s bundled draw).',
+    max_sim_days: 'Fail if jobs still run this many simulated days after the last arrival (--max-sim-days).',
+    run_idle_rounds: 'Simulate rounds with no job in the system instead of skipping them (--run-idle-rounds; same results, slower).',
+    memory_limit_mb: 'Most memory a round\'s MIP model may take, MiB; a larger one falls back to greedy, marked (--memory-limit; empty ' +
+      'or 0 = none here; the CLI\'s default is half the machine\'s memory).',
+    round_log: 'Keep one line per round of each job\'s GPUs, nodes, batch size, goodput and restarts (--round-log), to download and ' +
+      'to compare with another scenario\'s or a file (compare-rounds) under the results.',
   };
 }
 
@@ -73,4 +109,10 @@ export const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'lo
   interference_slowdown: 'slowdown', time_limit_s: 'time limit', seed: 'seed', variability: 'variability',
   cross_node_factor: 'cross-node L', placement: 'placement', sticky: 'sticky', sharing: 'jobs per GPU',
   type_blind: 'type-blind', variability_blind: 'variability-blind', queues: 'queues',
-  fairness: 'fairness (alone)', estimates: 'estimates' };
+  fairness: 'fairness (alone)', estimates: 'estimates', exploration_factor: 'exploration factor',
+  restart_weight: 'restart weight', restart_penalty_s: 'restart penalty', priority_exponent: 'priority exponent',
+  priority_scale_gpu_s: 'priority scale', left_out_cost: 'left-out cost', spare_waiting: 'spare waiting',
+  min_runtime_s: 'min runtime', checkpoint_interval_s: 'checkpoint interval', restart_charge: 'restart charge',
+  trace_format: 'format', skip_bad_rows: 'skip bad rows', duration_jobs: 'duration jobs', shrink_to_fit: 'shrink to fit',
+  gavel_gpu_type: 'Gavel GPU type', sharing_pairs: 'sharing pairs', variability_draw: 'variability draw',
+  max_sim_days: 'max sim days', run_idle_rounds: 'idle rounds', memory_limit_mb: 'memory limit', round_log: 'round log' };

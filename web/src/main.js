@@ -12,6 +12,7 @@ import { runSweep, renderSweep } from './sweep.js';
 import { loadResults, forgetResults, loadUploads } from './store.js';
 import { inspect, resolveRound } from './inspector.js';
 import { addChartTools, exportJson, exportJobsCsv, exportRoundsCsv } from './export.js';
+import { exportDumpRounds, exportRoundLog, compareRounds, pickCompareUpload, exportComparison } from './rounds.js';
 
 /// Shows the results (and sweep) kept by the last visit, if any.
 async function restoreResults() {
@@ -59,7 +60,8 @@ async function main() {
   for (const s of saved ?? [{}]) {
     const kept = uploads[s.label ?? 'A'];
     addScenario(kept ? { ...s, upload: s.workload === 'upload' ? kept.upload : null,
-      cluster_upload: s.cluster === 'upload' ? kept.cluster_upload : null } : s);
+      cluster_upload: s.cluster === 'upload' ? kept.cluster_upload : null,
+      variability_upload: s.variability === 'upload' ? kept.variability_upload : null } : s);
   }
   $('#add-scenario').addEventListener('click', () => {
     const list = scenarios();
@@ -80,6 +82,11 @@ async function main() {
   $('#forget').addEventListener('click', forgetResults);
   $('#export-jobs-csv').addEventListener('click', exportJobsCsv);
   $('#export-rounds-csv').addEventListener('click', exportRoundsCsv);
+  $('#export-dump-rounds').addEventListener('click', exportDumpRounds);
+  $('#export-round-log').addEventListener('click', exportRoundLog);
+  $('#compare-upload').addEventListener('change', pickCompareUpload);
+  $('#compare-rounds').addEventListener('click', compareRounds);
+  $('#export-comparison').addEventListener('click', exportComparison);
   addChartTools();
   $('#gantt-run').addEventListener('change', () => {
     const c = $('#chart-gantt').uplot;
@@ -119,6 +126,7 @@ async function main() {
     l.innerHTML = `<input type="checkbox" value="${esc(p)}"${state.catalog.sweep_policies.includes(p) ? ' checked' : ''}> ${esc(p)}`;
     $('#sweep-policies').append(l);
   }
+  for (const w of state.catalog.workloads) $('#sweep-workloads').add(new Option(w.label, w.id));
   $('#sweep-run').addEventListener('click', runSweep);
   $('#sweep-cancel').addEventListener('click', cancelRun);
   $('#sweep-metric').addEventListener('change', renderSweep);

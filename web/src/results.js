@@ -110,6 +110,26 @@ function sharingNote(r) {
   return `<br><small class="sharing-note">${esc(text)}</small>`;
 }
 
+/// Which MIP solver ran the run's rounds: the page has microlp only (HiGHS
+/// is C++ and does not build for the browser), so a MIP policy's plans may
+/// differ slightly from `gpuplan simulate`'s, which solves with HiGHS.
+function solverNote(r) {
+  const solvers = Object.entries(r.solvers ?? {});
+  if (!solvers.length) return '';
+  const used = solvers.map(([name, n]) => `${name} (${n} round${n === 1 ? '' : 's'})`).join(', ');
+  const text = `MIP solved by ${used} in this page; gpuplan simulate solves it with HiGHS, so its numbers may differ ` +
+    'slightly (docs/explorer.md gives the measured difference; the CLI\'s mip-exact-microlp reproduces the page)';
+  return `<br><small class="solver-note" title="${esc(text)}">${esc(text)}</small>`;
+}
+
+/// What the CLI would print on stderr about the inputs (rows skipped, jobs
+/// shrunk), per scenario.
+function renderNotes() {
+  const notes = state.runs.flatMap((r) => (r.notes ?? []).map((n) => `${r.scenario.label}: ${n}`));
+  $('#run-notes').hidden = !notes.length;
+  $('#run-notes').textContent = notes.join('\n');
+}
+
 function renderSummary() {
   const t = $('#summary');
   const runs = state.runs;
@@ -120,7 +140,7 @@ function renderSummary() {
     const what = i === 0 ? 'baseline' : (differs(r).join(', ') || 'same settings');
     return `<th style="color:${COLORS[i % COLORS.length]}">${esc(r.scenario.label)}: <span class="differs">${esc(what)}</span>` +
       `<br><small>${esc(r.summary.policy)} · ${esc(r.summary.workload)} · ${r.total_gpus} GPUs</small>` +
-      `${sharingNote(r)}</th>`;
+      `${sharingNote(r)}${solverNote(r)}</th>`;
   }).join('')}</tr>`;
   const rows = METRICS.map(([key, name, get, lowerBetter, help]) => {
     const base = get(runs[0]);
@@ -139,6 +159,7 @@ function renderSummary() {
     return `<tr><th${title ? ` title="${esc(title)}"` : ''}>${name}</th>${cells.join('')}</tr>`;
   });
   t.innerHTML = head + rows.join('');
+  renderNotes();
   const f = runs[0].analysis?.fairness;
   const leftOut = runs.filter((r) => r.analysis?.left_out?.length).map((r) =>
     `${r.scenario.label}: ${r.analysis.left_out.map((j) => `${j.name} (${j.reason})`).join('; ')}`);
@@ -180,7 +201,7 @@ function renderPerQueue() {
 }
 
 function fillRunSelects() {
-  for (const sel of [$('#gantt-run'), $('#inspect-run')]) {
+  for (const sel of [$('#gantt-run'), $('#inspect-run'), $('#rounds-run'), $('#compare-a'), $('#compare-b')]) {
     sel.innerHTML = '';
     state.runs.forEach((r, i) => sel.add(new Option(`${r.scenario.label}: ${r.summary.policy}`, String(i))));
   }
@@ -190,6 +211,7 @@ export function renderResults() {
   $('#results').hidden = false;
   $('#inspector').hidden = false;
   fillRunSelects();
+  if (state.runs.length > 1) $('#compare-b').value = '1';
   fillJobPick();
   renderSummary();
   renderCharts();

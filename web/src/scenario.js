@@ -6,12 +6,31 @@ import { saveUploads } from './store.js';
 
 export const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'restart_delay_s', 'interval_s',
   'interference', 'interference_slowdown', 'time_limit_s', 'seed', 'variability', 'cross_node_factor', 'placement',
-  'sticky', 'sharing', 'type_blind', 'variability_blind', 'queues', 'fairness', 'estimates'];
+  'sticky', 'sharing', 'type_blind', 'variability_blind', 'queues', 'fairness', 'estimates',
+  // Issue 54, item 7: the rest of simulate's flags (under "More settings").
+  'exploration_factor', 'restart_weight', 'restart_penalty_s', 'priority_exponent', 'priority_scale_gpu_s',
+  'left_out_cost', 'spare_waiting', 'min_runtime_s', 'checkpoint_interval_s', 'restart_charge', 'trace_format',
+  'skip_bad_rows', 'duration_jobs', 'shrink_to_fit', 'gavel_gpu_type', 'sharing_pairs', 'variability_draw',
+  'max_sim_days', 'run_idle_rounds', 'memory_limit_mb', 'round_log'];
 
-const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind', 'fairness', 'estimates']);
+const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind', 'fairness', 'estimates', 'spare_waiting',
+  'skip_bad_rows', 'shrink_to_fit', 'run_idle_rounds', 'round_log']);
 
 const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed',
-  'cross_node_factor', 'sharing']);
+  'cross_node_factor', 'sharing', 'left_out_cost', 'max_sim_days']);
+
+/// Numbers a flag may leave unset (the CLI's `Option`s): empty means "not
+/// given", so the policy's own default applies, and the key stays out of
+/// the scenario and its link.
+const OPTIONAL = new Set(['exploration_factor', 'restart_weight', 'restart_penalty_s', 'priority_exponent',
+  'priority_scale_gpu_s', 'min_runtime_s', 'checkpoint_interval_s', 'memory_limit_mb']);
+
+/// The choice fields whose values the engine's catalog lists (the CLI's
+/// value names), with the menu's words for a value where they help.
+const CHOICES = {
+  interference: {}, variability: { upload: 'uploaded file' }, restart_charge: {}, trace_format: { '': 'detect' },
+  duration_jobs: {}, sharing_pairs: {}, variability_draw: {},
+};
 
 function scenarioElements() {
   return [...document.querySelectorAll('#scenarios .scenario')];
@@ -43,44 +62,44 @@ export function addScenario(values) {
       (takes ? '' : ` (places jobs itself: no placement stage, which only ${state.catalog.placement_policies.join(', ')} take)`);
   };
   pol.addEventListener('change', showPolicy);
-  // sharing: absent from the defaults and from links made before it (1 = none).
-  // queues: absent from the defaults and from links made before it (none).
-  // fairness: off by default, absent from links made before it.
-  const s = { sharing: 1, queues: '', fairness: false, estimates: false, ...state.catalog.defaults, ...values };
+  for (const [f, words] of Object.entries(CHOICES)) {
+    const sel = node.querySelector(`[name=${f}]`);
+    for (const v of state.catalog.choices[f]) sel.add(new Option(words[v] ?? v, v));
+  }
+  // Keys links and the defaults leave out while they hold the CLI's default.
+  const s = { ...state.catalog.omitted_defaults, ...state.catalog.defaults, ...values };
   if (!s.label) s.label = freshLabel();
   for (const f of FIELDS) {
     const el = node.querySelector(`[name=${f}]`);
     if (BOOLEAN.has(f)) el.checked = Boolean(s[f]);
-    else el.value = s[f];
+    else el.value = s[f] ?? '';
   }
   showPolicy();
   // A scenario added from another (or restored) keeps its uploaded files.
   node.upload = values.upload ?? null;
   node.clusterUpload = values.cluster_upload ?? null;
+  node.variabilityUpload = values.variability_upload ?? null;
   const showFiles = () => {
     node.querySelector('.upload-name').textContent = node.upload ? node.upload.name : '';
     node.querySelector('.cluster-upload-name').textContent = node.clusterUpload ? node.clusterUpload.name : '';
+    node.querySelector('.variability-upload-name').textContent = node.variabilityUpload ? node.variabilityUpload.name : '';
   };
   showFiles();
+  // Each upload control: the file kept on the node under `key`, its field set to `upload`.
+  const onUpload = (input, key, fieldName) => node.querySelector(`[name=${input}]`).addEventListener('change', async (ev) => {
+    const file = ev.target.files[0];
+    if (!file) return;
+    node[key] = { name: file.name, text: await file.text() };
+    node.querySelector(`[name=${fieldName}]`).value = 'upload';
+    showFiles();
+    onEdit();
+    saveUploads(scenarios());
+  });
+  // A variability file (class,node,gpu,slowdown), as --variability FILE.
+  onUpload('variability_file', 'variabilityUpload', 'variability');
   // A cluster file (name,gpus,gpu_type[,count]; `gpuplan trace import-slurm` writes one).
-  node.querySelector('[name=cluster_file]').addEventListener('change', async (ev) => {
-    const file = ev.target.files[0];
-    if (!file) return;
-    node.clusterUpload = { name: file.name, text: await file.text() };
-    node.querySelector('[name=cluster]').value = 'upload';
-    showFiles();
-    onEdit();
-    saveUploads(scenarios());
-  });
-  node.querySelector('[name=upload]').addEventListener('change', async (ev) => {
-    const file = ev.target.files[0];
-    if (!file) return;
-    node.upload = { name: file.name, text: await file.text() };
-    wl.value = 'upload';
-    showFiles();
-    onEdit();
-    saveUploads(scenarios());
-  });
+  onUpload('cluster_file', 'clusterUpload', 'cluster');
+  onUpload('upload', 'upload', 'workload');
   node.querySelector('.remove').addEventListener('click', () => {
     if (scenarioElements().length > 1) node.remove();
     onEdit();
@@ -91,7 +110,7 @@ export function addScenario(values) {
   node.addEventListener('input', onEdit);
   $('#scenarios').append(node);
   onEdit();
-  if (node.upload || node.clusterUpload) saveUploads(scenarios());
+  if (node.upload || node.clusterUpload || node.variabilityUpload) saveUploads(scenarios());
 }
 
 /// The first of A, B, ..., Z, A2, ... that no scenario uses (removing B of
@@ -110,6 +129,10 @@ function readScenario(node) {
   const s = {};
   for (const f of FIELDS) {
     const el = node.querySelector(`[name=${f}]`);
+    if (OPTIONAL.has(f)) {
+      if (el.value.trim() !== '') s[f] = Number(el.value);
+      continue;
+    }
     s[f] = BOOLEAN.has(f) ? el.checked : NUMERIC.has(f) ? Number(el.value) : el.value;
   }
   // A policy without the placement stage: the controls are off, read as default.
@@ -119,6 +142,7 @@ function readScenario(node) {
   }
   if (s.workload === 'upload' && node.upload) s.upload = node.upload;
   if (s.cluster === 'upload' && node.clusterUpload) s.cluster_upload = node.clusterUpload;
+  if (s.variability === 'upload' && node.variabilityUpload) s.variability_upload = node.variabilityUpload;
   return s;
 }
 
@@ -128,7 +152,7 @@ export function scenarios() {
 
 export function encodeState() {
   // Uploaded files stay out of links: they may be large and private.
-  const list = scenarios().map(({ upload, cluster_upload: _, ...rest }) => rest);
+  const list = scenarios().map(({ upload, cluster_upload: _, variability_upload: __, ...rest }) => rest);
   return '#s=' + encodeURIComponent(JSON.stringify(list));
 }
 
@@ -175,5 +199,9 @@ function onEdit() {
 /// would give as a JSON parser error (a negative seed is not a u64).
 export function precheck(s) {
   if (!Number.isInteger(s.seed) || s.seed < 0) return `seed must be a whole number >= 0, got ${s.seed}`;
+  // Whole-number flags (u32, u64 in the engine): a JSON parser error otherwise.
+  for (const [f, name] of [['exploration_factor', 'exploration factor'], ['memory_limit_mb', 'memory limit']]) {
+    if (s[f] !== undefined && (!Number.isInteger(s[f]) || s[f] < 0)) return `${name} must be a whole number >= 0, got ${s[f]}`;
+  }
   return null;
 }

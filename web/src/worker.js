@@ -1,12 +1,13 @@
 // The simulation runs here, off the page's thread, so the page never freezes.
 // Protocol (all messages are plain objects):
 //   in:  {type: 'run', id, scenario, cancel?: SharedArrayBuffer}   {type: 'inspect', id, runId, index}
-//        {type: 'resolve', id, runId, index, options}
+//        {type: 'resolve', id, runId, index, options}   {type: 'dump', id, runId}   {type: 'compare', id, a, b, window}
 //   out: {type: 'ready', catalog} {type: 'progress', id, round, now_s, done, total, alone, elapsed_ms} {type: 'done', id, result}
-//        {type: 'inspected', id, round} {type: 'error', id, message, fatal?}
+//        {type: 'inspected', id, round} (dump: its JSON lines as text) {type: 'error', id, message, fatal?}
 //   fatal: the wasm instance trapped (a Rust panic or out of memory); it is
 //   unusable from then on, so the page replaces this worker.
-import init, { catalog, inspect_round, resolve_round, run_scenario, warm_up } from '../pkg/gpuplan_wasm.js';
+import init, { catalog, compare_rounds, dump_rounds, inspect_round, resolve_round, run_scenario, warm_up }
+  from '../pkg/gpuplan_wasm.js';
 
 const PROGRESS_EVERY_MS = 100;
 
@@ -59,6 +60,15 @@ onmessage = (ev) => {
 
 function handle(msg) {
   if (msg.type === 'run') run(msg);
+  else if (msg.type === 'dump' || msg.type === 'compare') {
+    try {
+      const out = msg.type === 'dump' ? dump_rounds(msg.runId)
+        : JSON.parse(compare_rounds(msg.a, msg.b, msg.window));
+      postMessage({ type: 'inspected', id: msg.id, round: out });
+    } catch (e) {
+      postError(msg.id, e);
+    }
+  }
   else if (msg.type === 'inspect' || msg.type === 'resolve') {
     try {
       const json = msg.type === 'inspect'

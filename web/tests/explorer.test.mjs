@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -49,8 +49,18 @@ async function openPage(hash = '', base = url) {
   return { page, context, errors };
 }
 
-async function setField(page, index, name, value) {
+/// A field of scenario `index`; one under "More settings" opens it first.
+async function field(page, index, name) {
   const el = page.locator('#scenarios .scenario').nth(index).locator(`[name=${name}]`);
+  await el.evaluate((e) => {
+    const d = e.closest('details');
+    if (d) d.open = true;
+  });
+  return el;
+}
+
+async function setField(page, index, name, value) {
+  const el = await field(page, index, name);
   const tag = await el.evaluate((e) => e.tagName);
   if (tag === 'SELECT') await el.selectOption(value);
   else await el.fill(String(value));
@@ -1415,4 +1425,308 @@ test('summary deltas: percentages, and ratios from ten-fold on', () => {
   assert.equal(deltaText(1.1, 1), '+10.0%');
   assert.equal(deltaText(0.5, 1), '-50.0%');
   assert.equal(deltaText(9.9, 1), '+890.0%');
+});
+
+// Issue 54, item 7: the rest of simulate's flags, each group against the CLI.
+
+/// The page's summary of `run` against the CLI's JSON summary, key by key.
+function sameSummary(run, cli, what, keys = ['policy', 'jobs', 'rounds', 'restarts', 'avg_jct_s', 'p50_jct_s', 'p99_jct_s',
+  'makespan_s', 'gpu_utilization']) {
+  for (const key of keys) {
+    assert.equal(run.summary[key], cli[key], `${what}: summary.${key}: browser ${run.summary[key]} vs CLI ${cli[key]}`);
+  }
+}
+
+/// `gpuplan simulate ARGS --format json` in `cwd`: the summary and stderr's lines.
+function cliRun(args, cwd = ROOT) {
+  const r = spawnSync(BIN, ['simulate', ...args, '--format', 'json'], { cwd, encoding: 'utf8' });
+  return { status: r.status, summary: r.status === 0 ? JSON.parse(r.stdout) : null,
+    stderr: r.stderr.trim().split('\n').filter(Boolean) };
+}
+
+async function tick(page, index, name, on = true) {
+  const el = await field(page, index, name);
+  if (on) await el.check();
+  else await el.uncheck();
+}
+
+test('item 7: the objective\'s settings (exploration, restart weight and penalty, priority, Sia\'s left-out cost and spare waiting, min runtime, checkpoints) equal the CLI\'s flags', async () => {
+  const workload = 'workloads-0.5/workload-1';
+  const path = `traces/pollux/${workload}.csv`;
+  const sets = [
+    [{ exploration_factor: 3, restart_weight: 2, restart_penalty_s: 60, priority_exponent: 0.5, priority_scale_gpu_s: 3600 },
+      ['--exploration-factor', '3', '--restart-weight', '2', '--restart-penalty', '60', '--priority-exponent=0.5', '--priority-scale', '3600']],
+    [{ p: -0.5, left_out_cost: 1.1, spare_waiting: true }, ['--p=-0.5', '--left-out-cost', '1.1', '--spare-waiting']],
+    [{ min_runtime_s: 300, checkpoint_interval_s: 900 }, ['--min-runtime', '300', '--checkpoint-interval', '900']],
+    // Alone it changes nothing here (no job checkpoints); with checkpoints
+    // greedy did not finish in 60 s under the CLI either.
+    [{ restart_charge: 'fixed' }, ['--restart-charge', 'fixed']],
+  ];
+  const plain = cliRun(['--workload', path, '--policy', 'greedy']).summary;
+  const cli = sets.map(([, flags]) => cliRun(['--workload', path, '--policy', 'greedy', ...flags]));
+  for (const c of cli) assert.equal(c.status, 0, c.stderr.join('\n'));
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', workload);
+  await setField(page, 0, 'policy', 'greedy');
+  // Added first, so each starts from A's defaults (a new scenario copies the last).
+  for (let i = 0; i < sets.length; i++) await page.click('#add-scenario');
+  for (let i = 0; i < sets.length; i++) {
+    for (const [k, v] of Object.entries(sets[i][0])) {
+      if (v === true) await tick(page, i + 1, k);
+      else await setField(page, i + 1, k, v);
+    }
+  }
+  assert.match(await runAndWait(page, 300_000), /^Done: A in .*, B in .*, C in .*, D in .*, E in /);
+  const runs = await exportedJson(page);
+  sameSummary(runs[0], plain, 'defaults');
+  for (let i = 0; i < sets.length; i++) {
+    sameSummary(runs[i + 1], cli[i].summary, sets[i][1].join(' '));
+    // Each of the first three changes the run, so the page did not drop it.
+    if (i < 3) assert.notEqual(runs[i + 1].summary.avg_jct_s, plain.avg_jct_s, `${sets[i][1].join(' ')} changes nothing`);
+    for (const [k, v] of Object.entries(sets[i][0])) assert.equal(runs[i + 1].scenario[k], v, k);
+  }
+  // The what-if columns and the link name them; empty fields stay out of both.
+  assert.match(await page.textContent('#summary'), /exploration factor 3, restart weight 2/);
+  assert.ok(!('exploration_factor' in runs[0].scenario), 'an empty field is no setting');
+  const link = decodeURIComponent(new URL(page.url()).hash);
+  assert.match(link, /"restart_charge":"fixed"/);
+  const again = await openPage(new URL(page.url()).hash);
+  assert.equal(await (await field(again.page, 1, 'restart_weight')).inputValue(), '2');
+  assert.equal(await (await field(again.page, 0, 'restart_weight')).inputValue(), '');
+  await again.context.close();
+  await page.locator('#scenarios .scenario').nth(1).screenshot({ path: join(ARTIFACTS, 'more-settings.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+const BAD_ROWS = 'name,submit_s,gpus,app,batch_size,duration_s,model,group\nc0,0,4,cifar10,2048,,,\nr1,60,8,,,1800,,\n' +
+  'r2,120,16,,,3600,,\nbad,xx,1,,,60,,\nr4,400,4,,,900,,\nr5,500,2,,,20000,,\n';
+
+test('item 7: reading the workload (format, skip bad rows, duration jobs, shrink to fit) and the run\'s limits (max sim days, idle rounds) equal the CLI', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));
+  writeFileSync(join(dir, 'rows.csv'), BAD_ROWS);
+  const base = ['--workload', 'rows.csv', '--policy', 'tiresias'];
+  const failing = cliRun([...base, '--cluster', '1x8'], dir);
+  const shrunk = cliRun([...base, '--cluster', '1x8', '--skip-bad-rows', '--shrink-to-fit', '--trace-format', 'gpuplan'], dir);
+  const pollux = cliRun([...base, '--cluster', '4x4', '--skip-bad-rows', '--duration-jobs', 'pollux', '--seed', '1', '--run-idle-rounds'], dir);
+  const rigid = cliRun([...base, '--cluster', '4x4', '--skip-bad-rows', '--seed', '1'], dir);
+  const short = cliRun([...base, '--cluster', '4x4', '--skip-bad-rows', '--max-sim-days', '0.01'], dir);
+  rmSync(dir, { recursive: true });
+  assert.equal(failing.status, 2);
+  assert.equal(shrunk.status, 0, shrunk.stderr.join('\n'));
+  assert.equal(pollux.status, 0, pollux.stderr.join('\n'));
+  assert.equal(short.status, 2);
+  assert.notEqual(pollux.summary.avg_jct_s, rigid.summary.avg_jct_s, 'the mapping changes the run');
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'rows.csv', mimeType: 'text/csv', buffer: Buffer.from(BAD_ROWS) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'policy', 'tiresias');
+  await setField(page, 0, 'cluster', '1x8');
+  // Without the flags: the CLI's first error, word for word.
+  assert.match(await runAndWait(page), /^Failed/);
+  assert.equal((await page.textContent('#error')).trim(), `Scenario A: ${failing.stderr[0].replace(/^error: /, '')}`);
+  await tick(page, 0, 'skip_bad_rows');
+  await tick(page, 0, 'shrink_to_fit');
+  await setField(page, 0, 'trace_format', 'gpuplan');
+  await page.click('#add-scenario');
+  await tick(page, 1, 'shrink_to_fit', false);
+  await setField(page, 1, 'cluster', '4x4');
+  await setField(page, 1, 'duration_jobs', 'pollux');
+  await setField(page, 1, 'seed', 1);
+  await tick(page, 1, 'run_idle_rounds');
+  await page.click('#add-scenario');
+  await setField(page, 2, 'duration_jobs', 'rigid');
+  await tick(page, 2, 'run_idle_rounds', false);
+  await setField(page, 2, 'seed', 0);
+  await setField(page, 2, 'max_sim_days', 0.01);
+  assert.match(await runAndWait(page, 300_000), /^Done: A in .*, B in .*; 1 failed/);
+  const runs = await exportedJson(page);
+  sameSummary(runs[0], shrunk.summary, 'skip bad rows, shrink to fit');
+  sameSummary(runs[1], pollux.summary, 'duration jobs pollux, idle rounds');
+  // What the CLI says on stderr, the page says under the summary.
+  assert.deepEqual(runs[0].notes, shrunk.stderr);
+  assert.deepEqual(runs[1].notes, pollux.stderr);
+  assert.equal(await page.textContent('#run-notes'), [...shrunk.stderr.map((l) => `A: ${l}`), ...pollux.stderr.map((l) => `B: ${l}`)].join('\n'));
+  // Max sim days: the CLI's failure, in the simulator's words.
+  const why = short.stderr.at(-1).replace(/^error: simulating rows\.csv under tiresias: /, '');
+  assert.match(why, /^jobs still running 864 simulated seconds/);
+  assert.equal((await page.textContent('#error')).trim(), `Scenario C: ${why}`);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('item 7: a variability file with PAL\'s draw equals the CLI\'s bundled set and file; the bundled set with PAL\'s draw is refused, saying what to upload', async () => {
+  const runsFile = join(ROOT, 'traces/pal/variability/runs/ls6.csv');
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));
+  writeFileSync(join(dir, 'tiny.csv'), TINY);
+  const base = ['--workload', 'tiny.csv', '--policy', 'fifo', '--cluster', '2x8', '--seed', '3'];
+  const bundledPal = cliRun([...base, '--variability', 'ls6', '--variability-draw', 'pal'], dir);
+  const filePal = cliRun([...base, '--variability', runsFile, '--variability-draw', 'pal'], dir);
+  const node = cliRun([...base, '--variability', 'ls6'], dir);
+  rmSync(dir, { recursive: true });
+  sameSummary({ summary: filePal.summary }, bundledPal.summary, 'the runs file is the bundled set\'s pool');
+  assert.notEqual(bundledPal.summary.makespan_s, node.summary.makespan_s, 'the draws differ');
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'tiny.csv', mimeType: 'text/csv', buffer: Buffer.from(TINY) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '2x8');
+  await setField(page, 0, 'policy', 'fifo');
+  await setField(page, 0, 'seed', 3);
+  await setField(page, 0, 'variability', 'ls6');
+  await setField(page, 0, 'variability_draw', 'pal');
+  assert.match(await runAndWait(page), /^Failed/);
+  assert.match(await page.textContent('#error'),
+    /variability draw pal: the browser does not bundle ls6's measured runs; upload traces\/pal\/variability\/runs\/ls6\.csv/);
+  await (await field(page, 0, 'variability_file')).setInputFiles({ name: 'ls6-runs.csv', mimeType: 'text/csv', buffer: readFileSync(runsFile) });
+  await page.waitForFunction(() => document.querySelector('[name=variability]').value === 'upload');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'variability', 'ls6');
+  await setField(page, 1, 'variability_draw', 'node');
+  assert.match(await runAndWait(page), /^Done: A in .*, B in /);
+  const runs = await exportedJson(page);
+  sameSummary(runs[0], bundledPal.summary, 'variability file, draw pal');
+  sameSummary(runs[1], node.summary, 'ls6, draw node');
+  // The file stays out of the link, and the draw without variability is refused as the CLI refuses it.
+  assert.ok(!decodeURIComponent(new URL(page.url()).hash).includes('variability_upload'));
+  await setField(page, 1, 'variability', 'none');
+  await setField(page, 1, 'variability_draw', 'pal');
+  assert.match(await runAndWait(page), /1 failed/);
+  assert.match(await page.textContent('#error'), /Scenario B: variability draw: needs GPU variability/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('item 7: a Gavel trace uploaded as it is, its GPU type, and sharing pairs measured equal the CLI; MIP results name their solver', async () => {
+  const trace = join(ROOT, 'traces/gavel/physical_cluster/small_test.trace');
+  // pollux-mip is mip-exact at this size; the page solves it with microlp,
+  // so the CLI's mip-exact-microlp is the same planner with the same solver.
+  const cli = (extra) => cliRun(['--workload', trace, '--cluster', '1x4', '--policy', 'mip-exact-microlp', ...extra]);
+  const measured = cli(['--sharing', '2', '--sharing-pairs', 'measured']);
+  const all = cli(['--sharing', '2']);
+  const p100 = cli(['--gavel-gpu-type', 'p100']);
+  for (const c of [measured, all, p100]) assert.equal(c.status, 0, c.stderr.join('\n'));
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'small_test.trace', mimeType: 'text/plain', buffer: readFileSync(trace) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '1x4');
+  await setField(page, 0, 'policy', 'pollux-mip');
+  await setField(page, 0, 'sharing', 2);
+  await setField(page, 0, 'sharing_pairs', 'measured');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'sharing_pairs', 'all');
+  await page.click('#add-scenario');
+  await setField(page, 2, 'sharing', 1);
+  await setField(page, 2, 'gavel_gpu_type', 'p100');
+  await page.click('#add-scenario');
+  await setField(page, 3, 'policy', 'fifo');
+  assert.match(await runAndWait(page, 300_000), /^Done: A in .*, B in .*, C in .*, D in /);
+  const runs = await exportedJson(page);
+  const keys = ['jobs', 'rounds', 'restarts', 'avg_jct_s', 'makespan_s', 'gpu_shared'];
+  sameSummary(runs[0], measured.summary, 'sharing pairs measured', keys);
+  sameSummary(runs[1], all.summary, 'sharing pairs all', keys);
+  sameSummary(runs[2], p100.summary, 'Gavel GPU type p100', keys);
+  // Item 2: the MIP runs say which solver ran them and that the CLI's is HiGHS.
+  assert.deepEqual(Object.keys(runs[0].solvers), ['microlp']);
+  assert.equal(runs[3].solvers, undefined, 'fifo solves no MIP');
+  const notes = await page.locator('#summary th .solver-note').allTextContents();
+  assert.equal(notes.length, 3);
+  assert.match(notes[0], /^MIP solved by microlp \(\d+ rounds?\) in this page; gpuplan simulate solves it with HiGHS/);
+  await page.locator('#summary').screenshot({ path: join(ARTIFACTS, 'solver-note.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('item 7: several seeds and workloads in one sweep: every cell equals gpuplan sweep\'s, the mean its per-policy mean, with the spread', async () => {
+  const w = ['workloads-0.5/workload-1', 'workloads-0.5/workload-2'];
+  const out = execFileSync(BIN, ['sweep', '--workloads', ...w.map((x) => `traces/pollux/${x}.csv`), '--policies', 'fifo,tiresias',
+    '--seeds', '0,1', '--variability', 'ls6', '--format', 'json'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  const cli = JSON.parse(out).policies;
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', w[0]);
+  await setField(page, 0, 'variability', 'ls6');
+  await page.fill('#sweep-loads', '1');
+  await page.fill('#sweep-seeds', '0, 1');
+  await page.selectOption('#sweep-workloads', [w[1]]);
+  await page.locator('#sweep-policies input').evaluateAll((cs) => cs.forEach((c) => { c.checked = false; }));
+  await page.check('#sweep-policies input[value=fifo]');
+  await page.check('#sweep-policies input[value=tiresias]');
+  await page.click('#sweep-run');
+  await page.waitForFunction(() => /^Sweep (done|cancelled)/.test(document.querySelector('#sweep-status').textContent), null, { timeout: 300_000 });
+  assert.equal(await page.textContent('#sweep-status'), 'Sweep done: 8 of 8 runs.');
+  const { head, rows } = csvRows((await downloaded(page, 'figure[data-chart=sweep] .csv')).bytes);
+  assert.deepEqual(head.slice(-2), ['workload', 'seed']);
+  assert.equal(rows.length, 8);
+  for (const r of rows) {
+    const cell = cli[r[0]].per_workload[`${r[8].split('/')[1]}-seed${r[9]}`];
+    for (const [i, key] of [[2, 'jobs'], [3, 'avg_jct_s'], [4, 'p50_jct_s'], [5, 'p99_jct_s'], [6, 'makespan_s'], [7, 'gpu_utilization']]) {
+      assert.equal(Number(r[i]), cell[key], `${r[0]} ${r[8]} seed ${r[9]}: ${key}`);
+    }
+  }
+  for (const policy of ['fifo', 'tiresias']) {
+    const td = page.locator(`#sweep-table td[data-policy=${policy}][data-load="1"]`);
+    const mean = Number(await td.getAttribute('data-mean'));
+    assert.ok(Math.abs(mean - cli[policy].avg_jct_s) <= 1e-9 * cli[policy].avg_jct_s, `${policy}: mean ${mean} vs CLI ${cli[policy].avg_jct_s}`);
+    const xs = Object.values(cli[policy].per_workload).map((s) => s.avg_jct_s);
+    const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+    const sd = Math.sqrt(xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1));
+    assert.ok(Math.abs(Number(await td.getAttribute('data-sd')) - sd) <= 1e-9 * sd, `${policy}: sd`);
+    assert.equal(await td.getAttribute('data-n'), '4');
+    assert.match(await td.textContent(), /± [\d.]+ \([\d.]+–[\d.]+, 4 runs\)$/);
+  }
+  assert.match(await page.textContent('#sweep-table caption'), /over seeds 0, 1/);
+  await page.locator('#sweep').screenshot({ path: join(ARTIFACTS, 'sweep-seeds.png') });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('item 7: the round log, the rounds\' inputs and compare-rounds equal simulate --round-log, --dump-rounds and compare-rounds', async () => {
+  const workload = 'workloads-0.5/workload-1';
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));
+  const sim = (policy, extra) => execFileSync(BIN, ['simulate', '--workload', join(ROOT, `traces/pollux/${workload}.csv`),
+    '--policy', policy, '--format', 'json', ...extra], { cwd: dir, stdio: 'pipe' });
+  sim('fifo', ['--round-log', 'a.jsonl', '--dump-rounds', 'rounds']);
+  sim('tiresias', ['--round-log', 'b.jsonl']);
+  const compare = (window) => JSON.parse(execFileSync(BIN, ['compare-rounds', 'a.jsonl', 'b.jsonl', '--window', String(window),
+    '--format', 'json'], { cwd: dir, encoding: 'utf8' }));
+  const [c60, c10] = [compare(60), compare(10)];
+  const logA = readFileSync(join(dir, 'a.jsonl'), 'utf8');
+  const logB = readFileSync(join(dir, 'b.jsonl'));
+  const dumped = readdirSync(join(dir, 'rounds')).sort().map((f) => JSON.parse(readFileSync(join(dir, 'rounds', f), 'utf8')));
+  rmSync(dir, { recursive: true });
+  const lines = (text) => text.trim().split('\n').map((l) => JSON.parse(l));
+  const { page, context, errors } = await openPage();
+  await setField(page, 0, 'workload', workload);
+  await setField(page, 0, 'policy', 'fifo');
+  await tick(page, 0, 'round_log');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'policy', 'tiresias');
+  assert.match(await runAndWait(page), /^Done: A in .*, B in /);
+  // The round log: line by line the CLI's.
+  await page.selectOption('#rounds-run', '0');
+  const log = await downloaded(page, '#export-round-log');
+  assert.equal(log.name, 'A-round-log.jsonl');
+  assert.deepEqual(lines(log.bytes.toString('utf8')), lines(logA));
+  // Every round's input: line k is the CLI's round-0000k.json.
+  const dump = await downloaded(page, '#export-dump-rounds');
+  const got = lines(dump.bytes.toString('utf8'));
+  assert.equal(got.length, dumped.length);
+  got.forEach((r, k) => assert.deepEqual(r, dumped[k], `round ${k}`));
+  // compare-rounds: the page's two runs, then a against the CLI's file.
+  await page.fill('#compare-window', '60');
+  await page.click('#compare-rounds');
+  await page.waitForSelector('#compare-out table');
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#export-comparison')]);
+  assert.deepEqual(JSON.parse(readFileSync(await dl.path(), 'utf8')), c60);
+  assert.equal(await page.textContent('#compare-out [data-key=common_rounds]'), String(c60.common_rounds));
+  await page.locator('#compare-out').screenshot({ path: join(ARTIFACTS, 'compare-rounds.png') });
+  await page.locator('#compare-upload').setInputFiles({ name: 'b.jsonl', mimeType: 'application/x-ndjson', buffer: logB });
+  await page.waitForFunction(() => document.querySelector('#compare-upload-name').textContent === 'b.jsonl');
+  await page.fill('#compare-window', '10');
+  await page.evaluate(() => { document.querySelector('#compare-out').innerHTML = ''; });
+  await page.click('#compare-rounds');
+  await page.waitForSelector('#compare-out table');
+  const [dl2] = await Promise.all([page.waitForEvent('download'), page.click('#export-comparison')]);
+  assert.deepEqual(JSON.parse(readFileSync(await dl2.path(), 'utf8')), c10);
+  assert.deepEqual(errors, []);
+  await context.close();
 });

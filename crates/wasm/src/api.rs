@@ -79,6 +79,18 @@ pub struct RunOut {
     /// (estimates.csv, estimates.json).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimates: Option<EstimatesOut>,
+    /// What `gpuplan simulate` says about the inputs on stderr: rows
+    /// skipped (`--skip-bad-rows`), jobs shrunk (`--shrink-to-fit`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The MIP solvers the rounds' plans ran (`microlp` here; the CLI runs
+    /// HiGHS), each with its count of rounds; empty when no round solved a MIP.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub solvers: std::collections::BTreeMap<String, usize>,
+    /// With [`Scenario::round_log`]: one line per round, as `simulate
+    /// --round-log` writes them (for `compare-rounds`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub round_log: Vec<gpuplan_sim::RoundLog>,
 }
 
 /// The estimates of a run ([`gpuplan_sim::simulate_with_estimates`]).
@@ -150,10 +162,11 @@ pub fn run_scenario(
     scenario: &Scenario,
     progress: &mut dyn FnMut(Progress) -> Control,
 ) -> Result<RunOut, ApiError> {
-    let cfg = scenario.config()?;
+    let mut cfg = scenario.config()?;
+    cfg.round_log = scenario.round_log;
     let mut planner = scenario.planner(&cfg)?;
     with_profiles(|profiles| {
-        let (jobs, workload_name) = scenario.jobs(profiles)?;
+        let (jobs, workload_name, notes) = scenario.jobs_noted(profiles)?;
         let mut submits: Vec<f64> = jobs.iter().map(|j| j.spec.submit_s).collect();
         submits.sort_by(f64::total_cmp);
         let total = jobs.len();
@@ -216,6 +229,13 @@ pub fn run_scenario(
             None
         };
         let work_rate = r.work_rate.clone();
+        let mut solvers = std::collections::BTreeMap::new();
+        for (_, plan) in &kept {
+            if let Some(s) = &plan.solver {
+                *solvers.entry(s.clone()).or_insert(0) += 1;
+            }
+        }
+        let round_log = std::mem::take(&mut r.round_log);
         let rounds = r
             .rounds
             .into_iter()
@@ -241,8 +261,42 @@ pub fn run_scenario(
             work_rate,
             queues: r.queues,
             estimates,
+            notes,
+            solvers,
+            round_log,
         })
     })
+}
+
+/// Every round's input of a kept run, one JSON line each (line k is the
+/// round `simulate --dump-rounds DIR` writes as `round-{k:05}.json`, in the
+/// `gpuplan plan --input` format).
+pub fn dump_rounds(run_id: u32) -> Result<String, ApiError> {
+    runs::RUNS.with(|runs| {
+        let runs = runs.borrow();
+        let (_, rounds) = runs.iter().find(|(id, _)| *id == run_id).ok_or_else(|| {
+            invalid(format!(
+                "run {run_id} is no longer kept (the last {} runs are); run it again",
+                runs::KEPT_RUNS
+            ))
+        })?;
+        let mut out = String::new();
+        for (round, _) in rounds {
+            out.push_str(&to_json(round)?);
+            out.push('\n');
+        }
+        Ok(out)
+    })
+}
+
+/// Two round logs (JSON lines, as `simulate --round-log` writes them) side
+/// by side, as `gpuplan compare-rounds A B --window W --format json`.
+pub fn compare_rounds(a: &str, b: &str, window: usize) -> Result<String, ApiError> {
+    let read = |name: &str, text: &str| {
+        gpuplan_sim::roundlog::parse(text).map_err(|(line, e)| invalid(format!("{name}:{line}: {e}")))
+    };
+    let (la, lb) = (read("a", a)?, read("b", b)?);
+    to_json(&gpuplan_sim::roundlog::compare(&la, &lb, window))
 }
 
 #[cfg(test)]
@@ -854,6 +908,127 @@ mod tests {
         assert!(serde_json::to_string(&blind)
             .unwrap()
             .contains(r#""type_blind":true"#));
+    }
+
+    /// Issue 54, item 7: every flag of `simulate` the editor sets reaches
+    /// the simulator as the CLI's does, and unset ones keep the policy's own.
+    #[test]
+    fn the_rest_of_simulates_flags_reach_the_config() {
+        let s = parse_scenario(
+            r#"{"policy": "gpuplan-mip", "exploration_factor": 3, "restart_penalty_s": 45,
+                "priority_exponent": 0.5, "priority_scale_gpu_s": 3600, "p": -0.5, "left_out_cost": 1.1,
+                "spare_waiting": true, "min_runtime_s": 120, "checkpoint_interval_s": 900,
+                "restart_charge": "fixed", "max_sim_days": 2, "run_idle_rounds": true, "memory_limit_mb": 512,
+                "sharing": 2, "sharing_pairs": "measured", "gavel_gpu_type": "p100"}"#,
+        )
+        .unwrap();
+        let cfg = s.config().unwrap();
+        let p = &cfg.params;
+        assert_eq!(p.exploration_factor, 3);
+        // Unset: gpuplan-mip's own restart weight, as the CLI without --restart-weight.
+        assert_eq!(
+            p.restart_weight,
+            registry::default_params("gpuplan-mip").restart_weight
+        );
+        assert_eq!(
+            (p.restart_penalty_s, p.left_out_cost, p.min_runtime_s),
+            (45.0, 1.1, 120.0)
+        );
+        assert_eq!((p.priority.exponent, p.priority.scale_gpu_s), (0.5, 3600.0));
+        assert_eq!(p.spare_waiting, true.into());
+        assert_eq!(p.sharing_pairs, gpuplan_core::SharingPairs::Measured);
+        assert_eq!(cfg.max_sim_s, 2.0 * 86400.0);
+        assert_eq!(cfg.idle_rounds, gpuplan_sim::IdleRounds::Run);
+        assert_eq!(cfg.memory_limit_mb, Some(512));
+        assert_eq!(cfg.checkpoint_interval_s, Some(900.0));
+        assert_eq!(cfg.restart_charge, gpuplan_sim::RestartCost::Fixed);
+        // Defaults stay out of links; a bad value names the editor's field.
+        assert!(!serde_json::to_string(&Scenario::default())
+            .unwrap()
+            .contains("max_sim_days"));
+        let bad = Scenario {
+            max_sim_days: 0.0,
+            exploration_factor: Some(0),
+            ..Default::default()
+        };
+        let msg = bad.config().unwrap_err().to_string();
+        assert!(
+            msg.contains("max sim days: must be > 0") && msg.contains("exploration factor: "),
+            "{msg}"
+        );
+        let pal = Scenario {
+            variability: "ls6".into(),
+            variability_draw: gpuplan_sim::variability::Draw::Pal,
+            ..Default::default()
+        };
+        assert!(pal.config().unwrap_err().to_string().contains("runs/ls6.csv"));
+    }
+
+    /// Skipped rows and shrunk jobs are named as the CLI names them; a
+    /// Gavel trace loads through the bundled table.
+    #[test]
+    fn reading_flags_skip_shrink_and_map_as_the_cli() {
+        let profiles = pollux_profiles().unwrap();
+        let s = Scenario {
+            workload: "upload".into(),
+            upload: Some(Upload {
+                name: "rows.csv".into(),
+                text: "name,submit_s,gpus,app,batch_size,duration_s
+a,0,16,,,600
+bad,x,1,,,60
+"
+                .into(),
+            }),
+            cluster: "1x8".into(),
+            skip_bad_rows: true,
+            shrink_to_fit: true,
+            ..Default::default()
+        };
+        let (jobs, _, notes) = s.jobs_noted(&profiles).unwrap();
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(
+            notes,
+            [
+                "warning: rows.csv: skipped 1 bad row(s); first: rows.csv:3:submit_s: not a number: 'x'",
+                "rows.csv: --shrink-to-fit shrank 1 job(s): a (16 → 8 GPUs)"
+            ]
+        );
+        let gavel = Scenario {
+            workload: "upload".into(),
+            upload: Some(Upload {
+                name: "small_test.trace".into(),
+                text: include_str!("../../../traces/gavel/physical_cluster/small_test.trace").into(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(gavel.jobs(&profiles).unwrap().0.len(), 20);
+    }
+
+    #[test]
+    fn dumped_rounds_and_round_logs_compare_as_the_cli() {
+        let s = Scenario {
+            workload: "workloads-0.5/workload-3".into(),
+            policy: "fifo".into(),
+            round_log: true,
+            ..Default::default()
+        };
+        let out = run_scenario(&s, &mut quiet).unwrap();
+        let dumped = dump_rounds(out.run_id).unwrap();
+        assert_eq!(dumped.lines().count(), out.rounds.len());
+        let first: Round = serde_json::from_str(dumped.lines().next().unwrap()).unwrap();
+        assert_eq!(first.now_s, out.rounds[0].record.time_s);
+        let log: String = out
+            .round_log
+            .iter()
+            .map(|l| serde_json::to_string(l).unwrap() + "\n")
+            .collect();
+        let c: serde_json::Value = serde_json::from_str(&compare_rounds(&log, &log, 10).unwrap()).unwrap();
+        assert_eq!(c["common_rounds"], out.round_log.len());
+        assert!(c["first_gpu_difference_s"].is_null());
+        assert!(compare_rounds("{", &log, 10)
+            .unwrap_err()
+            .to_string()
+            .starts_with("a:1: "));
     }
 
     /// Issue 54: a bad queues file names the field, as the docs promise.

@@ -10,7 +10,8 @@
 //! `web/src/*.js` calls: [`catalog`] and [`warm_up`] at start,
 //! [`run_scenario`] for a run (an [`api::Scenario`] in, an [`api::RunOut`]
 //! back), [`inspect_round`] and [`resolve_round`] for one of its rounds,
-//! and [`solve_round`] for a round file.
+//! [`solve_round`] for a round file, [`dump_rounds`] for a run's round
+//! inputs and [`compare_rounds`] for two round logs.
 //!
 //! ```
 //! use gpuplan_sim::Control;
@@ -91,4 +92,18 @@ pub fn resolve_round(run_id: u32, index: usize, options_json: &str) -> Result<St
 #[wasm_bindgen]
 pub fn solve_round(round_json: &str, options_json: &str) -> Result<String, JsError> {
     api::solve_round(round_json, options_json).map_err(js_err)
+}
+
+/// Every round's input of a recent run, one JSON line a round (as
+/// `simulate --dump-rounds` writes them, one file each).
+#[wasm_bindgen]
+pub fn dump_rounds(run_id: u32) -> Result<String, JsError> {
+    api::dump_rounds(run_id).map_err(js_err)
+}
+
+/// Two round logs (JSON lines) compared as `gpuplan compare-rounds
+/// --window W --format json` compares them (JSON).
+#[wasm_bindgen]
+pub fn compare_rounds(a: &str, b: &str, window: usize) -> Result<String, JsError> {
+    api::compare_rounds(a, b, window).map_err(js_err)
 }

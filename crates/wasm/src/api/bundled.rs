@@ -45,16 +45,17 @@ const SETS: &[(&str, &str, [&str; 8])] = &[
     ),
 ];
 
-/// Trace formats an upload may be in: the CLI's, less Gavel (its steps
-/// become durations through the CLI's loader; `gpuplan trace convert` writes
-/// one the page reads, and sharing reads [`GAVEL_THROUGHPUTS`]).
-pub(super) const UPLOAD_FORMATS: [Format; 6] = [
+/// Trace formats an upload may be in: the CLI's, Gavel's read through the
+/// bundled throughput table ([`GAVEL_THROUGHPUTS`]) as the CLI reads it
+/// without `--gavel-throughputs`.
+pub(super) const UPLOAD_FORMATS: [Format; 7] = [
     Format::Gpuplan,
     Format::Pollux,
     Format::Philly,
     Format::Tiresias,
     Format::Shockwave,
     Format::Pal,
+    Format::Gavel,
 ];
 
 /// Text of a bundled workload by id.

@@ -55,6 +55,10 @@ pub struct Catalog {
     pub policy_info: Vec<PolicyInfo>,
     /// The scenario the editor starts from.
     pub defaults: Scenario,
+    /// The default of each key [`Catalog::defaults`] and links leave out
+    /// while it holds it (an unset optional number has none: the policy's
+    /// own), so the editor's fields start from the CLI's defaults.
+    pub omitted_defaults: serde_json::Value,
     /// Formats an upload may be in (detected from the first line, as the CLI does).
     pub formats: Vec<FormatInfo>,
     /// What the browser takes on at most, for the page to state.
@@ -70,6 +74,82 @@ pub struct Catalog {
     pub sweep_policies: Vec<&'static str>,
     /// The planner the round inspector re-solves with unless the user picks another.
     pub resolve_planner: &'static str,
+    /// The values of the CLI's choice flags, by scenario key, each in the
+    /// simulator's own spelling, default first: the editor's menus.
+    pub choices: Choices,
+}
+
+/// The values of the CLI's choice flags (serde's names of sim's and core's
+/// enums, so a renamed value reaches the page with no edit here).
+#[derive(Debug, Serialize)]
+pub struct Choices {
+    /// `--duration-jobs`.
+    pub duration_jobs: Vec<serde_json::Value>,
+    /// `--variability-draw`.
+    pub variability_draw: Vec<serde_json::Value>,
+    /// `--sharing-pairs`.
+    pub sharing_pairs: Vec<serde_json::Value>,
+    /// `--restart-charge`.
+    pub restart_charge: Vec<serde_json::Value>,
+    /// `--interference`.
+    pub interference: Vec<&'static str>,
+    /// `--trace-format` (empty: told from the first line).
+    pub trace_format: Vec<&'static str>,
+    /// `--variability`: none, the bundled sets, and `upload` (a file).
+    pub variability: Vec<&'static str>,
+}
+
+fn names<T: Serialize>(values: &[T]) -> Vec<serde_json::Value> {
+    values
+        .iter()
+        .map(|v| serde_json::to_value(v).unwrap_or_default())
+        .collect()
+}
+
+fn omitted_defaults() -> serde_json::Value {
+    let d = Scenario::default();
+    serde_json::json!({
+        "sharing": d.sharing,
+        "queues": d.queues,
+        "fairness": d.fairness,
+        "estimates": d.estimates,
+        "type_blind": d.type_blind,
+        "variability_blind": d.variability_blind,
+        "left_out_cost": d.left_out_cost,
+        "spare_waiting": d.spare_waiting,
+        "restart_charge": d.restart_charge,
+        "max_sim_days": d.max_sim_days,
+        "run_idle_rounds": d.run_idle_rounds,
+        "trace_format": d.trace_format,
+        "skip_bad_rows": d.skip_bad_rows,
+        "duration_jobs": d.duration_jobs,
+        "shrink_to_fit": d.shrink_to_fit,
+        "gavel_gpu_type": d.gavel_gpu_type,
+        "variability_draw": d.variability_draw,
+        "sharing_pairs": d.sharing_pairs,
+        "round_log": d.round_log,
+    })
+}
+
+fn choices() -> Choices {
+    use gpuplan_core::{Interference, SharingPairs};
+    use gpuplan_sim::trace::workload::DurationJobs;
+    use gpuplan_sim::variability::{Draw, BUNDLED};
+    use gpuplan_sim::RestartCost;
+    Choices {
+        duration_jobs: names(&[DurationJobs::Rigid, DurationJobs::Pollux]),
+        variability_draw: names(&[Draw::Node, Draw::Pal]),
+        sharing_pairs: names(&[SharingPairs::All, SharingPairs::Measured]),
+        restart_charge: names(&[RestartCost::Checkpoint, RestartCost::Fixed]),
+        interference: Interference::ALL.map(Interference::name).to_vec(),
+        trace_format: std::iter::once("")
+            .chain(UPLOAD_FORMATS.map(Format::name))
+            .collect(),
+        variability: std::iter::once("none")
+            .chain(BUNDLED.map(|b| b.0))
+            .chain(std::iter::once("upload"))
+            .collect(),
+    }
 }
 
 /// One registered planner as the page explains it (`registry::Entry`).
@@ -137,6 +217,7 @@ pub(super) fn catalog_of(entries: &[registry::Entry]) -> Catalog {
             })
             .collect(),
         defaults: Scenario::default(),
+        omitted_defaults: omitted_defaults(),
         formats: UPLOAD_FORMATS
             .iter()
             .map(|&f| FormatInfo {
@@ -162,5 +243,6 @@ pub(super) fn catalog_of(entries: &[registry::Entry]) -> Catalog {
             .collect(),
         sweep_policies: SWEEP_POLICIES.to_vec(),
         resolve_planner: RESOLVE_PLANNER,
+        choices: choices(),
     }
 }

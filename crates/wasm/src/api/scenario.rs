@@ -1,9 +1,13 @@
 //! One what-if scenario, the editor's state: its cluster, jobs, config and
 //! planner, under the browser's limits.
 
-use gpuplan_core::{Cluster, Interference, Placement, Sticky};
-use gpuplan_sim::trace::{self, workload::DurationJobs, Format, LoadOptions};
-use gpuplan_sim::{ParamFlags, Profiles, ScenarioError, ScenarioField, SimConfig, SimScenario, WorkloadJob};
+use gpuplan_core::{Cluster, Interference, Placement, SharingPairs, Sticky};
+use gpuplan_sim::trace::{self, workload::DurationJobs, BadRows, Format, LoadOptions};
+use gpuplan_sim::variability::Draw;
+use gpuplan_sim::{
+    IdleRounds, ParamFlags, Profiles, RestartCost, ScenarioError, ScenarioField, SimConfig, SimScenario,
+    WorkloadJob,
+};
 use serde::{Deserialize, Serialize};
 
 use super::bundled::{all_workloads, bundled, GAVEL_THROUGHPUTS, UPLOAD_FORMATS};
@@ -103,11 +107,103 @@ pub struct Scenario {
     /// every job, ranges). Off by default; absent from links without it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub estimates: bool,
+    // Issue 54, item 7: the rest of `simulate`'s flags. Each is absent from
+    // links while it keeps the CLI's default, so older links read the same.
+    /// Pollux's exploration cap, as `--exploration-factor` (none: the policy's own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exploration_factor: Option<u32>,
+    /// Times its duration a restart is charged, as `--restart-weight`
+    /// (none: the policy's own, 1 for Pollux, 2 for gpuplan-mip).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_weight: Option<f64>,
+    /// δ of the restart factor, as `--restart-penalty` (none: the restart delay).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_penalty_s: Option<f64>,
+    /// Attained-service priority exponent, as `--priority-exponent` (none: the policy's own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_exponent: Option<f64>,
+    /// GPU-seconds at which the priority factor reaches 2^exponent, as `--priority-scale`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_scale_gpu_s: Option<f64>,
+    /// Sia's cost of a job left without GPUs, as `--left-out-cost` (0: off).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub left_out_cost: f64,
+    /// Restarts charged only to jobs that hold GPUs (Sia's rule), as `--spare-waiting`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub spare_waiting: bool,
+    /// Least seconds a job holds its GPUs before a round may change them, as `--min-runtime`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_runtime_s: Option<f64>,
+    /// Seconds between checkpoints where the workload gives none, as `--checkpoint-interval`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_interval_s: Option<f64>,
+    /// What goodput policies charge a restart, as `--restart-charge`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub restart_charge: RestartCost,
+    /// Fail when jobs still run this many simulated days after the last
+    /// arrival, as `--max-sim-days`.
+    #[serde(skip_serializing_if = "is_sixty")]
+    pub max_sim_days: f64,
+    /// Simulate rounds with no job in the system, as `--run-idle-rounds`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub run_idle_rounds: bool,
+    /// Most memory a round's model may take, MiB, as `--memory-limit` (none or 0: no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_limit_mb: Option<u64>,
+    /// The workload's format, as `--trace-format` (empty: told from the first line).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub trace_format: String,
+    /// Skip and count malformed rows, as `--skip-bad-rows`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub skip_bad_rows: bool,
+    /// Jobs with only a duration, as `--duration-jobs`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub duration_jobs: DurationJobs,
+    /// Shrink jobs larger than the cluster's largest GPU type, as `--shrink-to-fit`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shrink_to_fit: bool,
+    /// GPU type whose Gavel throughput turns a Gavel job's steps into a
+    /// duration (and whose rows describe rigid jobs when sharing), as `--gavel-gpu-type`.
+    #[serde(skip_serializing_if = "is_default_gavel_type")]
+    pub gavel_gpu_type: String,
+    /// How per-GPU slowdowns are drawn, as `--variability-draw`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub variability_draw: Draw,
+    /// An uploaded variability file (`class,node,gpu,slowdown`), when
+    /// `variability` is `upload`. Kept out of links, as other uploads are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variability_upload: Option<Upload>,
+    /// Which pairs may share a GPU, as `--sharing-pairs`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub sharing_pairs: SharingPairs,
+    /// Keep the run's round log (`--round-log`: one JSON line per round,
+    /// for `compare-rounds`), returned in [`super::RunOut::round_log`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub round_log: bool,
 }
 
 fn is_one(k: &u32) -> bool {
     *k == 1
 }
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+fn is_sixty(x: &f64) -> bool {
+    *x == DEFAULT_MAX_SIM_DAYS
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+fn is_default_gavel_type(t: &String) -> bool {
+    t == gpuplan_sim::trace::gavel::DEFAULT_GPU_TYPE
+}
+
+/// `--max-sim-days`' default.
+pub const DEFAULT_MAX_SIM_DAYS: f64 = 60.0;
 
 impl Default for Scenario {
     fn default() -> Self {
@@ -136,26 +232,71 @@ impl Default for Scenario {
             queues: String::new(),
             fairness: false,
             estimates: false,
+            exploration_factor: None,
+            restart_weight: None,
+            restart_penalty_s: None,
+            priority_exponent: None,
+            priority_scale_gpu_s: None,
+            left_out_cost: 0.0,
+            spare_waiting: false,
+            min_runtime_s: None,
+            checkpoint_interval_s: None,
+            restart_charge: RestartCost::default(),
+            max_sim_days: DEFAULT_MAX_SIM_DAYS,
+            run_idle_rounds: false,
+            memory_limit_mb: None,
+            trace_format: String::new(),
+            skip_bad_rows: false,
+            duration_jobs: DurationJobs::default(),
+            shrink_to_fit: false,
+            gavel_gpu_type: gpuplan_sim::trace::gavel::DEFAULT_GPU_TYPE.to_string(),
+            variability_draw: Draw::default(),
+            variability_upload: None,
+            sharing_pairs: SharingPairs::default(),
+            round_log: false,
         }
     }
 }
 
 thread_local! {
-    static GAVEL: std::cell::RefCell<Option<gpuplan_sim::colocation::GavelTable>> =
-        const { std::cell::RefCell::new(None) };
+    static GAVEL: Cache<gpuplan_sim::colocation::GavelTable> = const { std::cell::RefCell::new(None) };
+    static GAVEL_TPUTS: Cache<trace::gavel::Throughputs> = const { std::cell::RefCell::new(None) };
 }
 
-/// The bundled Gavel table, parsed on first use.
-fn gavel_table() -> Result<gpuplan_sim::colocation::GavelTable, ApiError> {
-    GAVEL.with(|cell| {
+/// A bundled table, parsed on first use.
+type Cache<T> = std::cell::RefCell<Option<T>>;
+
+fn cached<T: Clone>(
+    key: &'static std::thread::LocalKey<Cache<T>>,
+    parse: impl FnOnce() -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    key.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
-            *slot = Some(gpuplan_sim::colocation::parse_gavel(
-                "simulation_throughputs.json",
-                GAVEL_THROUGHPUTS,
-            )?);
+            *slot = Some(parse()?);
         }
         Ok(slot.as_ref().expect("filled above").clone())
+    })
+}
+
+/// The bundled Gavel table (co-located speeds), as the CLI's without `--gavel-throughputs`.
+fn gavel_table() -> Result<gpuplan_sim::colocation::GavelTable, ApiError> {
+    cached(&GAVEL, || {
+        Ok(gpuplan_sim::colocation::parse_gavel(
+            "simulation_throughputs.json",
+            GAVEL_THROUGHPUTS,
+        )?)
+    })
+}
+
+/// Gavel's per-type throughputs (a Gavel trace's durations) from the same
+/// bundled table, as the CLI reads them without `--gavel-throughputs`.
+fn gavel_throughputs() -> Result<trace::gavel::Throughputs, ApiError> {
+    cached(&GAVEL_TPUTS, || {
+        Ok(trace::gavel::Throughputs::parse(
+            "simulation_throughputs.json",
+            GAVEL_THROUGHPUTS,
+        )?)
     })
 }
 
@@ -165,7 +306,9 @@ pub(super) fn field_error(e: &ScenarioError) -> String {
     use ScenarioField as F;
     let name = match e.field {
         F::Interval => "interval",
-        F::RestartDelay | F::Param(P::RestartPenalty) => "restart delay",
+        F::RestartDelay => "restart delay",
+        // Set by the restart penalty field, else the restart delay.
+        F::Param(P::RestartPenalty) => "restart penalty",
         F::InterferenceSlowdown => "interference slowdown",
         F::TimeLimit => "time limit",
         F::CrossNodeFactor => "cross-node factor",
@@ -173,6 +316,15 @@ pub(super) fn field_error(e: &ScenarioError) -> String {
         F::Param(P::Placement) => "placement",
         F::Param(P::Sharing) => "sharing",
         F::Param(P::P) => "p",
+        F::Param(P::ExplorationFactor) => "exploration factor",
+        F::Param(P::RestartWeight) => "restart weight",
+        F::Param(P::LeftOutCost) => "left-out cost",
+        F::Param(P::PriorityExponent) => "priority exponent",
+        F::Param(P::PriorityScale) => "priority scale",
+        F::Param(P::MinRuntime) => "min runtime",
+        F::MaxSim => "max sim days",
+        F::VariabilityDraw => return "variability draw: needs GPU variability".into(),
+        F::CheckpointInterval => "checkpoint interval",
         // A field the editor does not set: its key.
         _ => return e.to_string(),
     };
@@ -234,20 +386,7 @@ impl Scenario {
             .interference
             .parse()
             .map_err(|e| invalid(format!("interference: {e}")))?;
-        let variability = if self.variability == "none" {
-            None
-        } else {
-            use gpuplan_sim::variability::{Measurements, BUNDLED};
-            // The browser has no files: only the bundled sets.
-            if !BUNDLED.iter().any(|(n, _)| *n == self.variability) {
-                return Err(invalid(format!(
-                    "variability: '{}' is not one of none, {}",
-                    self.variability,
-                    BUNDLED.map(|b| b.0).join(", ")
-                )));
-            }
-            Some(Measurements::load(&self.variability).map_err(|e| invalid(e.to_string()))?)
-        };
+        let variability = self.variability()?;
         let placement: Placement = self
             .placement
             .parse()
@@ -268,32 +407,87 @@ impl Scenario {
         };
         let scenario = SimScenario {
             colocation,
-            colocation_gpu_type: gpuplan_sim::trace::gavel::DEFAULT_GPU_TYPE.to_string(),
+            colocation_gpu_type: self.gavel_gpu_type.clone(),
             queues,
             cluster: self.cluster()?,
             interval_s: self.interval_s,
             restart_delay_s: self.restart_delay_s,
             interference_slowdown: self.interference_slowdown,
             time_limit_s: self.time_limit_s,
+            // As the CLI: days, checked by the builder (NaN too).
+            max_sim_s: self.max_sim_days * 86400.0,
             seed: self.seed,
+            idle_rounds: if self.run_idle_rounds {
+                IdleRounds::Run
+            } else {
+                IdleRounds::Skip
+            },
             variability,
+            // As the CLI: the default draw is no statement; another needs variability.
+            variability_draw: (self.variability_draw != Draw::default()).then_some(self.variability_draw),
             cross_node_factor: self.cross_node_factor,
+            // The CLI's default is half the machine's memory; the browser
+            // has no such reading, so none unless given (0: none, as the CLI).
+            memory_limit_mb: self.memory_limit_mb.filter(|&mb| mb > 0),
+            checkpoint_interval_s: self.checkpoint_interval_s,
+            restart_charge: self.restart_charge,
+            // The CLI's flags, the same `None`s: the policy's own defaults.
             params: ParamFlags {
                 p: Some(self.p),
+                restart_penalty_s: self.restart_penalty_s,
                 interference: Some(interference),
+                exploration_factor: self.exploration_factor,
                 placement: Some(placement),
                 sticky: self.sticky.then_some(Sticky::Keep),
+                restart_weight: self.restart_weight,
+                left_out_cost: Some(self.left_out_cost),
+                spare_waiting: Some(self.spare_waiting),
+                priority_exponent: self.priority_exponent,
+                priority_scale_gpu_s: self.priority_scale_gpu_s,
                 sharing: Some(self.sharing),
+                sharing_pairs: Some(self.sharing_pairs),
                 type_blind: Some(self.type_blind),
                 variability_blind: Some(self.variability_blind),
-                ..Default::default()
+                min_runtime_s: self.min_runtime_s,
             },
-            ..Default::default()
         };
         // Sim's one builder for a run of one policy, as `gpuplan simulate`.
         scenario
             .config_for(&self.policy)
             .map_err(|es| invalid(es.iter().map(field_error).collect::<Vec<_>>().join("; ")))
+    }
+
+    /// The run's per-GPU speed measurements: none, a bundled set, or the
+    /// uploaded file (`class,node,gpu,slowdown`, as `--variability FILE`).
+    fn variability(&self) -> Result<Option<gpuplan_sim::variability::Measurements>, ApiError> {
+        use gpuplan_sim::variability::{Measurements, BUNDLED};
+        match self.variability.as_str() {
+            "none" => Ok(None),
+            "upload" => {
+                let up = self
+                    .variability_upload
+                    .as_ref()
+                    .ok_or_else(|| invalid("variability: no variability file uploaded"))?;
+                Ok(Some(Measurements::parse(&up.name, &up.text)?))
+            }
+            name if BUNDLED.iter().any(|(n, _)| *n == name) => {
+                // The CLI's bundled sets draw PAL's way from every measured
+                // run, which the page does not carry (244 KB): the same draw
+                // is an upload of the runs file, never a silent other one.
+                if self.variability_draw == Draw::Pal {
+                    return Err(invalid(format!(
+                        "variability draw pal: the browser does not bundle {name}'s measured runs; \
+                         upload traces/pal/variability/runs/{name}.csv as the variability file \
+                         (the draw of gpuplan simulate --variability {name} --variability-draw pal)"
+                    )));
+                }
+                Ok(Some(Measurements::load(name)?))
+            }
+            other => Err(invalid(format!(
+                "variability: '{other}' is not one of none, upload, {}",
+                BUNDLED.map(|b| b.0).join(", ")
+            ))),
+        }
     }
 
     /// The scenario's planner, refused as the CLI refuses it when it cannot
@@ -303,9 +497,19 @@ impl Scenario {
     }
 
     /// The jobs and the workload's name (the file stem, as the CLI reports it).
-    /// Files are read as `gpuplan simulate --workload` reads them: the format
-    /// is detected from the first line, jobs with only a duration run rigid.
     pub fn jobs(&self, profiles: &Profiles) -> Result<(Vec<WorkloadJob>, String), ApiError> {
+        self.jobs_noted(profiles).map(|(jobs, name, _)| (jobs, name))
+    }
+
+    /// [`Scenario::jobs`] and what the CLI says about them on stderr:
+    /// rows skipped (`--skip-bad-rows`) and jobs shrunk (`--shrink-to-fit`).
+    /// Files are read as `gpuplan simulate --workload` reads them: the
+    /// format told from the first line unless given, Gavel traces through
+    /// the bundled throughput table.
+    pub fn jobs_noted(
+        &self,
+        profiles: &Profiles,
+    ) -> Result<(Vec<WorkloadJob>, String, Vec<String>), ApiError> {
         if !(self.load.is_finite() && self.load > 0.0) {
             return Err(invalid(format!("load multiplier must be > 0, got {}", self.load)));
         }
@@ -321,33 +525,59 @@ impl Scenario {
             }
         };
         let accepted = || UPLOAD_FORMATS.map(Format::name).join(", ");
-        let format = match trace::detect(text.as_bytes()) {
-            Some(Format::Gavel) => {
-                return Err(invalid(format!(
-                    "{source}: the browser does not read Gavel traces (their steps become \
-                     durations through the CLI's trace loader); convert it with `gpuplan trace \
-                     convert {source} --out FILE.csv` and upload that. The browser reads: {}",
-                    accepted()
-                )))
-            }
-            Some(f) => f,
-            None => {
-                return Err(invalid(format!(
+        let format = if self.trace_format.is_empty() {
+            trace::detect(text.as_bytes()).ok_or_else(|| {
+                invalid(format!(
                     "{source}:1:header: cannot tell the trace format from the first line; \
-                     the browser reads: {}",
+                     pick it in Format (the CLI's --trace-format); the browser reads: {}",
                     accepted()
-                )))
-            }
+                ))
+            })?
+        } else {
+            Format::from_name(&self.trace_format).map_err(|e| invalid(format!("trace format: {e}")))?
         };
-        let t = trace::load(format, &source, text.as_bytes(), &LoadOptions::default())?;
+        let tputs = if format == Format::Gavel {
+            Some(gavel_throughputs()?)
+        } else {
+            None
+        };
+        let opts = LoadOptions {
+            bad_rows: if self.skip_bad_rows {
+                BadRows::Skip
+            } else {
+                BadRows::Fail
+            },
+            gavel_throughputs: tputs.as_ref(),
+            gavel_gpu_type: Some(&self.gavel_gpu_type),
+        };
+        let t = trace::load(format, &source, text.as_bytes(), &opts)?;
+        let mut notes = Vec::new();
+        if t.skipped_rows > 0 {
+            // The CLI's warning, word for word.
+            notes.push(format!(
+                "warning: {source}: skipped {} bad row(s); first: {}",
+                t.skipped_rows,
+                t.problems.first().map(|p| p.to_string()).unwrap_or_default()
+            ));
+        }
         if t.jobs.len() > MAX_JOBS {
             return Err(invalid(format!(
                 "{source}: {} jobs; the browser takes at most {MAX_JOBS}; run it with the CLI",
                 t.jobs.len()
             )));
         }
-        let mut jobs = trace::workload::to_workload(&t, DurationJobs::Rigid, profiles, self.seed)
+        let mut jobs = trace::workload::to_workload(&t, self.duration_jobs, profiles, self.seed)
             .map_err(|e| invalid(format!("{source}: {e}")))?;
+        if self.shrink_to_fit {
+            let shrunk = gpuplan_sim::shrink_to_fit(&self.cluster()?, &mut jobs);
+            if !shrunk.is_empty() {
+                notes.push(format!(
+                    "{source}: --shrink-to-fit shrank {} job(s): {}",
+                    shrunk.len(),
+                    shrunk.join(", ")
+                ));
+            }
+        }
         if self.load != 1.0 {
             for j in &mut jobs {
                 j.spec.submit_s /= self.load;
@@ -355,6 +585,6 @@ impl Scenario {
         }
         let stem = source.rsplit('/').next().unwrap_or(&source);
         let stem = stem.rsplit_once('.').map_or(stem, |(a, _)| a).to_string();
-        Ok((jobs, stem))
+        Ok((jobs, stem, notes))
     }
 }

@@ -29,6 +29,14 @@ clippy: setup
 unit: setup
 	$(CARGO) test --release --workspace --locked
 
+# The binary the Python and browser tests run: the one `cargo test` builds for
+# tests/cli.rs (a no-op after `unit`). `cargo build --bin gpuplan` resolves
+# fewer features (no dev-dependencies, no other members) and would compile the
+# workspace and most of its dependencies a second time; `make demo` uses it.
+.PHONY: test-bin
+test-bin: setup
+	$(CARGO) test --release --workspace --locked --no-run
+
 deps-check: setup
 	bash scripts/check-deps.sh
 
@@ -48,7 +56,7 @@ setup-py:
 clippy-py: setup-py
 	$(CARGO) clippy --release --workspace --all-targets --locked --features gpuplan-py/python -- -D warnings
 
-test-py: setup-py clippy-py build-release
+test-py: setup-py clippy-py test-bin
 	bash scripts/test-py.sh "$(PY_VENV)" "$(GPUPLAN)"
 
 # Real PyTorch jobs under `gpuplan serve` on fake GPUs (not part of `make test`;
@@ -82,7 +90,7 @@ web: setup-web
 serve: web
 	cd web && PORT=$(WEB_PORT) node serve.mjs
 
-test-web: web build-release
+test-web: web test-bin
 	cd web && GPUPLAN_BIN="$(GPUPLAN)" node --test --test-concurrency=1 tests/explorer.test.mjs
 
 # Measurements for the README's explorer table (not part of make test).

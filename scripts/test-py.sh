@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test-py`: build the gpuplan wheel (maturin, from python/pyproject.toml,
-# reusing $CARGO_TARGET_DIR's compiled crates), install it in a fresh
+# reusing the crates `cargo test` compiled in $CARGO_TARGET_DIR), install it in a fresh
 # virtualenv, and run the pytest suite against the CLI binary.
 #   test-py.sh TOOLS_VENV GPUPLAN_BIN
 set -euo pipefail
@@ -10,6 +10,10 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 wheels="$CARGO_TARGET_DIR/wheels"
 fresh="$CARGO_TARGET_DIR/py-test-venv"
 
+# maturin builds crates/py alone: it must get the workspace's features, or it
+# compiles HiGHS and every crate above serde a second time (crates/py/Cargo.toml,
+# "feature parity").
+python3 "$here/scripts/check-wheel-reuse.py"
 rm -f "$wheels"/gpuplan-*.whl
 start=$(date +%s)
 (cd "$here/python" && "$tools/bin/maturin" build --release --locked --interpreter python3 --out "$wheels")

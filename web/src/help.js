@@ -72,6 +72,16 @@ export function fieldHelp(catalog) {
       'or 0 = none here; the CLI\'s default is half the machine\'s memory).',
     round_log: 'Keep one line per round of each job\'s GPUs, nodes, batch size, goodput and restarts (--round-log), to download and ' +
       'to compare with another scenario\'s or a file (compare-rounds) under the results.',
+    estimate_work: 'With Estimates: what the estimate knows of each job\'s total work (--estimate-work): declared = its true total; ' +
+      'history = predicted from the jobs finished so far.',
+    estimate_every: 'With Estimates: estimate every Nth submitted job (--estimate-every; 1 = all), to bound the cost.',
+    estimate_budget_s: 'With Estimates: wall-clock seconds each estimate may take (--estimate-budget); this page runs slower than the ' +
+      'CLI, so a tight budget cuts more estimates short here.',
+    estimate_no_ranges: 'With Estimates: skip the low/high runs, no ranges (--estimate-no-ranges; a third of the cost).',
+    estimate_spread: 'With Estimates: how far the fitted models\' rates may be off, a fraction (--estimate-spread): the ranges\' low run ' +
+      'is that much faster, the high run slower.',
+    estimate_skip_steady: 'With Estimates: after a simulated round that changes nothing, keep its plan up to this many rounds without ' +
+      'planning, unless a job finishes (--estimate-skip-steady; 0 = plan every round).',
   };
 }
 
@@ -115,4 +125,6 @@ export const FIELD_NAMES = { cluster: 'cluster', workload: 'workload', load: 'lo
   min_runtime_s: 'min runtime', checkpoint_interval_s: 'checkpoint interval', restart_charge: 'restart charge',
   trace_format: 'format', skip_bad_rows: 'skip bad rows', duration_jobs: 'duration jobs', shrink_to_fit: 'shrink to fit',
   gavel_gpu_type: 'Gavel GPU type', sharing_pairs: 'sharing pairs', variability_draw: 'variability draw',
-  max_sim_days: 'max sim days', run_idle_rounds: 'idle rounds', memory_limit_mb: 'memory limit', round_log: 'round log' };
+  max_sim_days: 'max sim days', run_idle_rounds: 'idle rounds', memory_limit_mb: 'memory limit', round_log: 'round log',
+  estimate_work: 'estimate work', estimate_every: 'estimate every', estimate_budget_s: 'estimate budget',
+  estimate_no_ranges: 'no ranges', estimate_spread: 'estimate spread', estimate_skip_steady: 'skip steady rounds' };

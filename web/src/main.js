@@ -61,7 +61,8 @@ async function main() {
     const kept = uploads[s.label ?? 'A'];
     addScenario(kept ? { ...s, upload: s.workload === 'upload' ? kept.upload : null,
       cluster_upload: s.cluster === 'upload' ? kept.cluster_upload : null,
-      variability_upload: s.variability === 'upload' ? kept.variability_upload : null } : s);
+      variability_upload: s.variability === 'upload' ? kept.variability_upload : null,
+      gavel_throughputs_upload: kept.gavel_throughputs_upload ?? null } : s);
   }
   $('#add-scenario').addEventListener('click', () => {
     const list = scenarios();

@@ -89,7 +89,7 @@ export function queueNames(toml) {
 /// A scenario field's value as a what-if column names it: queues by their
 /// names (the file's text would not fit), an absent value as none.
 function fieldValue(scenario, f) {
-  const v = scenario[f];
+  const v = scenario[f] ?? state.catalog?.omitted_defaults?.[f];
   if (f === 'queues') {
     const names = queueNames(v);
     return names.length ? names.join(', ') : 'none';
@@ -117,9 +117,10 @@ function solverNote(r) {
   const solvers = Object.entries(r.solvers ?? {});
   if (!solvers.length) return '';
   const used = solvers.map(([name, n]) => `${name} (${n} round${n === 1 ? '' : 's'})`).join(', ');
-  const text = `MIP solved by ${used} in this page; gpuplan simulate solves it with HiGHS, so its numbers may differ ` +
-    'slightly (docs/explorer.md gives the measured difference; the CLI\'s mip-exact-microlp reproduces the page)';
-  return `<br><small class="solver-note" title="${esc(text)}">${esc(text)}</small>`;
+  const text = `MIP solved by ${used} here; gpuplan simulate uses HiGHS, so results may differ slightly`;
+  const more = 'Where a round has several optimal plans the two solvers may pick different ones. docs/explorer.md ("MIP solver") ' +
+    'gives the measured difference; the CLI\'s mip-exact-microlp (the same planner with microlp) reproduces the page.';
+  return `<br><small class="solver-note" title="${esc(more)}">${esc(text)}</small>`;
 }
 
 /// What the CLI would print on stderr about the inputs (rows skipped, jobs
@@ -134,7 +135,9 @@ function renderSummary() {
   const t = $('#summary');
   const runs = state.runs;
   // Each what-if column names what it changes against the first scenario.
-  const differs = (r) => FIELDS.filter((f) => f !== 'label' && (r.scenario[f] ?? '') !== (runs[0].scenario[f] ?? ''))
+  // A key the run's scenario leaves out holds its default (the catalog's).
+  const value = (r, f) => r.scenario[f] ?? state.catalog?.omitted_defaults?.[f] ?? '';
+  const differs = (r) => FIELDS.filter((f) => f !== 'label' && value(r, f) !== value(runs[0], f))
     .map((f) => `${FIELD_NAMES[f] ?? f} ${fieldValue(r.scenario, f)}`);
   const head = `<tr><th>metric</th>${runs.map((r, i) => {
     const what = i === 0 ? 'baseline' : (differs(r).join(', ') || 'same settings');

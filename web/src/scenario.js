@@ -11,13 +11,15 @@ export const FIELDS = ['label', 'cluster', 'workload', 'load', 'policy', 'p', 'r
   'exploration_factor', 'restart_weight', 'restart_penalty_s', 'priority_exponent', 'priority_scale_gpu_s',
   'left_out_cost', 'spare_waiting', 'min_runtime_s', 'checkpoint_interval_s', 'restart_charge', 'trace_format',
   'skip_bad_rows', 'duration_jobs', 'shrink_to_fit', 'gavel_gpu_type', 'sharing_pairs', 'variability_draw',
-  'max_sim_days', 'run_idle_rounds', 'memory_limit_mb', 'round_log'];
+  'max_sim_days', 'run_idle_rounds', 'memory_limit_mb', 'round_log', 'estimate_work', 'estimate_every',
+  'estimate_budget_s', 'estimate_no_ranges', 'estimate_spread', 'estimate_skip_steady'];
 
 const BOOLEAN = new Set(['sticky', 'type_blind', 'variability_blind', 'fairness', 'estimates', 'spare_waiting',
-  'skip_bad_rows', 'shrink_to_fit', 'run_idle_rounds', 'round_log']);
+  'skip_bad_rows', 'shrink_to_fit', 'run_idle_rounds', 'round_log', 'estimate_no_ranges']);
 
 const NUMERIC = new Set(['load', 'p', 'restart_delay_s', 'interval_s', 'interference_slowdown', 'time_limit_s', 'seed',
-  'cross_node_factor', 'sharing', 'left_out_cost', 'max_sim_days']);
+  'cross_node_factor', 'sharing', 'left_out_cost', 'max_sim_days', 'estimate_every', 'estimate_budget_s', 'estimate_spread',
+  'estimate_skip_steady']);
 
 /// Numbers a flag may leave unset (the CLI's `Option`s): empty means "not
 /// given", so the policy's own default applies, and the key stays out of
@@ -29,7 +31,7 @@ const OPTIONAL = new Set(['exploration_factor', 'restart_weight', 'restart_penal
 /// value names), with the menu's words for a value where they help.
 const CHOICES = {
   interference: {}, variability: { upload: 'uploaded file' }, restart_charge: {}, trace_format: { '': 'detect' },
-  duration_jobs: {}, sharing_pairs: {}, variability_draw: {},
+  duration_jobs: {}, sharing_pairs: {}, variability_draw: {}, estimate_work: {},
 };
 
 function scenarioElements() {
@@ -79,18 +81,21 @@ export function addScenario(values) {
   node.upload = values.upload ?? null;
   node.clusterUpload = values.cluster_upload ?? null;
   node.variabilityUpload = values.variability_upload ?? null;
+  node.gavelUpload = values.gavel_throughputs_upload ?? null;
   const showFiles = () => {
     node.querySelector('.upload-name').textContent = node.upload ? node.upload.name : '';
     node.querySelector('.cluster-upload-name').textContent = node.clusterUpload ? node.clusterUpload.name : '';
     node.querySelector('.variability-upload-name').textContent = node.variabilityUpload ? node.variabilityUpload.name : '';
+    node.querySelector('.gavel-upload-name').textContent = node.gavelUpload ? node.gavelUpload.name : '';
+    node.querySelector('.gavel-forget').hidden = !node.gavelUpload;
   };
   showFiles();
-  // Each upload control: the file kept on the node under `key`, its field set to `upload`.
+  // Each upload control: the file kept on the node under `key`, its field (if any) set to `upload`.
   const onUpload = (input, key, fieldName) => node.querySelector(`[name=${input}]`).addEventListener('change', async (ev) => {
     const file = ev.target.files[0];
     if (!file) return;
     node[key] = { name: file.name, text: await file.text() };
-    node.querySelector(`[name=${fieldName}]`).value = 'upload';
+    if (fieldName) node.querySelector(`[name=${fieldName}]`).value = 'upload';
     showFiles();
     onEdit();
     saveUploads(scenarios());
@@ -100,6 +105,15 @@ export function addScenario(values) {
   // A cluster file (name,gpus,gpu_type[,count]; `gpuplan trace import-slurm` writes one).
   onUpload('cluster_file', 'clusterUpload', 'cluster');
   onUpload('upload', 'upload', 'workload');
+  // Gavel's throughput table, as --gavel-throughputs FILE (× forgets it: the bundled one again).
+  onUpload('gavel_throughputs_file', 'gavelUpload', null);
+  node.querySelector('.gavel-forget').addEventListener('click', () => {
+    node.gavelUpload = null;
+    node.querySelector('[name=gavel_throughputs_file]').value = '';
+    showFiles();
+    onEdit();
+    saveUploads(scenarios());
+  });
   node.querySelector('.remove').addEventListener('click', () => {
     if (scenarioElements().length > 1) node.remove();
     onEdit();
@@ -110,7 +124,7 @@ export function addScenario(values) {
   node.addEventListener('input', onEdit);
   $('#scenarios').append(node);
   onEdit();
-  if (node.upload || node.clusterUpload || node.variabilityUpload) saveUploads(scenarios());
+  if (node.upload || node.clusterUpload || node.variabilityUpload || node.gavelUpload) saveUploads(scenarios());
 }
 
 /// The first of A, B, ..., Z, A2, ... that no scenario uses (removing B of
@@ -143,6 +157,7 @@ function readScenario(node) {
   if (s.workload === 'upload' && node.upload) s.upload = node.upload;
   if (s.cluster === 'upload' && node.clusterUpload) s.cluster_upload = node.clusterUpload;
   if (s.variability === 'upload' && node.variabilityUpload) s.variability_upload = node.variabilityUpload;
+  if (node.gavelUpload) s.gavel_throughputs_upload = node.gavelUpload;
   return s;
 }
 
@@ -152,7 +167,7 @@ export function scenarios() {
 
 export function encodeState() {
   // Uploaded files stay out of links: they may be large and private.
-  const list = scenarios().map(({ upload, cluster_upload: _, variability_upload: __, ...rest }) => rest);
+  const list = scenarios().map(({ upload, cluster_upload: _, variability_upload: __, gavel_throughputs_upload: ___, ...rest }) => rest);
   return '#s=' + encodeURIComponent(JSON.stringify(list));
 }
 
@@ -200,7 +215,8 @@ function onEdit() {
 export function precheck(s) {
   if (!Number.isInteger(s.seed) || s.seed < 0) return `seed must be a whole number >= 0, got ${s.seed}`;
   // Whole-number flags (u32, u64 in the engine): a JSON parser error otherwise.
-  for (const [f, name] of [['exploration_factor', 'exploration factor'], ['memory_limit_mb', 'memory limit']]) {
+  for (const [f, name] of [['exploration_factor', 'exploration factor'], ['memory_limit_mb', 'memory limit'],
+    ['estimate_every', 'estimate every'], ['estimate_skip_steady', 'estimate skip steady']]) {
     if (s[f] !== undefined && (!Number.isInteger(s[f]) || s[f] < 0)) return `${name} must be a whole number >= 0, got ${s[f]}`;
   }
   return null;

@@ -52,7 +52,7 @@ export async function forgetResults() {
   setStatus('Saved results forgotten (the page keeps showing them until it is reloaded).');
 }
 
-/// Uploaded files (workload, cluster, variability) per scenario label, kept beside
+/// Uploaded files (workload, cluster, variability, Gavel table) per scenario label, kept beside
 /// the results so a reload keeps them: links leave them out (they may be
 /// large and private), so the page would otherwise come back without them.
 const UPLOADS = 'uploads';
@@ -61,9 +61,9 @@ export async function saveUploads(list) {
   try {
     const byLabel = {};
     for (const s of list) {
-      if (s.upload || s.cluster_upload || s.variability_upload) {
+      if (s.upload || s.cluster_upload || s.variability_upload || s.gavel_throughputs_upload) {
         byLabel[s.label] = { upload: s.upload ?? null, cluster_upload: s.cluster_upload ?? null,
-          variability_upload: s.variability_upload ?? null };
+          variability_upload: s.variability_upload ?? null, gavel_throughputs_upload: s.gavel_throughputs_upload ?? null };
       }
     }
     await dbDo('readwrite', (st) => st.put(byLabel, UPLOADS));

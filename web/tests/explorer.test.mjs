@@ -1630,7 +1630,9 @@ test('item 7: a Gavel trace uploaded as it is, its GPU type, and sharing pairs m
   assert.equal(runs[3].solvers, undefined, 'fifo solves no MIP');
   const notes = await page.locator('#summary th .solver-note').allTextContents();
   assert.equal(notes.length, 3);
-  assert.match(notes[0], /^MIP solved by microlp \(\d+ rounds?\) in this page; gpuplan simulate solves it with HiGHS/);
+  assert.match(notes[0], /^MIP solved by microlp \(\d+ rounds?\) here; gpuplan simulate uses HiGHS, so results may differ slightly$/);
+  // What-if columns name what they change, defaults by their values (links leave them out).
+  assert.match(await page.textContent('#summary th:nth-child(3) .differs'), /^sharing pairs all$/);
   await page.locator('#summary').screenshot({ path: join(ARTIFACTS, 'solver-note.png') });
   assert.deepEqual(errors, []);
   await context.close();
@@ -1727,6 +1729,88 @@ test('item 7: the round log, the rounds\' inputs and compare-rounds equal simula
   await page.waitForSelector('#compare-out table');
   const [dl2] = await Promise.all([page.waitForEvent('download'), page.click('#export-comparison')]);
   assert.deepEqual(JSON.parse(readFileSync(await dl2.path(), 'utf8')), c10);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('item 7: the estimates\' settings (work from history, every 2nd job, no ranges, spread, skip steady rounds) equal simulate --estimates with those flags', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-est-'));
+  const path = join(ROOT, 'tests/data/queued-workload.csv');
+  execFileSync(BIN, ['simulate', '--workload', path, '--cluster', '4x4', '--policy', 'tiresias', '--estimates',
+    '--estimate-work', 'history', '--estimate-every', '2', '--estimate-no-ranges', '--estimate-spread', '0.2',
+    '--estimate-skip-steady', '3', '--out', dir, '--format', 'json'], { stdio: 'pipe' });
+  const cli = JSON.parse(readFileSync(join(dir, 'estimates.json'), 'utf8'));
+  const cliRows = csvRows(readFileSync(join(dir, 'estimates.csv'))).rows;
+  rmSync(dir, { recursive: true });
+  assert.equal(cli.work, 'history');
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'queued-workload.csv', mimeType: 'text/csv', buffer: readFileSync(path) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '4x4');
+  await setField(page, 0, 'policy', 'tiresias');
+  await page.locator('[name=estimates]').check();
+  await setField(page, 0, 'estimate_work', 'history');
+  await setField(page, 0, 'estimate_every', 2);
+  await tick(page, 0, 'estimate_no_ranges');
+  await setField(page, 0, 'estimate_spread', 0.2);
+  await setField(page, 0, 'estimate_skip_steady', 3);
+  assert.match(await runAndWait(page), /^Done/);
+  const [run] = await exportedJson(page);
+  const web = run.estimates.summary;
+  assert.equal(run.estimates.records.length, cliRows.length);
+  for (const key of Object.keys(cli).filter((k) => !k.startsWith('wall_'))) {
+    assert.deepEqual(web[key], cli[key], `estimates.${key}: browser ${web[key]} vs CLI ${cli[key]}`);
+  }
+  run.estimates.records.forEach((x, k) => {
+    assert.equal(x.name, cliRows[k][1]);
+    assert.equal(x.start_s, cliRows[k][6] === '' ? null : Number(cliRows[k][6]), `${x.name} start`);
+  });
+  // Every submitted job is estimated by default; with every 2, half.
+  assert.ok(cli.estimated < 14, `${cli.estimated} estimated`);
+  await setField(page, 0, 'estimate_every', 0);
+  assert.match(await runAndWait(page), /^Failed/);
+  assert.match(await page.textContent('#error'), /Scenario A: estimate every: must be >= 1/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('item 7: an uploaded Gavel throughput table equals --gavel-throughputs FILE (a Gavel trace\'s durations and sharing)', async () => {
+  const trace = join(ROOT, 'traces/gavel/physical_cluster/small_test.trace');
+  const table = JSON.parse(readFileSync(join(ROOT, 'traces/gavel/simulation_throughputs.json'), 'utf8'));
+  // A v100 half as fast: every isolated and co-located throughput halved.
+  for (const row of Object.values(table.v100)) {
+    for (const [k, v] of Object.entries(row)) row[k] = Array.isArray(v) ? v.map((x) => x / 2) : v / 2;
+  }
+  const text = JSON.stringify(table);
+  const dir = mkdtempSync(join(tmpdir(), 'gpuplan-web-'));
+  writeFileSync(join(dir, 'slow.json'), text);
+  const base = ['--workload', trace, '--cluster', '1x4'];
+  const plain = cliRun([...base, '--policy', 'fifo']);
+  const slow = cliRun([...base, '--policy', 'fifo', '--gavel-throughputs', 'slow.json'], dir);
+  const shared = cliRun([...base, '--policy', 'mip-exact-microlp', '--sharing', '2', '--gavel-throughputs', 'slow.json'], dir);
+  rmSync(dir, { recursive: true });
+  assert.equal(shared.status, 0, shared.stderr.join('\n'));
+  assert.notEqual(slow.summary.avg_jct_s, plain.summary.avg_jct_s, 'the table is read');
+  const { page, context, errors } = await openPage();
+  await page.setInputFiles('[name=upload]', { name: 'small_test.trace', mimeType: 'text/plain', buffer: readFileSync(trace) });
+  await page.waitForFunction(() => document.querySelector('[name=workload]').value === 'upload');
+  await setField(page, 0, 'cluster', '1x4');
+  await setField(page, 0, 'policy', 'fifo');
+  await (await field(page, 0, 'gavel_throughputs_file')).setInputFiles({ name: 'slow.json', mimeType: 'application/json', buffer: Buffer.from(text) });
+  await page.waitForFunction(() => document.querySelector('.gavel-upload-name').textContent === 'slow.json');
+  await page.click('#add-scenario');
+  await setField(page, 1, 'policy', 'pollux-mip');
+  await setField(page, 1, 'sharing', 2);
+  assert.match(await runAndWait(page, 300_000), /^Done: A in .*, B in /);
+  const runs = await exportedJson(page);
+  sameSummary(runs[0], slow.summary, 'fifo, --gavel-throughputs', ['jobs', 'rounds', 'restarts', 'avg_jct_s', 'makespan_s']);
+  sameSummary(runs[1], shared.summary, 'sharing 2, --gavel-throughputs', ['jobs', 'rounds', 'restarts', 'avg_jct_s', 'makespan_s', 'gpu_shared']);
+  assert.ok(!decodeURIComponent(new URL(page.url()).hash).includes('gavel_throughputs_upload'), 'the file stays out of links');
+  // × forgets it: the bundled table again.
+  await page.locator('#scenarios .scenario').nth(0).locator('.gavel-forget').click();
+  await page.locator('#scenarios .scenario').nth(1).locator('.remove').click();
+  assert.match(await runAndWait(page), /^Done/);
+  sameSummary((await exportedJson(page))[0], plain.summary, 'fifo, bundled table', ['jobs', 'rounds', 'avg_jct_s', 'makespan_s']);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -164,6 +164,7 @@ pub fn run_scenario(
 ) -> Result<RunOut, ApiError> {
     let mut cfg = scenario.config()?;
     cfg.round_log = scenario.round_log;
+    let calibration = scenario.calibration()?;
     let mut planner = scenario.planner(&cfg)?;
     with_profiles(|profiles| {
         let (jobs, workload_name, notes) = scenario.jobs_noted(profiles)?;
@@ -203,7 +204,7 @@ pub fn run_scenario(
             analysis = analysis.with_fairness(&r, &isolated);
         }
         // Estimates: the run once more through the CLI's own calibration
-        // path (`simulate --estimates`, its defaults), so the page's records
+        // path (`simulate --estimates`, its settings), so the page's records
         // are the CLI's; its results are the run's (the estimates only observe).
         let estimates = if scenario.estimates {
             if progress(Progress {
@@ -216,14 +217,9 @@ pub fn run_scenario(
             {
                 return Err(ApiError::Cancelled);
             }
-            let (_, records, summary) = gpuplan_sim::simulate_with_estimates(
-                &cfg,
-                profiles,
-                &jobs,
-                &scenario.policy,
-                &gpuplan_sim::CalibrationConfig::default(),
-            )
-            .map_err(|e| invalid(format!("estimates: {e}")))?;
+            let (_, records, summary) =
+                gpuplan_sim::simulate_with_estimates(&cfg, profiles, &jobs, &scenario.policy, &calibration)
+                    .map_err(|e| invalid(format!("estimates: {e}")))?;
             Some(EstimatesOut { records, summary })
         } else {
             None
@@ -955,6 +951,24 @@ mod tests {
         assert!(
             msg.contains("max sim days: must be > 0") && msg.contains("exploration factor: "),
             "{msg}"
+        );
+        let est = parse_scenario(
+            r#"{"estimates": true, "estimate_work": "history", "estimate_every": 2, "estimate_no_ranges": true,
+                "estimate_spread": 0.2, "estimate_skip_steady": 3, "estimate_budget_s": 1}"#,
+        )
+        .unwrap()
+        .calibration()
+        .unwrap();
+        assert_eq!(est.work, gpuplan_sim::KnownWork::History);
+        assert_eq!((est.every, est.ranges, est.skip_steady_rounds), (2, false, 3));
+        assert_eq!((est.rate_spread, est.budget_s), (0.2, 1.0));
+        let never = Scenario {
+            estimate_every: 0,
+            ..Default::default()
+        };
+        assert_eq!(
+            never.calibration().unwrap_err().to_string(),
+            "estimate every: must be >= 1"
         );
         let pal = Scenario {
             variability: "ls6".into(),

@@ -97,6 +97,8 @@ pub struct Choices {
     pub trace_format: Vec<&'static str>,
     /// `--variability`: none, the bundled sets, and `upload` (a file).
     pub variability: Vec<&'static str>,
+    /// `--estimate-work`.
+    pub estimate_work: Vec<serde_json::Value>,
 }
 
 fn names<T: Serialize>(values: &[T]) -> Vec<serde_json::Value> {
@@ -128,6 +130,12 @@ fn omitted_defaults() -> serde_json::Value {
         "variability_draw": d.variability_draw,
         "sharing_pairs": d.sharing_pairs,
         "round_log": d.round_log,
+        "estimate_work": d.estimate_work,
+        "estimate_every": d.estimate_every,
+        "estimate_budget_s": d.estimate_budget_s,
+        "estimate_no_ranges": d.estimate_no_ranges,
+        "estimate_spread": d.estimate_spread,
+        "estimate_skip_steady": d.estimate_skip_steady,
     })
 }
 
@@ -145,6 +153,7 @@ fn choices() -> Choices {
         trace_format: std::iter::once("")
             .chain(UPLOAD_FORMATS.map(Format::name))
             .collect(),
+        estimate_work: names(&[gpuplan_sim::KnownWork::Declared, gpuplan_sim::KnownWork::History]),
         variability: std::iter::once("none")
             .chain(BUNDLED.map(|b| b.0))
             .chain(std::iter::once("upload"))

@@ -5,8 +5,8 @@ use gpuplan_core::{Cluster, Interference, Placement, SharingPairs, Sticky};
 use gpuplan_sim::trace::{self, workload::DurationJobs, BadRows, Format, LoadOptions};
 use gpuplan_sim::variability::Draw;
 use gpuplan_sim::{
-    IdleRounds, ParamFlags, Profiles, RestartCost, ScenarioError, ScenarioField, SimConfig, SimScenario,
-    WorkloadJob,
+    CalibrationConfig, IdleRounds, KnownWork, ParamFlags, Profiles, RestartCost, ScenarioError,
+    ScenarioField, SimConfig, SimScenario, WorkloadJob,
 };
 use serde::{Deserialize, Serialize};
 
@@ -166,6 +166,11 @@ pub struct Scenario {
     /// duration (and whose rows describe rigid jobs when sharing), as `--gavel-gpu-type`.
     #[serde(skip_serializing_if = "is_default_gavel_type")]
     pub gavel_gpu_type: String,
+    /// An uploaded Gavel throughput table, as `--gavel-throughputs FILE`:
+    /// a Gavel trace's durations and the co-located speeds when sharing
+    /// (none: the bundled one). Kept out of links, as other uploads are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gavel_throughputs_upload: Option<Upload>,
     /// How per-GPU slowdowns are drawn, as `--variability-draw`.
     #[serde(skip_serializing_if = "is_default")]
     pub variability_draw: Draw,
@@ -180,6 +185,46 @@ pub struct Scenario {
     /// for `compare-rounds`), returned in [`super::RunOut::round_log`].
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub round_log: bool,
+    /// With [`Scenario::estimates`]: what the estimate knows of each job's
+    /// total work, as `--estimate-work declared|history`.
+    #[serde(skip_serializing_if = "is_declared")]
+    pub estimate_work: KnownWork,
+    /// Estimate every Nth submitted job, as `--estimate-every`.
+    #[serde(skip_serializing_if = "is_one_usize")]
+    pub estimate_every: usize,
+    /// Wall-clock seconds each estimate may take, as `--estimate-budget`
+    /// (the browser runs slower than the CLI: a tight budget cuts more short).
+    #[serde(skip_serializing_if = "is_default_budget")]
+    pub estimate_budget_s: f64,
+    /// Skip the low/high runs, as `--estimate-no-ranges`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimate_no_ranges: bool,
+    /// How far the fitted models' rates may be off, as `--estimate-spread`.
+    #[serde(skip_serializing_if = "is_default_spread")]
+    pub estimate_spread: f64,
+    /// Rounds a steady plan is kept without planning, as `--estimate-skip-steady`.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub estimate_skip_steady: u32,
+}
+
+fn is_declared(w: &KnownWork) -> bool {
+    *w == KnownWork::Declared
+}
+
+fn is_one_usize(k: &usize) -> bool {
+    *k == 1
+}
+
+fn is_zero_u32(k: &u32) -> bool {
+    *k == 0
+}
+
+fn is_default_budget(x: &f64) -> bool {
+    *x == CalibrationConfig::default().budget_s
+}
+
+fn is_default_spread(x: &f64) -> bool {
+    *x == CalibrationConfig::default().rate_spread
 }
 
 fn is_one(k: &u32) -> bool {
@@ -250,10 +295,17 @@ impl Default for Scenario {
             duration_jobs: DurationJobs::default(),
             shrink_to_fit: false,
             gavel_gpu_type: gpuplan_sim::trace::gavel::DEFAULT_GPU_TYPE.to_string(),
+            gavel_throughputs_upload: None,
             variability_draw: Draw::default(),
             variability_upload: None,
             sharing_pairs: SharingPairs::default(),
             round_log: false,
+            estimate_work: KnownWork::Declared,
+            estimate_every: 1,
+            estimate_budget_s: CalibrationConfig::default().budget_s,
+            estimate_no_ranges: false,
+            estimate_spread: CalibrationConfig::default().rate_spread,
+            estimate_skip_steady: 0,
         }
     }
 }
@@ -400,10 +452,13 @@ impl Scenario {
         };
         // Sharing reads Gavel's table as the CLI does (its bundled one at
         // its default GPU type): without it rigid jobs never share.
-        let colocation = if self.sharing > 1 {
-            Some(gavel_table()?)
-        } else {
-            None
+        let colocation = match (&self.gavel_throughputs_upload, self.sharing > 1) {
+            (_, false) => None,
+            (None, true) => Some(gavel_table()?),
+            (Some(up), true) => Some(gpuplan_sim::colocation::parse_gavel(
+                &up.name,
+                up.text.as_bytes(),
+            )?),
         };
         let scenario = SimScenario {
             colocation,
@@ -455,6 +510,28 @@ impl Scenario {
         scenario
             .config_for(&self.policy)
             .map_err(|es| invalid(es.iter().map(field_error).collect::<Vec<_>>().join("; ")))
+    }
+
+    /// How `simulate --estimates` estimates: the CLI's settings, checked
+    /// as it checks them.
+    pub fn calibration(&self) -> Result<CalibrationConfig, ApiError> {
+        if self.estimate_every == 0 {
+            return Err(invalid("estimate every: must be >= 1"));
+        }
+        if self.estimate_budget_s.is_nan() || self.estimate_budget_s <= 0.0 {
+            return Err(invalid(format!(
+                "estimate budget: must be > 0, got {}",
+                self.estimate_budget_s
+            )));
+        }
+        Ok(CalibrationConfig {
+            work: self.estimate_work,
+            every: self.estimate_every,
+            budget_s: self.estimate_budget_s,
+            ranges: !self.estimate_no_ranges,
+            rate_spread: self.estimate_spread,
+            skip_steady_rounds: self.estimate_skip_steady,
+        })
     }
 
     /// The run's per-GPU speed measurements: none, a bundled set, or the
@@ -536,10 +613,10 @@ impl Scenario {
         } else {
             Format::from_name(&self.trace_format).map_err(|e| invalid(format!("trace format: {e}")))?
         };
-        let tputs = if format == Format::Gavel {
-            Some(gavel_throughputs()?)
-        } else {
-            None
+        let tputs = match (&self.gavel_throughputs_upload, format == Format::Gavel) {
+            (_, false) => None,
+            (None, true) => Some(gavel_throughputs()?),
+            (Some(up), true) => Some(trace::gavel::Throughputs::parse(&up.name, up.text.as_bytes())?),
         };
         let opts = LoadOptions {
             bad_rows: if self.skip_bad_rows {

@@ -29,7 +29,7 @@ pub enum Cmd {
     /// Simulate a workload under one policy.
     Simulate(crate::simulate::SimulateArgs),
     /// Simulate many workloads × policies in parallel.
-    Sweep(crate::simulate::SweepArgs),
+    Sweep(crate::sweep::SweepArgs),
     /// Solve one planning round from a round file.
     Plan(crate::plan::PlanArgs),
     /// Solver time vs plan quality on seeded rounds from the real profiles.
@@ -100,7 +100,7 @@ pub enum Cmd {
     /// scripts/pollux-artifact-rounds.py): GPUs held, jobs running and
     /// waiting, restarts and fitness, over the run and in stretches, and
     /// whether the step models agree where both hold a job alike.
-    CompareRounds(crate::simulate::CompareRoundsArgs),
+    CompareRounds(crate::compare_rounds::CompareRoundsArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -167,7 +167,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 },
         } => crate::models::show(&app, gpus, nodes, epoch, format),
         Cmd::Simulate(a) => crate::simulate::simulate(a),
-        Cmd::Sweep(a) => crate::simulate::sweep(a),
+        Cmd::Sweep(a) => crate::sweep::sweep(a),
         Cmd::Plan(a) => crate::plan::plan(a),
         Cmd::Bench(a) => crate::bench::bench(a),
         Cmd::Serve(a) => crate::serve::serve(a),
@@ -202,7 +202,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         } => crate::serve::logs(client, id, lines, rank),
         Cmd::Trace { cmd } => crate::trace::run(cmd),
         Cmd::Predict(a) => crate::predict::predict(a),
-        Cmd::CompareRounds(a) => crate::simulate::compare_rounds(a),
+        Cmd::CompareRounds(a) => crate::compare_rounds::compare_rounds(a),
         Cmd::Cluster {
             cmd:
                 ClusterCmd::Show {

@@ -6,13 +6,18 @@ mod bench;
 mod cli;
 mod cluster;
 mod common;
+mod compare_rounds;
 mod inputs;
 mod models;
 mod plan;
 mod plots;
 mod predict;
 mod serve;
+mod sim_flags;
+mod sim_out;
 mod simulate;
+mod sweep;
+mod sweep_report;
 mod sweep_slurm;
 mod trace;
 

@@ -276,6 +276,85 @@ fn sort_curve(c: &mut Curve) {
     c.sort_by(|a, b| a.0.total_cmp(&b.0));
 }
 
+/// The `validation-<M>.csv` files of [`AppProfile::parse`], every bad cell
+/// into `errs`.
+fn read_validations<R: Read>(
+    validations: Vec<(u32, &str, R)>,
+    errs: &mut Vec<ParseError>,
+) -> Vec<Validation> {
+    use Rule::*;
+    let v_spec = [
+        ("progress", NonNegative),
+        ("iteration", NonNegative),
+        ("metric", Finite),
+        ("grad_sqr", NonNegative),
+        ("grad_var", NonNegative),
+    ];
+    let mut vals = Vec::new();
+    for (m, src, r) in validations {
+        if m == 0 {
+            errs.push(ParseError::new(src, 0, "file name", "batch size must be > 0"));
+            continue;
+        }
+        if let Some(t) = parse_table(src, r, &v_spec, errs) {
+            if t.lines.is_empty() {
+                errs.push(ParseError::new(src, 2, "progress", "no rows"));
+                continue;
+            }
+            vals.push(Validation {
+                batch: m,
+                progress: t.cols[0].clone(),
+                grad_sqr: t.cols[3].clone(),
+                grad_var: t.cols[4].clone(),
+            });
+        }
+    }
+    vals
+}
+
+/// placements.csv's rows ([`AppProfile::parse`]): each placement's curve
+/// by shape into `exact`, each row a measured point, and step and sync
+/// sums per (nodes, GPUs, batch) for the plane.
+fn placement_rows(
+    src: &str,
+    t: &Table,
+    errs: &mut Vec<ParseError>,
+    exact: &mut HashMap<String, Curve>,
+    points: &mut Vec<MeasuredPoint>,
+    sums: &mut BTreeMap<(u32, u32, u32), (f64, f64, u32)>,
+) {
+    for i in 0..t.lines.len() {
+        let raw = &t.raw_first[i];
+        if raw.is_empty() || !raw.bytes().all(|b| (b'1'..=b'9').contains(&b)) {
+            errs.push(ParseError::new(
+                src,
+                t.lines[i],
+                "placement",
+                format!("must be digits 1-9 (GPUs per node), got '{raw}'"),
+            ));
+            continue;
+        }
+        let shape: Vec<u32> = raw.bytes().map(|b| (b - b'0') as u32).collect();
+        let (bsz, step, sync) = (t.cols[1][i], t.cols[2][i], t.cols[3][i]);
+        exact
+            .entry(normalise(&shape))
+            .or_default()
+            .push((bsz, step, sync));
+        let (n, g) = (shape.len() as u32, shape.iter().sum());
+        points.push(MeasuredPoint {
+            nodes: n,
+            gpus: g,
+            local_bsz: bsz as u32,
+            step_s: step,
+            sync_s: sync,
+        });
+        let e = sums.entry((n, g, bsz as u32)).or_insert((0.0, 0.0, 0));
+        e.0 += step;
+        e.1 += sync;
+        e.2 += 1;
+    }
+}
+
 impl AppProfile {
     /// Parse an application's profile. `validations` holds (total batch M,
     /// source name, reader) per `validation-<M>.csv`. Reports every bad cell.
@@ -301,71 +380,17 @@ impl AppProfile {
             ("step_time", Positive),
             ("sync_time", NonNegative),
         ];
-        let v_spec = [
-            ("progress", NonNegative),
-            ("iteration", NonNegative),
-            ("metric", Finite),
-            ("grad_sqr", NonNegative),
-            ("grad_var", NonNegative),
-        ];
         let pt = parse_table(placements.0, placements.1, &p_spec, &mut errs);
         let st = parse_table(scalability.0, scalability.1, &s_spec, &mut errs);
-        let mut vals = Vec::new();
         if validations.is_empty() {
             return Err(CoreError::Invalid(format!("{name}: no validation-<M>.csv files")));
         }
-        for (m, src, r) in validations {
-            if m == 0 {
-                errs.push(ParseError::new(src, 0, "file name", "batch size must be > 0"));
-                continue;
-            }
-            if let Some(t) = parse_table(src, r, &v_spec, &mut errs) {
-                if t.lines.is_empty() {
-                    errs.push(ParseError::new(src, 2, "progress", "no rows"));
-                    continue;
-                }
-                vals.push(Validation {
-                    batch: m,
-                    progress: t.cols[0].clone(),
-                    grad_sqr: t.cols[3].clone(),
-                    grad_var: t.cols[4].clone(),
-                });
-            }
-        }
+        let mut vals = read_validations(validations, &mut errs);
         let mut exact: HashMap<String, Curve> = HashMap::new();
         let mut points = Vec::new();
         let mut sums: BTreeMap<(u32, u32, u32), (f64, f64, u32)> = BTreeMap::new();
         if let Some(t) = &pt {
-            for i in 0..t.lines.len() {
-                let raw = &t.raw_first[i];
-                if raw.is_empty() || !raw.bytes().all(|b| (b'1'..=b'9').contains(&b)) {
-                    errs.push(ParseError::new(
-                        placements.0,
-                        t.lines[i],
-                        "placement",
-                        format!("must be digits 1-9 (GPUs per node), got '{raw}'"),
-                    ));
-                    continue;
-                }
-                let shape: Vec<u32> = raw.bytes().map(|b| (b - b'0') as u32).collect();
-                let (bsz, step, sync) = (t.cols[1][i], t.cols[2][i], t.cols[3][i]);
-                exact
-                    .entry(normalise(&shape))
-                    .or_default()
-                    .push((bsz, step, sync));
-                let (n, g) = (shape.len() as u32, shape.iter().sum());
-                points.push(MeasuredPoint {
-                    nodes: n,
-                    gpus: g,
-                    local_bsz: bsz as u32,
-                    step_s: step,
-                    sync_s: sync,
-                });
-                let e = sums.entry((n, g, bsz as u32)).or_insert((0.0, 0.0, 0));
-                e.0 += step;
-                e.1 += sync;
-                e.2 += 1;
-            }
+            placement_rows(placements.0, t, &mut errs, &mut exact, &mut points, &mut sums);
         }
         let mut plane: BTreeMap<(u32, u32), Curve> = BTreeMap::new();
         for ((n, g, b), (s, y, c)) in sums {

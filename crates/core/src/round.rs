@@ -847,6 +847,59 @@ impl std::fmt::Display for JobPath<'_> {
     }
 }
 
+/// A job's own numbers ([`Round::check`]): its GPU range, its state's
+/// seconds, utilization, memory, restart penalty and least runtime.
+fn check_job_values(at: &JobPath, j: &RoundJob, errs: &mut Vec<String>) {
+    if j.min_gpus > j.max_gpus {
+        errs.push(format!(
+            "{at}.min_gpus: {} exceeds max_gpus {}",
+            j.min_gpus, j.max_gpus
+        ));
+    }
+    if !j.state.age_s.is_finite() || j.state.age_s < 0.0 {
+        errs.push(format!("{at}.state.age_s: must be finite and >= 0"));
+    }
+    if j.utilization.is_some_and(|u| !(0.0..=1.0).contains(&u)) {
+        errs.push(format!("{at}.utilization: must be in [0, 1]"));
+    }
+    if j.mem_gib.is_some_and(|m| !m.is_finite() || m < 0.0) {
+        errs.push(format!("{at}.mem_gib: must be finite and >= 0"));
+    }
+    if j.restart_penalty_s.is_some_and(|d| !d.is_finite() || d < 0.0) {
+        errs.push(format!("{at}.restart_penalty_s: must be finite and >= 0"));
+    }
+    if let Some(e) = j.min_runtime_s.and_then(min_runtime_problem) {
+        errs.push(format!("{at}.min_runtime_s: {e}"));
+    }
+    let seconds = [
+        ("since_checkpoint_s", j.state.since_checkpoint_s),
+        ("lost_s", j.state.lost_s),
+        ("run_s", j.state.run_s),
+    ];
+    for (key, v) in seconds {
+        if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
+            errs.push(format!("{at}.state.{key}: must be finite and >= 0"));
+        }
+    }
+}
+
+/// A job's goodput model ([`Round::check`]): finite, non-negative
+/// parameters and usable batch limits.
+fn check_model(at: &JobPath, m: &GoodputModel, errs: &mut Vec<String>) {
+    let p = &m.perf;
+    let all = [
+        p.alpha_c, p.beta_c, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, p.gamma, m.grad.sqr, m.grad.var,
+    ];
+    if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
+        errs.push(format!("{at}.model: parameters must be finite and >= 0"));
+    }
+    if m.limits.init_batch == 0 || m.limits.min_local == 0 || m.limits.min_local > m.limits.max_local {
+        errs.push(format!(
+            "{at}.model.limits: need init_batch > 0 and 0 < min_local <= max_local"
+        ));
+    }
+}
+
 /// [`Round`] as written, before its GPUs are named.
 #[derive(Deserialize)]
 struct RoundRepr {
@@ -913,23 +966,7 @@ impl Round {
     /// each naming the job or node, so a user can fix a round file at once.
     pub fn check(&self) -> Result<(), Vec<String>> {
         let mut errs = Vec::new();
-        if self.cluster.nodes.is_empty() {
-            errs.push("cluster.nodes: empty".to_string());
-        }
-        for (i, n) in self.cluster.nodes.iter().enumerate() {
-            if n.gpus == 0 || n.gpus > MAX_GPUS_PER_NODE {
-                errs.push(format!(
-                    "cluster.nodes[{i}].gpus: must be in 1..={MAX_GPUS_PER_NODE}, got {}",
-                    n.gpus
-                ));
-            }
-        }
-        let total: u64 = self.cluster.nodes.iter().map(|n| u64::from(n.gpus)).sum();
-        if total > MAX_GPUS_TOTAL {
-            errs.push(format!(
-                "cluster.nodes: {total} GPUs in all, more than the {MAX_GPUS_TOTAL} supported"
-            ));
-        }
+        let total = self.check_cluster(&mut errs);
         if let Err(es) = self.params.check(self.variability.is_some()) {
             errs.extend(es.iter().map(ToString::to_string));
         }
@@ -956,21 +993,7 @@ impl Round {
         // Jobs per GPU: with sharing, up to k jobs may hold one GPU.
         let k = self.params.sharing.max(1);
         let mut holder = crate::gpu_table::GpuTable::new(&self.cluster, (u32::MAX, 0u32));
-        // Sorted names find duplicates without hashing strings: first of
-        // each name, for every later job of that name.
-        let mut by_name: Vec<(&str, usize)> = self
-            .jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| (j.name.as_str(), i))
-            .collect();
-        by_name.sort_unstable();
-        let mut name_first: Vec<Option<usize>> = vec![None; self.jobs.len()];
-        for w in by_name.chunk_by(|a, b| a.0 == b.0) {
-            for &(_, i) in &w[1..] {
-                name_first[i] = Some(w[0].1);
-            }
-        }
+        let name_first = self.first_of_each_name();
         for (i, j) in self.jobs.iter().enumerate() {
             // Built only when something is wrong: the simulator checks every round.
             let at = JobPath(i, &j.name);
@@ -984,37 +1007,7 @@ impl Round {
             if let Some(first) = name_first[i] {
                 errs.push(format!("{at}.name: duplicate name, also jobs[{first}]"));
             }
-            if j.min_gpus > j.max_gpus {
-                errs.push(format!(
-                    "{at}.min_gpus: {} exceeds max_gpus {}",
-                    j.min_gpus, j.max_gpus
-                ));
-            }
-            if !j.state.age_s.is_finite() || j.state.age_s < 0.0 {
-                errs.push(format!("{at}.state.age_s: must be finite and >= 0"));
-            }
-            if j.utilization.is_some_and(|u| !(0.0..=1.0).contains(&u)) {
-                errs.push(format!("{at}.utilization: must be in [0, 1]"));
-            }
-            if j.mem_gib.is_some_and(|m| !m.is_finite() || m < 0.0) {
-                errs.push(format!("{at}.mem_gib: must be finite and >= 0"));
-            }
-            if j.restart_penalty_s.is_some_and(|d| !d.is_finite() || d < 0.0) {
-                errs.push(format!("{at}.restart_penalty_s: must be finite and >= 0"));
-            }
-            if let Some(e) = j.min_runtime_s.and_then(min_runtime_problem) {
-                errs.push(format!("{at}.min_runtime_s: {e}"));
-            }
-            let seconds = [
-                ("since_checkpoint_s", j.state.since_checkpoint_s),
-                ("lost_s", j.state.lost_s),
-                ("run_s", j.state.run_s),
-            ];
-            for (key, v) in seconds {
-                if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
-                    errs.push(format!("{at}.state.{key}: must be finite and >= 0"));
-                }
-            }
+            check_job_values(&at, j, &mut errs);
             for (n, k) in j.state.allocation.node_runs() {
                 match used.get_mut(n.0 as usize) {
                     Some(u) => *u = u.saturating_add(k),
@@ -1048,22 +1041,7 @@ impl Round {
                 }
             }
             if let Some(m) = &j.model {
-                let p = &m.perf;
-                let all = [
-                    p.alpha_c, p.beta_c, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, p.gamma, m.grad.sqr,
-                    m.grad.var,
-                ];
-                if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
-                    errs.push(format!("{at}.model: parameters must be finite and >= 0"));
-                }
-                if m.limits.init_batch == 0
-                    || m.limits.min_local == 0
-                    || m.limits.min_local > m.limits.max_local
-                {
-                    errs.push(format!(
-                        "{at}.model.limits: need init_batch > 0 and 0 < min_local <= max_local"
-                    ));
-                }
+                check_model(&at, m, &mut errs);
             }
         }
         self.check_pinned(&mut errs);
@@ -1088,6 +1066,48 @@ impl Round {
         } else {
             Err(errs)
         }
+    }
+
+    /// The cluster's node sizes and total (returned: [`Round::check`] needs
+    /// it for the queues' capacity).
+    fn check_cluster(&self, errs: &mut Vec<String>) -> u64 {
+        if self.cluster.nodes.is_empty() {
+            errs.push("cluster.nodes: empty".to_string());
+        }
+        for (i, n) in self.cluster.nodes.iter().enumerate() {
+            if n.gpus == 0 || n.gpus > MAX_GPUS_PER_NODE {
+                errs.push(format!(
+                    "cluster.nodes[{i}].gpus: must be in 1..={MAX_GPUS_PER_NODE}, got {}",
+                    n.gpus
+                ));
+            }
+        }
+        let total: u64 = self.cluster.nodes.iter().map(|n| u64::from(n.gpus)).sum();
+        if total > MAX_GPUS_TOTAL {
+            errs.push(format!(
+                "cluster.nodes: {total} GPUs in all, more than the {MAX_GPUS_TOTAL} supported"
+            ));
+        }
+        total
+    }
+
+    /// For each job, the first job of the same name when it is not the
+    /// first. Sorted names find duplicates without hashing strings.
+    fn first_of_each_name(&self) -> Vec<Option<usize>> {
+        let mut by_name: Vec<(&str, usize)> = self
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.name.as_str(), i))
+            .collect();
+        by_name.sort_unstable();
+        let mut name_first: Vec<Option<usize>> = vec![None; self.jobs.len()];
+        for w in by_name.chunk_by(|a, b| a.0 == b.0) {
+            for &(_, i) in &w[1..] {
+                name_first[i] = Some(w[0].1);
+            }
+        }
+        name_first
     }
 
     /// Why `job`'s current allocation breaks a per-job rule of this round

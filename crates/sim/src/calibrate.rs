@@ -18,8 +18,8 @@ use crate::data::Profiles;
 use crate::engine::{batch_target, simulate_workload, Control, SimConfig};
 use crate::error::SimError;
 use crate::estimate::{
-    estimate, predict_work, AppModel, EstimateConfig, FinishedJob, JobWork, RemainingWork, Snapshot, Targets,
-    WorkSource,
+    estimate, predict_work, AppModel, EstimateConfig, Estimates, FinishedJob, JobEstimate, JobWork,
+    RemainingWork, Snapshot, Targets, WorkSource,
 };
 use crate::metrics::{percentile, SimResult};
 use crate::workload::{Work, WorkloadJob};
@@ -167,22 +167,7 @@ pub fn simulate_with_estimates(
             .map_or(f64::NAN, |p| p.completion_progress()),
         Work::Rigid { duration_s } => duration_s,
     };
-    let ecfg = EstimateConfig {
-        interval_s: cfg.interval_s,
-        restart_delay_s: cfg.restart_delay_s,
-        budget_s: calib.budget_s,
-        limits: gpuplan_solve::Limits {
-            time_limit_s: cfg.time_limit_s,
-            gap: cfg.gap,
-            threads: 1,
-            seed: cfg.seed,
-            memory_limit_mb: cfg.memory_limit_mb,
-        },
-        ranges: calib.ranges,
-        rate_spread: calib.rate_spread,
-        skip_steady_rounds: calib.skip_steady_rounds,
-        ..EstimateConfig::default()
-    };
+    let ecfg = estimate_config(cfg, calib);
     let mut seen: BTreeSet<JobId> = BTreeSet::new();
     let mut last: BTreeMap<JobId, (f64, f64)> = BTreeMap::new();
     let mut history: Vec<FinishedJob> = Vec::new();
@@ -269,26 +254,7 @@ pub fn simulate_with_estimates(
         };
         for id in picked {
             let Some(je) = e.job(id) else { continue };
-            let j = by_id[&id];
-            records.push(EstimateRecord {
-                job: id.0,
-                name: j.spec.name.clone(),
-                app: j.spec.app.clone(),
-                submit_s: j.spec.submit_s,
-                at_s: round.now_s,
-                source: je.source,
-                start_s: je.start_s,
-                finish_s: je.finish_s,
-                start_lo_s: je.start_range.lo,
-                start_hi_s: je.start_range.hi,
-                finish_lo_s: je.finish_range.lo,
-                finish_hi_s: je.finish_range.hi,
-                actual_start_s: f64::NAN,
-                actual_finish_s: f64::NAN,
-                cut_short: je.cut_short,
-                rounds: e.rounds,
-                wall_s: e.wall_s,
-            });
+            records.push(record(by_id[&id], round.now_s, je, &e));
         }
         Control::Continue
     };
@@ -298,19 +264,70 @@ pub fn simulate_with_estimates(
         return Err(e);
     }
     let r = result?;
+    fill_actuals(&r, &mut records);
+    let summary = summarise(policy, calib.work, &records);
+    Ok((r, records, summary))
+}
+
+/// The estimator's settings for a run under `cfg`: one thread, the run's
+/// limits, the calibration's budget, ranges and steady-round skipping.
+fn estimate_config(cfg: &SimConfig, calib: &CalibrationConfig) -> EstimateConfig {
+    EstimateConfig {
+        interval_s: cfg.interval_s,
+        restart_delay_s: cfg.restart_delay_s,
+        budget_s: calib.budget_s,
+        limits: gpuplan_solve::Limits {
+            time_limit_s: cfg.time_limit_s,
+            gap: cfg.gap,
+            threads: 1,
+            seed: cfg.seed,
+            memory_limit_mb: cfg.memory_limit_mb,
+        },
+        ranges: calib.ranges,
+        rate_spread: calib.rate_spread,
+        skip_steady_rounds: calib.skip_steady_rounds,
+        ..EstimateConfig::default()
+    }
+}
+
+/// Job `j`'s estimate made at `at_s`, its actual start and finish not yet
+/// known (NaN until [`fill_actuals`]).
+fn record(j: &WorkloadJob, at_s: f64, je: &JobEstimate, e: &Estimates) -> EstimateRecord {
+    EstimateRecord {
+        job: j.spec.id.0,
+        name: j.spec.name.clone(),
+        app: j.spec.app.clone(),
+        submit_s: j.spec.submit_s,
+        at_s,
+        source: je.source,
+        start_s: je.start_s,
+        finish_s: je.finish_s,
+        start_lo_s: je.start_range.lo,
+        start_hi_s: je.start_range.hi,
+        finish_lo_s: je.finish_range.lo,
+        finish_hi_s: je.finish_range.hi,
+        actual_start_s: f64::NAN,
+        actual_finish_s: f64::NAN,
+        cut_short: je.cut_short,
+        rounds: e.rounds,
+        wall_s: e.wall_s,
+    }
+}
+
+/// Each record's actual start (the job's first segment) and finish, from
+/// the run's result; NaN for a job that never started or finished.
+fn fill_actuals(r: &SimResult, records: &mut [EstimateRecord]) {
     let mut first: BTreeMap<JobId, f64> = BTreeMap::new();
     for s in &r.segments {
         let t = first.entry(s.job).or_insert(s.start_s);
         *t = t.min(s.start_s);
     }
     let done: BTreeMap<JobId, f64> = r.jobs.iter().map(|j| (j.id, j.completion_s)).collect();
-    for rec in &mut records {
+    for rec in records {
         let id = JobId(rec.job);
         rec.actual_start_s = first.get(&id).copied().unwrap_or(f64::NAN);
         rec.actual_finish_s = done.get(&id).copied().unwrap_or(f64::NAN);
     }
-    let summary = summarise(policy, calib.work, &records);
-    Ok((r, records, summary))
 }
 
 /// The calibration's figures over `records`.

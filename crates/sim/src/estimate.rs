@@ -667,45 +667,7 @@ fn forward(
     let traits = planner.traits();
     let mut round = snapshot.round.clone();
     let n = round.jobs.len();
-    let mut fwd: Vec<Fwd> = (0..n)
-        .map(|i| {
-            let w = &snapshot.work[i];
-            let r = &w.remaining;
-            let amount = match end {
-                End::Lo => r.lo,
-                End::Expected => r.expected,
-                End::Hi => r.hi,
-            };
-            Fwd {
-                left: amount,
-                rate_model: rate_model(snapshot, &round, i),
-                batch_grows: w.batch_grows,
-                restart_left_s: w.restart_left_s.max(0.0),
-                started_s: None,
-                finished_s: None,
-                ever_ran: !round.jobs[i].state.allocation.is_empty()
-                    || round.jobs[i].state.attained_gpu_s > 0.0,
-                running_at_snapshot: !round.jobs[i].state.allocation.is_empty(),
-                speed: match end {
-                    End::Lo => 1.0 + cfg.rate_spread,
-                    End::Expected => 1.0,
-                    End::Hi => (1.0 - cfg.rate_spread).max(0.01),
-                },
-            }
-        })
-        .collect();
-    // GPU-seconds at the requested size become progress at that size's rate.
-    for (i, f) in fwd.iter_mut().enumerate() {
-        if snapshot.work[i].remaining.unit == WorkUnit::GpuSeconds {
-            let j = &round.jobs[i];
-            let k = j.requested_gpus.clamp(j.min_gpus.max(1), j.max_gpus.max(1));
-            let alloc = packed(&round, k);
-            let per_s = rate(&round, j, f, &traits, &alloc);
-            if f.left.is_finite() && per_s > 0.0 {
-                f.left = f.left / f64::from(k.max(1)) * per_s;
-            }
-        }
-    }
+    let mut fwd = start_state(snapshot, &round, cfg, end, &traits);
     let targets: Vec<bool> = round
         .jobs
         .iter()
@@ -772,37 +734,7 @@ fn forward(
             .iter()
             .all(|c| matches!(c.change, Change::Keep | Change::Wait));
         skip_left = if steady { cfg.skip_steady_rounds } else { 0 };
-        for (k, change) in decision.diff.iter().enumerate() {
-            let i = alive[k];
-            let (j, f) = (&mut round.jobs[k], &mut fwd[i]);
-            if matches!(change.change, Change::Keep | Change::Wait) {
-                continue;
-            }
-            let new = decision.plan.get(j.id);
-            if new.is_empty() {
-                j.state.allocation = new;
-                f.restart_left_s = 0.0;
-                continue;
-            }
-            if f.started_s.is_none() && !f.running_at_snapshot {
-                f.started_s = Some(now);
-            }
-            if f.ever_ran {
-                j.state.restarts += 1;
-            }
-            f.ever_ran = true;
-            // Once it has run, its agent has a model: the planner sees it.
-            if j.model.is_none() {
-                if let Some((m, t, typed)) = &f.rate_model {
-                    j.model = Some(*m);
-                    j.model_type = t.clone();
-                    j.type_models = typed.clone();
-                }
-            }
-            j.state.max_gpus_used = j.state.max_gpus_used.max(new.num_gpus());
-            j.state.allocation = new;
-            f.restart_left_s = cfg.restart_delay_s;
-        }
+        apply(&mut round, &mut fwd, &alive, &decision, now, cfg.restart_delay_s);
         let running = round.jobs.iter().any(|j| !j.state.allocation.is_empty());
         // With nothing running and no arrivals, nothing changes any more:
         // a job still waiting can never start.
@@ -820,6 +752,103 @@ fn forward(
         rounds,
         cut_short,
     })
+}
+
+/// Each job's state at the snapshot for one forward run: its work left at
+/// `end` of its range (GPU-seconds turned into progress at its requested
+/// size's rate), its rate model, its speed at that end of the spread.
+fn start_state(
+    snapshot: &Snapshot,
+    round: &Round,
+    cfg: &EstimateConfig,
+    end: End,
+    traits: &PlannerTraits,
+) -> Vec<Fwd> {
+    let n = round.jobs.len();
+    let mut fwd: Vec<Fwd> = (0..n)
+        .map(|i| {
+            let w = &snapshot.work[i];
+            let r = &w.remaining;
+            let amount = match end {
+                End::Lo => r.lo,
+                End::Expected => r.expected,
+                End::Hi => r.hi,
+            };
+            Fwd {
+                left: amount,
+                rate_model: rate_model(snapshot, round, i),
+                batch_grows: w.batch_grows,
+                restart_left_s: w.restart_left_s.max(0.0),
+                started_s: None,
+                finished_s: None,
+                ever_ran: !round.jobs[i].state.allocation.is_empty()
+                    || round.jobs[i].state.attained_gpu_s > 0.0,
+                running_at_snapshot: !round.jobs[i].state.allocation.is_empty(),
+                speed: match end {
+                    End::Lo => 1.0 + cfg.rate_spread,
+                    End::Expected => 1.0,
+                    End::Hi => (1.0 - cfg.rate_spread).max(0.01),
+                },
+            }
+        })
+        .collect();
+    // GPU-seconds at the requested size become progress at that size's rate.
+    for (i, f) in fwd.iter_mut().enumerate() {
+        if snapshot.work[i].remaining.unit == WorkUnit::GpuSeconds {
+            let j = &round.jobs[i];
+            let k = j.requested_gpus.clamp(j.min_gpus.max(1), j.max_gpus.max(1));
+            let alloc = packed(round, k);
+            let per_s = rate(round, j, f, traits, &alloc);
+            if f.left.is_finite() && per_s > 0.0 {
+                f.left = f.left / f64::from(k.max(1)) * per_s;
+            }
+        }
+    }
+    fwd
+}
+
+/// A round's decision applied to the forward run: each changed job gets
+/// its new GPUs (its start, a restart and the restart delay counted; its
+/// rate model shown to the planner once it has run) or waits.
+fn apply(
+    round: &mut Round,
+    fwd: &mut [Fwd],
+    alive: &[usize],
+    decision: &gpuplan_solve::Decision,
+    now: f64,
+    restart_delay_s: f64,
+) {
+    for (k, change) in decision.diff.iter().enumerate() {
+        let i = alive[k];
+        let (j, f) = (&mut round.jobs[k], &mut fwd[i]);
+        if matches!(change.change, Change::Keep | Change::Wait) {
+            continue;
+        }
+        let new = decision.plan.get(j.id);
+        if new.is_empty() {
+            j.state.allocation = new;
+            f.restart_left_s = 0.0;
+            continue;
+        }
+        if f.started_s.is_none() && !f.running_at_snapshot {
+            f.started_s = Some(now);
+        }
+        if f.ever_ran {
+            j.state.restarts += 1;
+        }
+        f.ever_ran = true;
+        // Once it has run, its agent has a model: the planner sees it.
+        if j.model.is_none() {
+            if let Some((m, t, typed)) = &f.rate_model {
+                j.model = Some(*m);
+                j.model_type = t.clone();
+                j.type_models = typed.clone();
+            }
+        }
+        j.state.max_gpus_used = j.state.max_gpus_used.max(new.num_gpus());
+        j.state.allocation = new;
+        f.restart_left_s = restart_delay_s;
+    }
 }
 
 /// An allocation of `k` GPUs packed onto the cluster's first nodes (for a

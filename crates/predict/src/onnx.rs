@@ -246,6 +246,156 @@ fn spatial_out(n: &NodeProto, x: &Shape, k: &[u64]) -> Vec<u64> {
         .collect()
 }
 
+/// One node of the graph ([`features_from_onnx`]): its layer kind counted,
+/// its multiply-accumulates added to `macs` (or its name to `uncounted`
+/// where its inputs' shapes are unknown), and its output's shape, where
+/// known, returned.
+fn count_node(
+    n: &NodeProto,
+    shapes: &HashMap<&str, Shape>,
+    weights: &HashMap<&str, Shape>,
+    layers: &mut LayerCounts,
+    macs: &mut f64,
+    uncounted: &mut Vec<String>,
+) -> Option<Shape> {
+    let input = |k: usize| n.input.get(k).and_then(|name| shapes.get(name.as_str())).cloned();
+    let label = || {
+        if n.name.is_empty() {
+            n.op_type.clone()
+        } else {
+            n.name.clone()
+        }
+    };
+    let mut out: Option<Shape> = None;
+    match n.op_type.as_str() {
+        "Conv" | "ConvTranspose" => {
+            layers.conv += 1;
+            match (input(0), input(1)) {
+                (Some(x), Some(w)) if w.len() >= 3 && x.len() == w.len() => {
+                    let k = &w[2..];
+                    let transpose = n.op_type == "ConvTranspose";
+                    // Conv: W = [M, C/group, k...]; ConvTranspose: W = [C, M/group, k...].
+                    let sp = if transpose {
+                        x[2..].to_vec()
+                    } else {
+                        spatial_out(n, &x, k)
+                    };
+                    let per_out: u64 = w[1..].iter().product();
+                    let positions: u64 = sp.iter().product();
+                    let m = if transpose {
+                        w[1] * attr_i(n, "group", 1).max(1) as u64
+                    } else {
+                        w[0]
+                    };
+                    *macs += (x[0] * m * positions * per_out) as f64;
+                    let mut s = vec![x[0], m];
+                    s.extend(sp);
+                    out = Some(s);
+                }
+                _ => uncounted.push(label()),
+            }
+        }
+        "Gemm" => {
+            layers.matmul += 1;
+            match (input(0), input(1)) {
+                (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => {
+                    let (m, k) = if attr_i(n, "transA", 0) != 0 {
+                        (a[1], a[0])
+                    } else {
+                        (a[0], a[1])
+                    };
+                    let nn = if attr_i(n, "transB", 0) != 0 { b[0] } else { b[1] };
+                    *macs += (m * k * nn) as f64;
+                    out = Some(vec![m, nn]);
+                }
+                _ => uncounted.push(label()),
+            }
+        }
+        "MatMul" => {
+            layers.matmul += 1;
+            match (input(0), input(1)) {
+                (Some(a), Some(b)) if !a.is_empty() && !b.is_empty() => {
+                    let a2 = if a.len() == 1 { vec![1, a[0]] } else { a.clone() };
+                    let b2 = if b.len() == 1 { vec![b[0], 1] } else { b.clone() };
+                    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+                    let nn = b2[b2.len() - 1];
+                    let lead_a = &a2[..a2.len() - 2];
+                    let lead_b = &b2[..b2.len() - 2];
+                    let lead = if lead_a.len() >= lead_b.len() {
+                        lead_a
+                    } else {
+                        lead_b
+                    };
+                    *macs += (lead.iter().product::<u64>() * m * k * nn) as f64;
+                    let mut s = lead.to_vec();
+                    s.extend([m, nn]);
+                    out = Some(s);
+                }
+                _ => uncounted.push(label()),
+            }
+        }
+        "LSTM" | "GRU" | "RNN" => {
+            layers.recurrent += 1;
+            // X = [T, N, I], W = [dirs, gates·H, I], R = [dirs, gates·H, H].
+            match (input(0), input(1), input(2)) {
+                (Some(x), Some(w), Some(r)) if x.len() == 3 && w.len() == 3 && r.len() == 3 => {
+                    *macs += (x[0] * x[1] * w[0] * w[1] * (w[2] + r[2])) as f64;
+                    let h = r[2];
+                    out = Some(vec![x[0], w[0], x[1], h]);
+                }
+                _ => uncounted.push(label()),
+            }
+        }
+        "BatchNormalization" | "LayerNormalization" | "InstanceNormalization" | "GroupNormalization" => {
+            layers.norm += 1;
+            out = input(0);
+        }
+        "Attention" | "MultiHeadAttention" => {
+            layers.attention += 1;
+            uncounted.push(label());
+        }
+        "MaxPool" | "AveragePool" | "LpPool" => {
+            if let Some(x) = input(0) {
+                let k: Vec<u64> = attr_ints(n, "kernel_shape")
+                    .iter()
+                    .map(|&v| v.max(1) as u64)
+                    .collect();
+                if !k.is_empty() && x.len() == k.len() + 2 {
+                    let mut s = vec![x[0], x[1]];
+                    s.extend(spatial_out(n, &x, &k));
+                    out = Some(s);
+                }
+            }
+        }
+        "GlobalAveragePool" | "GlobalMaxPool" => {
+            out = input(0).map(|x| {
+                x.iter()
+                    .enumerate()
+                    .map(|(i, &d)| if i < 2 { d } else { 1 })
+                    .collect()
+            });
+        }
+        "Flatten" => {
+            out = input(0).map(|x| {
+                let axis = (attr_i(n, "axis", 1).max(0) as usize).min(x.len());
+                vec![x[..axis].iter().product(), x[axis..].iter().product()]
+            });
+        }
+        // Element-wise ops keep their first input's shape.
+        "Relu" | "Sigmoid" | "Tanh" | "Gelu" | "Add" | "Sub" | "Mul" | "Div" | "Dropout" | "Softmax"
+        | "LeakyRelu" | "Clip" | "Identity" | "Erf" => out = input(0),
+        _ => {
+            if n.input
+                .iter()
+                .any(|i| weights.get(i.as_str()).is_some_and(|w| w.len() >= 2))
+            {
+                layers.other += 1;
+            }
+        }
+    }
+    out
+}
+
 /// Read a ModelProto and count its features.
 pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeatures, OnnxError> {
     let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode {
@@ -297,141 +447,7 @@ pub fn features_from_onnx(bytes: &[u8], source_name: &str) -> Result<OnnxFeature
     let mut layers = LayerCounts::default();
     let mut uncounted = Vec::new();
     for n in &g.node {
-        let input = |k: usize| n.input.get(k).and_then(|name| shapes.get(name.as_str())).cloned();
-        let label = || {
-            if n.name.is_empty() {
-                n.op_type.clone()
-            } else {
-                n.name.clone()
-            }
-        };
-        let mut out: Option<Shape> = None;
-        match n.op_type.as_str() {
-            "Conv" | "ConvTranspose" => {
-                layers.conv += 1;
-                match (input(0), input(1)) {
-                    (Some(x), Some(w)) if w.len() >= 3 && x.len() == w.len() => {
-                        let k = &w[2..];
-                        let transpose = n.op_type == "ConvTranspose";
-                        // Conv: W = [M, C/group, k...]; ConvTranspose: W = [C, M/group, k...].
-                        let sp = if transpose {
-                            x[2..].to_vec()
-                        } else {
-                            spatial_out(n, &x, k)
-                        };
-                        let per_out: u64 = w[1..].iter().product();
-                        let positions: u64 = sp.iter().product();
-                        let m = if transpose {
-                            w[1] * attr_i(n, "group", 1).max(1) as u64
-                        } else {
-                            w[0]
-                        };
-                        macs += (x[0] * m * positions * per_out) as f64;
-                        let mut s = vec![x[0], m];
-                        s.extend(sp);
-                        out = Some(s);
-                    }
-                    _ => uncounted.push(label()),
-                }
-            }
-            "Gemm" => {
-                layers.matmul += 1;
-                match (input(0), input(1)) {
-                    (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => {
-                        let (m, k) = if attr_i(n, "transA", 0) != 0 {
-                            (a[1], a[0])
-                        } else {
-                            (a[0], a[1])
-                        };
-                        let nn = if attr_i(n, "transB", 0) != 0 { b[0] } else { b[1] };
-                        macs += (m * k * nn) as f64;
-                        out = Some(vec![m, nn]);
-                    }
-                    _ => uncounted.push(label()),
-                }
-            }
-            "MatMul" => {
-                layers.matmul += 1;
-                match (input(0), input(1)) {
-                    (Some(a), Some(b)) if !a.is_empty() && !b.is_empty() => {
-                        let a2 = if a.len() == 1 { vec![1, a[0]] } else { a.clone() };
-                        let b2 = if b.len() == 1 { vec![b[0], 1] } else { b.clone() };
-                        let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
-                        let nn = b2[b2.len() - 1];
-                        let lead_a = &a2[..a2.len() - 2];
-                        let lead_b = &b2[..b2.len() - 2];
-                        let lead = if lead_a.len() >= lead_b.len() {
-                            lead_a
-                        } else {
-                            lead_b
-                        };
-                        macs += (lead.iter().product::<u64>() * m * k * nn) as f64;
-                        let mut s = lead.to_vec();
-                        s.extend([m, nn]);
-                        out = Some(s);
-                    }
-                    _ => uncounted.push(label()),
-                }
-            }
-            "LSTM" | "GRU" | "RNN" => {
-                layers.recurrent += 1;
-                // X = [T, N, I], W = [dirs, gates·H, I], R = [dirs, gates·H, H].
-                match (input(0), input(1), input(2)) {
-                    (Some(x), Some(w), Some(r)) if x.len() == 3 && w.len() == 3 && r.len() == 3 => {
-                        macs += (x[0] * x[1] * w[0] * w[1] * (w[2] + r[2])) as f64;
-                        let h = r[2];
-                        out = Some(vec![x[0], w[0], x[1], h]);
-                    }
-                    _ => uncounted.push(label()),
-                }
-            }
-            "BatchNormalization" | "LayerNormalization" | "InstanceNormalization" | "GroupNormalization" => {
-                layers.norm += 1;
-                out = input(0);
-            }
-            "Attention" | "MultiHeadAttention" => {
-                layers.attention += 1;
-                uncounted.push(label());
-            }
-            "MaxPool" | "AveragePool" | "LpPool" => {
-                if let Some(x) = input(0) {
-                    let k: Vec<u64> = attr_ints(n, "kernel_shape")
-                        .iter()
-                        .map(|&v| v.max(1) as u64)
-                        .collect();
-                    if !k.is_empty() && x.len() == k.len() + 2 {
-                        let mut s = vec![x[0], x[1]];
-                        s.extend(spatial_out(n, &x, &k));
-                        out = Some(s);
-                    }
-                }
-            }
-            "GlobalAveragePool" | "GlobalMaxPool" => {
-                out = input(0).map(|x| {
-                    x.iter()
-                        .enumerate()
-                        .map(|(i, &d)| if i < 2 { d } else { 1 })
-                        .collect()
-                });
-            }
-            "Flatten" => {
-                out = input(0).map(|x| {
-                    let axis = (attr_i(n, "axis", 1).max(0) as usize).min(x.len());
-                    vec![x[..axis].iter().product(), x[axis..].iter().product()]
-                });
-            }
-            // Element-wise ops keep their first input's shape.
-            "Relu" | "Sigmoid" | "Tanh" | "Gelu" | "Add" | "Sub" | "Mul" | "Div" | "Dropout" | "Softmax"
-            | "LeakyRelu" | "Clip" | "Identity" | "Erf" => out = input(0),
-            _ => {
-                if n.input
-                    .iter()
-                    .any(|i| weights.get(i.as_str()).is_some_and(|w| w.len() >= 2))
-                {
-                    layers.other += 1;
-                }
-            }
-        }
+        let out = count_node(n, &shapes, &weights, &mut layers, &mut macs, &mut uncounted);
         if let (Some(s), Some(name)) = (out, n.output.first()) {
             shapes.entry(name.as_str()).or_insert(s);
         }

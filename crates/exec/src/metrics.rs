@@ -227,68 +227,65 @@ fn family<L: EncodeLabelSet, M: EncodeMetric + TypedMetric>(
     Ok(())
 }
 
-impl Collector for Snapshot {
-    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
-        let e = &mut enc;
+/// The last round's metrics: plan time, status, objective and gap where
+/// known, active and changed jobs.
+fn last_round(e: &mut DescriptorEncoder, r: &RoundStats) -> std::fmt::Result {
+    single(
+        e,
+        "gpuplan_round_plan",
+        "Time the planner took in the last round.",
+        Some(&Unit::Seconds),
+        ConstGauge::new(r.plan_ms / 1e3),
+    )?;
+    let status = r.status.map_or("idle", RoundStatus::as_str);
+    let statuses: Vec<&str> = ROUND_STATUSES.to_vec();
+    family(
+        e,
+        "gpuplan_round_status",
+        "Outcome of the last round: 1 for its status, 0 for the others (optimal, feasible, fallback; error: the planner failed; idle: nothing to plan).",
+        None,
+        statuses
+            .into_iter()
+            .map(|s| ([("status", s)], ConstGauge::new(i64::from(s == status)))),
+    )?;
+    if let Some(o) = r.objective {
         single(
             e,
-            "gpuplan_rounds",
-            "Rounds started since the daemon started (planned or not).",
+            "gpuplan_round_objective",
+            "Objective of the last round's plan: generalized mean of job speedups, higher is better.",
             None,
-            ConstCounter::new(self.rounds),
+            ConstGauge::new(o),
         )?;
-        if let Some(r) = &self.last_round {
-            single(
-                e,
-                "gpuplan_round_plan",
-                "Time the planner took in the last round.",
-                Some(&Unit::Seconds),
-                ConstGauge::new(r.plan_ms / 1e3),
-            )?;
-            let status = r.status.map_or("idle", RoundStatus::as_str);
-            let statuses: Vec<&str> = ROUND_STATUSES.to_vec();
-            family(
-                e,
-                "gpuplan_round_status",
-                "Outcome of the last round: 1 for its status, 0 for the others (optimal, feasible, fallback; error: the planner failed; idle: nothing to plan).",
-                None,
-                statuses
-                    .into_iter()
-                    .map(|s| ([("status", s)], ConstGauge::new(i64::from(s == status)))),
-            )?;
-            if let Some(o) = r.objective {
-                single(
-                    e,
-                    "gpuplan_round_objective",
-                    "Objective of the last round's plan: generalized mean of job speedups, higher is better.",
-                    None,
-                    ConstGauge::new(o),
-                )?;
-            }
-            if let Some(g) = r.gap {
-                single(
-                    e,
-                    "gpuplan_round_gap",
-                    "Relative MIP gap the planner reported for the last round's plan.",
-                    Some(&Unit::Other("ratio".into())),
-                    ConstGauge::new(g),
-                )?;
-            }
-            single(
-                e,
-                "gpuplan_round_active_jobs",
-                "Jobs the last round planned for (queued past their back-off, or running).",
-                None,
-                ConstGauge::new(r.active_jobs as u64),
-            )?;
-            single(
-                e,
-                "gpuplan_round_changed_jobs",
-                "Jobs whose GPUs the last round changed (each one a start, stop or restart).",
-                None,
-                ConstGauge::new(r.changed_jobs as u64),
-            )?;
-        }
+    }
+    if let Some(g) = r.gap {
+        single(
+            e,
+            "gpuplan_round_gap",
+            "Relative MIP gap the planner reported for the last round's plan.",
+            Some(&Unit::Other("ratio".into())),
+            ConstGauge::new(g),
+        )?;
+    }
+    single(
+        e,
+        "gpuplan_round_active_jobs",
+        "Jobs the last round planned for (queued past their back-off, or running).",
+        None,
+        ConstGauge::new(r.active_jobs as u64),
+    )?;
+    single(
+        e,
+        "gpuplan_round_changed_jobs",
+        "Jobs whose GPUs the last round changed (each one a start, stop or restart).",
+        None,
+        ConstGauge::new(r.changed_jobs as u64),
+    )?;
+    Ok(())
+}
+
+impl Snapshot {
+    /// Jobs by phase, then each job's GPUs, goodput and restarts.
+    fn job_families(&self, e: &mut DescriptorEncoder) -> std::fmt::Result {
         family(
             e,
             "gpuplan_jobs",
@@ -325,6 +322,63 @@ impl Collector for Snapshot {
                 .iter()
                 .map(|j| (j.labels.clone(), ConstCounter::new(j.restarts))),
         )?;
+        Ok(())
+    }
+
+    /// Each queue's guarantee, GPUs, borrowed GPUs, jobs and waiting jobs.
+    fn queue_families(&self, e: &mut DescriptorEncoder) -> std::fmt::Result {
+        let mut per_queue = |name: &str, help: &str, f: fn(&QueueRow) -> i64| -> std::fmt::Result {
+            family(
+                &mut *e,
+                name,
+                help,
+                None,
+                self.queues
+                    .iter()
+                    .map(|q| (q.labels.clone(), ConstGauge::new(f(q)))),
+            )
+        };
+        per_queue(
+            "gpuplan_queue_guarantee_gpus",
+            "GPUs the queue is guaranteed (serve --queues), as configured.",
+            |q| q.guarantee as i64,
+        )?;
+        per_queue(
+            "gpuplan_queue_gpus",
+            "GPUs the last plan gives the queue's jobs (its subtree's).",
+            |q| q.gpus as i64,
+        )?;
+        per_queue(
+            "gpuplan_queue_borrowed_gpus",
+            "GPUs the queue's jobs hold beyond its guarantee.",
+            |q| q.gpus.saturating_sub(q.guarantee) as i64,
+        )?;
+        per_queue("gpuplan_queue_jobs", "The queue's jobs not yet final.", |q| {
+            q.jobs as i64
+        })?;
+        per_queue(
+            "gpuplan_queue_waiting_jobs",
+            "The queue's jobs not yet final that hold no GPUs.",
+            |q| q.waiting as i64,
+        )?;
+        Ok(())
+    }
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        let e = &mut enc;
+        single(
+            e,
+            "gpuplan_rounds",
+            "Rounds started since the daemon started (planned or not).",
+            None,
+            ConstCounter::new(self.rounds),
+        )?;
+        if let Some(r) = &self.last_round {
+            last_round(e, r)?;
+        }
+        self.job_families(e)?;
         family(
             e,
             "gpuplan_node_gpus",
@@ -344,40 +398,7 @@ impl Collector for Snapshot {
                 .map(|n| (n.labels.clone(), ConstGauge::new(n.healthy_gpus))),
         )?;
         if !self.queues.is_empty() {
-            let mut per_queue = |name: &str, help: &str, f: fn(&QueueRow) -> i64| -> std::fmt::Result {
-                family(
-                    &mut *e,
-                    name,
-                    help,
-                    None,
-                    self.queues
-                        .iter()
-                        .map(|q| (q.labels.clone(), ConstGauge::new(f(q)))),
-                )
-            };
-            per_queue(
-                "gpuplan_queue_guarantee_gpus",
-                "GPUs the queue is guaranteed (serve --queues), as configured.",
-                |q| q.guarantee as i64,
-            )?;
-            per_queue(
-                "gpuplan_queue_gpus",
-                "GPUs the last plan gives the queue's jobs (its subtree's).",
-                |q| q.gpus as i64,
-            )?;
-            per_queue(
-                "gpuplan_queue_borrowed_gpus",
-                "GPUs the queue's jobs hold beyond its guarantee.",
-                |q| q.gpus.saturating_sub(q.guarantee) as i64,
-            )?;
-            per_queue("gpuplan_queue_jobs", "The queue's jobs not yet final.", |q| {
-                q.jobs as i64
-            })?;
-            per_queue(
-                "gpuplan_queue_waiting_jobs",
-                "The queue's jobs not yet final that hold no GPUs.",
-                |q| q.waiting as i64,
-            )?;
+            self.queue_families(e)?;
         }
         family(
             e,

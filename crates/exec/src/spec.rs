@@ -147,10 +147,86 @@ pub fn total_progress_problem(t: f64) -> Option<String> {
         .then(|| format!("must be a finite number in (0, {MAX_TOTAL_PROGRESS:e}], got {t:e}"))
 }
 
+/// A submission's model features ([`JobSubmission::problems`]): FLOPs and
+/// parameters positive and bounded, layer counts bounded.
+fn feature_problems(f: &gpuplan_core::predict::ModelFeatures, p: &mut Vec<(&'static str, String)>) {
+    for (name, v, max) in [
+        (
+            "features.flops_per_sample",
+            f.flops_per_sample,
+            MAX_FLOPS_PER_SAMPLE,
+        ),
+        ("features.params", f.params, MAX_PARAMS),
+    ] {
+        if !v.is_finite() || v <= 0.0 {
+            p.push((name, format!("must be a finite number > 0, got {v}")));
+        } else if v > max {
+            p.push((name, format!("must be <= {max:e}, got {v:e}")));
+        }
+    }
+    let l = &f.layers;
+    for (name, v) in [
+        ("features.layers.conv", l.conv),
+        ("features.layers.matmul", l.matmul),
+        ("features.layers.norm", l.norm),
+        ("features.layers.recurrent", l.recurrent),
+        ("features.layers.attention", l.attention),
+        ("features.layers.other", l.other),
+    ] {
+        if v > MAX_LAYERS {
+            p.push((name, format!("must be <= {MAX_LAYERS}, got {v}")));
+        }
+    }
+}
+
 impl JobSubmission {
     /// Semantic checks: (field, message) for every problem.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut p = Vec::new();
+        self.text_problems(&mut p);
+        self.size_problems(&mut p);
+        if let Some(f) = &self.features {
+            feature_problems(f, &mut p);
+        }
+        if let Some(m) = self.mem_gib {
+            if !m.is_finite() || m <= 0.0 {
+                p.push(("mem_gib", format!("must be a finite number > 0, got {m}")));
+            } else if m > MAX_MEM_GIB {
+                p.push(("mem_gib", format!("must be <= {MAX_MEM_GIB} (1 TiB), got {m:e}")));
+            }
+        }
+        if let Some(e) = self.min_runtime_s.and_then(gpuplan_core::min_runtime_problem) {
+            p.push(("min_runtime_s", e));
+        }
+        if let Some(t) = self.total_progress {
+            if let Some(e) = total_progress_problem(t) {
+                p.push(("total_progress", e));
+            }
+        }
+        for (f, v, max, what) in [
+            (
+                "restart_cost_s",
+                self.restart_cost_s,
+                MAX_RESTART_COST_S,
+                "one day",
+            ),
+            ("grace_s", self.grace_s, MAX_GRACE_S, "one hour"),
+        ] {
+            match v {
+                Some(v) if !v.is_finite() || v < 0.0 => {
+                    p.push((f, format!("must be a finite number >= 0, got {v}")));
+                }
+                // `{:e}`: 1e300 in full is three hundred digits.
+                Some(v) if v > max => p.push((f, format!("must be <= {max} ({what}), got {v:e}"))),
+                _ => {}
+            }
+        }
+        p
+    }
+
+    /// The text fields' problems ([`JobSubmission::problems`]): name,
+    /// command, hints; and the uid and crash limit.
+    fn text_problems(&self, p: &mut Vec<(&'static str, String)>) {
         if self.name.trim().is_empty() {
             p.push(("name", "must not be empty".to_string()));
         }
@@ -197,6 +273,11 @@ impl JobSubmission {
                 p.push(("max_crashes", format!("must be <= {MAX_CRASHES}, got {c}")));
             }
         }
+    }
+
+    /// GPU counts and batch sizes ([`JobSubmission::problems`]): each at
+    /// least 1, each upper bound above its lower one, none over its limit.
+    fn size_problems(&self, p: &mut Vec<(&'static str, String)>) {
         if self.min_gpus == 0 {
             p.push(("min_gpus", "must be >= 1, got 0".to_string()));
         }
@@ -253,69 +334,6 @@ impl JobSubmission {
                 p.push((f, format!("must be <= {MAX_BATCH_SIZE}, got {v}")));
             }
         }
-        if let Some(f) = &self.features {
-            for (name, v, max) in [
-                (
-                    "features.flops_per_sample",
-                    f.flops_per_sample,
-                    MAX_FLOPS_PER_SAMPLE,
-                ),
-                ("features.params", f.params, MAX_PARAMS),
-            ] {
-                if !v.is_finite() || v <= 0.0 {
-                    p.push((name, format!("must be a finite number > 0, got {v}")));
-                } else if v > max {
-                    p.push((name, format!("must be <= {max:e}, got {v:e}")));
-                }
-            }
-            let l = &f.layers;
-            for (name, v) in [
-                ("features.layers.conv", l.conv),
-                ("features.layers.matmul", l.matmul),
-                ("features.layers.norm", l.norm),
-                ("features.layers.recurrent", l.recurrent),
-                ("features.layers.attention", l.attention),
-                ("features.layers.other", l.other),
-            ] {
-                if v > MAX_LAYERS {
-                    p.push((name, format!("must be <= {MAX_LAYERS}, got {v}")));
-                }
-            }
-        }
-        if let Some(m) = self.mem_gib {
-            if !m.is_finite() || m <= 0.0 {
-                p.push(("mem_gib", format!("must be a finite number > 0, got {m}")));
-            } else if m > MAX_MEM_GIB {
-                p.push(("mem_gib", format!("must be <= {MAX_MEM_GIB} (1 TiB), got {m:e}")));
-            }
-        }
-        if let Some(e) = self.min_runtime_s.and_then(gpuplan_core::min_runtime_problem) {
-            p.push(("min_runtime_s", e));
-        }
-        if let Some(t) = self.total_progress {
-            if let Some(e) = total_progress_problem(t) {
-                p.push(("total_progress", e));
-            }
-        }
-        for (f, v, max, what) in [
-            (
-                "restart_cost_s",
-                self.restart_cost_s,
-                MAX_RESTART_COST_S,
-                "one day",
-            ),
-            ("grace_s", self.grace_s, MAX_GRACE_S, "one hour"),
-        ] {
-            match v {
-                Some(v) if !v.is_finite() || v < 0.0 => {
-                    p.push((f, format!("must be a finite number >= 0, got {v}")));
-                }
-                // `{:e}`: 1e300 in full is three hundred digits.
-                Some(v) if v > max => p.push((f, format!("must be <= {max} ({what}), got {v:e}"))),
-                _ => {}
-            }
-        }
-        p
     }
 
     /// Check, naming each problem as `source:field: message` (no line: JSON requests).
